@@ -1,0 +1,21 @@
+// Package schedule is the schedule arithmetic of hunt-runner and the due backlog built on it.
+//
+// All schedule values are integer epoch seconds on ClickHouse's clock. A hunt with interval I
+// and phase offset P fires at every t with t ≡ P (mod I). The offset is either spread (a hash
+// of the hunt id over the first fraction f of the interval, [PhaseOffset], bit-compatible with
+// the earlier Python runner) or pinned by a cron expression ([ParseCron]).
+//
+// A fire stays owed until its watermark is written: a hunt is due at now iff it is enabled and
+//
+//	(no watermark, or watermark < LatestFire(now), or a run-now request newer than the watermark)
+//	and (no lease, or its newest lease_until <= now).
+//
+// [IsDue] is that predicate in Go; [DueCountSQL] is the same predicate in ClickHouse SQL, used by
+// `hunt-runner due`, the KEDA shim and the backlog view so that the backlog is computable with no
+// runner alive. A parity test over a full matrix on the real engine keeps the two identical.
+//
+// [Materialise] publishes the hunt_schedule table: only new or changed rows, and tombstones
+// (enabled=0, interval 0) for hunts that were removed or disabled. It talks to the database only
+// through the one-method [Querier] interface plus an insert hook, so it can be exercised on the
+// real engine in tests and never hides SQL in other packages.
+package schedule

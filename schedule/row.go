@@ -1,0 +1,58 @@
+package schedule
+
+import (
+	"fmt"
+	"time"
+)
+
+// Row is one hunt_schedule row. A tombstone (a hunt removed or disabled) has Enabled false and
+// IntervalSeconds and PhaseOffset 0.
+type Row struct {
+	HuntID          string
+	IntervalSeconds uint32
+	PhaseOffset     uint32
+	Enabled         bool
+	ConfigHash      string
+}
+
+// Tombstone is the row that retires a hunt.
+func Tombstone(huntID string) Row { return Row{HuntID: huntID} }
+
+// Spec is a parsed schedule: an interval and, for cron schedules, a pinned offset. An unpinned
+// schedule gets its offset from PhaseOffset.
+type Spec struct {
+	Interval time.Duration
+	Offset   time.Duration // meaningful only when Pinned
+	Pinned   bool
+}
+
+// Validate checks that the spec fits a hunt_schedule row.
+func (s Spec) Validate() error {
+	if s.Interval < time.Second || s.Interval > MaxInterval || s.Interval%time.Second != 0 {
+		return fmt.Errorf("%w: interval %v must be whole seconds in [1s, %v]", ErrInvalidInterval, s.Interval, MaxInterval)
+	}
+	if s.Pinned && (s.Offset < 0 || s.Offset >= s.Interval || s.Offset%time.Second != 0) {
+		return fmt.Errorf("%w: pinned offset %v must be whole seconds in [0, %v)", ErrInvalidCron, s.Offset, s.Interval)
+	}
+	return nil
+}
+
+// NewRow computes the hunt_schedule row of an enabled hunt: the interval, and the pinned offset
+// or the spread offset for fraction f.
+func NewRow(huntID string, spec Spec, f float64, configHash string) (Row, error) {
+	if err := spec.Validate(); err != nil {
+		return Row{}, fmt.Errorf("hunt %q: %w", huntID, err)
+	}
+	if err := ValidateSpreadFraction(f); err != nil {
+		return Row{}, err
+	}
+	interval := int64(spec.Interval / time.Second)
+	offset := PhaseOffset(huntID, interval, f)
+	if spec.Pinned {
+		offset = int64(spec.Offset / time.Second)
+	}
+	return Row{HuntID: huntID, IntervalSeconds: uint32(interval), PhaseOffset: uint32(offset), Enabled: true, ConfigHash: configHash}, nil
+}
+
+// Live reports whether the row schedules fires (enabled with a positive interval).
+func (r Row) Live() bool { return r.Enabled && r.IntervalSeconds > 0 }
