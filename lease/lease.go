@@ -1,0 +1,150 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/google/uuid"
+)
+
+// Fire identifies one scheduled (or requested) run of a hunt. Fire is epoch seconds.
+type Fire struct {
+	HuntID string
+	Fire   int64
+}
+
+// Lease is a won claim. ClaimID fences every later write.
+type Lease struct {
+	HuntID  string
+	Fire    int64
+	Owner   string
+	ClaimID uuid.UUID
+	Claimed time.Time
+	Until   time.Time
+}
+
+// Outcome is how one fire of a Claim batch ended; runner uses it as a metric label.
+type Outcome string
+
+const (
+	OutcomeWon        Outcome = "won"
+	OutcomeLost       Outcome = "lost"
+	OutcomeAlreadyRun Outcome = "already_run"
+	OutcomeError      Outcome = "error"
+)
+
+// Result sorts every fire passed to Claim into exactly one bucket.
+type Result struct {
+	Won        []Lease
+	Lost       []Fire
+	AlreadyRun []Fire
+	Failed     []Fire
+	Err        error // why Failed is non-empty
+}
+
+var (
+	// ErrLost means the lease is no longer ours: a peer's row is newest, or ours expired.
+	ErrLost = errors.New("lease: lost")
+	// ErrFenced means a fenced write was refused because the writer no longer holds the lease.
+	ErrFenced = errors.New("lease: fenced")
+)
+
+// Defaults for Options.
+const (
+	DefaultLease    = 5 * time.Minute
+	DefaultSettle   = 750 * time.Millisecond
+	DefaultDatabase = "hunt_runner"
+)
+
+// Options configures a Coordinator.
+type Options struct {
+	// Owner names this claimer in lease rows (pod name plus pid is a good choice). Required.
+	Owner string
+	// Lease is how long a won claim lives before it must be renewed. Default 5m; at least 4×Settle.
+	Lease time.Duration
+	// Settle is the single wait between the batch insert and the verify read. Default 750ms.
+	// The protocol tolerates replica visibility lag below Settle/2 (see the package comment).
+	Settle time.Duration
+	// Database holding hunt_lease and hunt_watermark. Default "hunt_runner".
+	Database string
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	if o.Lease == 0 {
+		o.Lease = DefaultLease
+	}
+	if o.Settle == 0 {
+		o.Settle = DefaultSettle
+	}
+	if o.Database == "" {
+		o.Database = DefaultDatabase
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Validate reports the first problem with already-defaulted options.
+func (o Options) validate() error {
+	switch {
+	case o.Owner == "":
+		return errors.New("lease: owner must not be empty")
+	case o.Settle <= 0:
+		return fmt.Errorf("lease: settle must be positive, got %s", o.Settle)
+	case o.Lease < 4*o.Settle:
+		return fmt.Errorf("lease: lease %s must be at least 4× settle %s", o.Lease, o.Settle)
+	}
+	return nil
+}
+
+// Coordinator runs the claim protocol against ClickHouse.
+type Coordinator struct {
+	conn driver.Conn
+	opts Options
+}
+
+// New validates opts (after applying defaults) and returns a Coordinator.
+func New(conn driver.Conn, opts Options) (*Coordinator, error) {
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if conn == nil {
+		return nil, errors.New("lease: nil connection")
+	}
+	return &Coordinator{conn: conn, opts: opts}, nil
+}
+
+// Options returns the effective (defaulted) options.
+func (c *Coordinator) Options() Options { return c.opts }
+
+// Claim claims a batch in a constant number of round trips: free read, one conditional
+// INSERT … SELECT for all, one settle, one verify read (which re-checks watermarks too),
+// and one fenced release of fires found already run.
+func (c *Coordinator) Claim(ctx context.Context, fires []Fire) (Result, error) {
+	return Result{}, errors.New("lease: Claim not implemented yet")
+}
+
+// Renew extends l by Options.Lease if it is still the newest row for its hunt and live.
+// It returns ErrLost when it is not.
+func (c *Coordinator) Renew(ctx context.Context, l Lease) (Lease, error) {
+	return Lease{}, errors.New("lease: Renew not implemented yet")
+}
+
+// Release ends l now, fenced on its claim id: nothing is written unless l is still newest.
+func (c *Coordinator) Release(ctx context.Context, l Lease) error {
+	return errors.New("lease: Release not implemented yet")
+}
+
+// ReplicaDelay is the largest system.replicas.absolute_delay over the database's tables;
+// 0 when nothing is replicated.
+func (c *Coordinator) ReplicaDelay(ctx context.Context) (time.Duration, error) {
+	return 0, errors.New("lease: ReplicaDelay not implemented yet")
+}
