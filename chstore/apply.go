@@ -1,0 +1,142 @@
+package chstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// ErrTopology means the server's shape is ambiguous; say --topology explicitly.
+var ErrTopology = errors.New("cannot work out the ClickHouse topology")
+
+// DetectTopology asks the server which engines the coordination tables need, first match wins:
+//
+//  1. ClickHouse Cloud (cloud_mode setting, or the database's engine is Shared) → TopologyCloud;
+//  2. database already exists with the Replicated engine → TopologyReplicated;
+//  3. system.macros defines shard and replica, and system.clusters has cluster → TopologyCluster
+//     (macros without that cluster is an ErrTopology: creating single-node tables on one
+//     replica of a cluster would split the coordination state);
+//  4. otherwise TopologySingle.
+func DetectTopology(ctx context.Context, conn driver.Conn, database, cluster string) (Topology, error) {
+	var cloud uint64
+	if err := conn.QueryRow(ctx,
+		"SELECT count() FROM system.settings WHERE name = 'cloud_mode' AND value IN ('1', 'true')").Scan(&cloud); err != nil {
+		return "", fmt.Errorf("detect topology: read system.settings: %w", err)
+	}
+	if cloud > 0 {
+		return TopologyCloud, nil
+	}
+	var engines []string
+	if err := queryStrings(ctx, conn, &engines, "SELECT engine FROM system.databases WHERE name = ?", database); err != nil {
+		return "", fmt.Errorf("detect topology: read system.databases: %w", err)
+	}
+	if len(engines) > 0 {
+		switch engines[0] {
+		case "Replicated":
+			return TopologyReplicated, nil
+		case "Shared":
+			return TopologyCloud, nil
+		}
+	}
+	var macros []string
+	if err := queryStrings(ctx, conn, &macros, "SELECT macro FROM system.macros"); err != nil {
+		return "", fmt.Errorf("detect topology: read system.macros: %w", err)
+	}
+	if slices.Contains(macros, "shard") && slices.Contains(macros, "replica") {
+		var n uint64
+		if err := conn.QueryRow(ctx, "SELECT count() FROM system.clusters WHERE cluster = ?", cluster).Scan(&n); err != nil {
+			return "", fmt.Errorf("detect topology: read system.clusters: %w", err)
+		}
+		if n == 0 {
+			return "", fmt.Errorf("%w: the server defines {shard} and {replica} macros but has no cluster %q in system.clusters; pass --cluster NAME or --topology", ErrTopology, cluster)
+		}
+		return TopologyCluster, nil
+	}
+	return TopologySingle, nil
+}
+
+// Report says what Apply did.
+type Report struct {
+	Topology Topology
+	Database string
+	Created  []string // objects that did not exist before, in DDL order ("table hunt_runner.hunt_lease")
+	Existing []string // objects that were already there
+}
+
+// Apply creates database and the coordination tables for topology t (TopologyAuto: asks
+// DetectTopology), idempotently. The report compares system.databases/system.tables before and
+// after, so a second Apply reports nothing created. Existing tables are never altered.
+func Apply(ctx context.Context, conn driver.Conn, database string, t Topology, cluster string) (Report, error) {
+	rep := Report{Database: database, Topology: t}
+	if t == TopologyAuto || t == "" {
+		var err error
+		if rep.Topology, err = DetectTopology(ctx, conn, database, cluster); err != nil {
+			return rep, err
+		}
+	}
+	stmts := DDL(database, rep.Topology, cluster)
+	before, err := existing(ctx, conn, database)
+	if err != nil {
+		return rep, err
+	}
+	for _, s := range stmts {
+		if err := conn.Exec(ctx, s.SQL); err != nil {
+			return rep, fmt.Errorf("apply schema: create %s: %w", s.Name, err)
+		}
+	}
+	after, err := existing(ctx, conn, database)
+	if err != nil {
+		return rep, err
+	}
+	for _, s := range stmts {
+		switch {
+		case before[s.Name]:
+			rep.Existing = append(rep.Existing, s.Name)
+		case after[s.Name]:
+			rep.Created = append(rep.Created, s.Name)
+		default:
+			// ON CLUSTER DDL may still be queued on this node; say so rather than claim success.
+			return rep, fmt.Errorf("apply schema: %s still missing after CREATE", s.Name)
+		}
+	}
+	return rep, nil
+}
+
+// existing returns the Statement names of the objects that exist now.
+func existing(ctx context.Context, conn driver.Conn, database string) (map[string]bool, error) {
+	out := map[string]bool{}
+	var dbs, tbls []string
+	if err := queryStrings(ctx, conn, &dbs, "SELECT name FROM system.databases WHERE name = ?", database); err != nil {
+		return nil, fmt.Errorf("apply schema: read system.databases: %w", err)
+	}
+	if len(dbs) == 0 {
+		return out, nil
+	}
+	out["database "+database] = true
+	if err := queryStrings(ctx, conn, &tbls, "SELECT name FROM system.tables WHERE database = ?", database); err != nil {
+		return nil, fmt.Errorf("apply schema: read system.tables: %w", err)
+	}
+	for _, t := range tbls {
+		out["table "+database+"."+t] = true
+	}
+	return out, nil
+}
+
+func queryStrings(ctx context.Context, conn driver.Conn, dst *[]string, query string, args ...any) error {
+	rows, err := conn.Query(ctx, query, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return err
+		}
+		*dst = append(*dst, s)
+	}
+	return rows.Err()
+}

@@ -1,0 +1,236 @@
+package chstore
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Table names of the coordination tables (docs/contracts.md).
+const (
+	TableSchedule  = "hunt_schedule"
+	TablePublish   = "hunt_publish"
+	TableLease     = "hunt_lease"
+	TableWatermark = "hunt_watermark"
+	TableState     = "hunt_state"
+	TableRun       = "hunt_run"
+	TableFindings  = "hunt_findings"
+	TableRequest   = "hunt_request"
+)
+
+// Topology decides the engines of the coordination tables.
+type Topology string
+
+const (
+	// TopologyAuto asks the server (DetectTopology).
+	TopologyAuto Topology = "auto"
+	// TopologySingle is one node: ReplacingMergeTree / MergeTree in an ordinary database.
+	TopologySingle Topology = "single"
+	// TopologyReplicated is a Replicated database; its tables are Replicated*MergeTree without
+	// arguments, the database supplying the Keeper path and replica name.
+	TopologyReplicated Topology = "replicated"
+	// TopologyCluster is ON CLUSTER DDL with explicit Keeper paths using {shard}/{replica} macros.
+	TopologyCluster Topology = "cluster"
+	// TopologyCloud is ClickHouse Cloud: tables as in TopologyReplicated (Cloud turns them into
+	// SharedMergeTree), the database created with the service's default engine.
+	TopologyCloud Topology = "cloud"
+)
+
+// Topologies lists the values accepted by ParseTopology.
+var Topologies = []Topology{TopologyAuto, TopologySingle, TopologyReplicated, TopologyCluster, TopologyCloud}
+
+// ParseTopology reads a --topology value.
+func ParseTopology(s string) (Topology, error) {
+	for _, t := range Topologies {
+		if string(t) == strings.ToLower(strings.TrimSpace(s)) {
+			return t, nil
+		}
+	}
+	return "", fmt.Errorf("unknown topology %q (want one of auto, single, replicated, cluster, cloud)", s)
+}
+
+// Statement is one DDL statement; Name is the object it creates ("database hunt_runner",
+// "table hunt_runner.hunt_lease").
+type Statement struct {
+	Name string
+	SQL  string
+}
+
+type column struct{ name, typ string }
+
+type table struct {
+	name    string
+	comment string
+	columns []column
+	version string // ReplacingMergeTree version column; empty for MergeTree
+	orderBy string
+	ttl     string
+}
+
+// tables is the single source of the schema; docs/contracts.md is its prose form.
+var tables = []table{
+	{
+		name: TableSchedule, comment: "published schedule; written only by materialise, tombstone = enabled 0",
+		columns: []column{
+			{"hunt_id", "String"}, {"interval_seconds", "UInt32"}, {"phase_offset", "UInt32"},
+			{"enabled", "UInt8"}, {"config_hash", "String"}, {"updated", "DateTime64(6, 'UTC')"},
+		},
+		version: "updated", orderBy: "hunt_id",
+	},
+	{
+		name: TablePublish, comment: "one row per materialise that published a hunt set",
+		columns: []column{
+			{"set_hash", "String"}, {"hunt_count", "UInt32"}, {"source", "String"},
+			{"published", "DateTime64(6, 'UTC')"},
+		},
+		orderBy: "published",
+	},
+	{
+		// One row per hunt survives merges; the TTL drops leases a day after they ended, so the
+		// table stays as small as the set of recently run hunts.
+		name: TableLease, comment: "claims; newest row per hunt by (claimed, claim_id)",
+		columns: []column{
+			{"hunt_id", "String"}, {"fire", "DateTime('UTC')"}, {"owner", "String"},
+			{"claim_id", "UUID"}, {"claimed", "DateTime64(6, 'UTC')"}, {"lease_until", "DateTime64(3, 'UTC')"},
+		},
+		version: "claimed", orderBy: "hunt_id", ttl: "toDateTime(lease_until) + INTERVAL 1 DAY",
+	},
+	{
+		name: TableWatermark, comment: "fenced progress per hunt; newest row by updated",
+		columns: []column{
+			{"hunt_id", "String"}, {"watermark", "DateTime('UTC')"}, {"claim_id", "UUID"},
+			{"updated", "DateTime64(6, 'UTC')"},
+		},
+		version: "updated", orderBy: "hunt_id",
+	},
+	{
+		name: TableState, comment: "per-hunt health; newest row by updated",
+		columns: []column{
+			{"hunt_id", "String"}, {"status", "LowCardinality(String)"}, {"consecutive_failures", "UInt32"},
+			{"last_error", "String"}, {"last_fire", "DateTime('UTC')"}, {"updated", "DateTime64(6, 'UTC')"},
+		},
+		version: "updated", orderBy: "hunt_id",
+	},
+	{
+		name: TableRun, comment: "audit log, one row per finished attempt",
+		columns: []column{
+			{"hunt_id", "String"}, {"fire", "DateTime('UTC')"}, {"run_id", "UUID"}, {"owner", "String"},
+			{"status", "LowCardinality(String)"}, {"window_start", "DateTime('UTC')"}, {"window_end", "DateTime('UTC')"},
+			{"rows_written", "UInt64"}, {"started", "DateTime64(6, 'UTC')"}, {"finished", "DateTime64(6, 'UTC')"},
+			{"error", "String"},
+		},
+		orderBy: "(hunt_id, fire, finished)", ttl: "toDateTime(finished) + INTERVAL 90 DAY",
+	},
+	{
+		// run_id is not in the key, so a re-run of the same fire collapses instead of duplicating.
+		name: TableFindings, comment: "hunt output; finding_id = cityHash64(finding)",
+		columns: []column{
+			{"hunt_id", "String"}, {"fire", "DateTime('UTC')"}, {"finding_id", "UInt64"}, {"finding", "String"},
+			{"severity", "LowCardinality(String)"}, {"labels", "Map(String, String)"}, {"run_id", "UUID"},
+			{"found", "DateTime64(6, 'UTC')"},
+		},
+		version: "found", orderBy: "(hunt_id, fire, finding_id)",
+	},
+	{
+		name: TableRequest, comment: "run-now requests; pending while requested_fire > watermark",
+		columns: []column{
+			{"hunt_id", "String"}, {"requested_fire", "DateTime('UTC')"}, {"request_id", "UUID"},
+			{"requested_by", "String"}, {"requested", "DateTime64(6, 'UTC')"},
+		},
+		orderBy: "(hunt_id, requested_fire)", ttl: "toDateTime(requested) + INTERVAL 7 DAY",
+	},
+}
+
+// TableNames lists every coordination table in creation order.
+func TableNames() []string {
+	out := make([]string, len(tables))
+	for i, t := range tables {
+		out[i] = t.name
+	}
+	return out
+}
+
+// QuoteIdent quotes a ClickHouse identifier with backticks.
+func QuoteIdent(s string) string {
+	return "`" + strings.NewReplacer(`\`, `\\`, "`", "\\`").Replace(s) + "`"
+}
+
+// quoteString quotes a ClickHouse string literal.
+func quoteString(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
+
+// DDL returns the statements that create database and every coordination table for topology
+// t, each idempotent (IF NOT EXISTS). cluster is used only by TopologyCluster. TopologyAuto is
+// rendered as TopologySingle; resolve it with DetectTopology first.
+func DDL(database string, t Topology, cluster string) []Statement {
+	db := QuoteIdent(database)
+	onCluster := ""
+	if t == TopologyCluster {
+		onCluster = " ON CLUSTER " + quoteString(cluster)
+	}
+	dbSQL := "CREATE DATABASE IF NOT EXISTS " + db + onCluster
+	if t == TopologyReplicated {
+		dbSQL += "\nENGINE = Replicated(" + quoteString("/clickhouse/databases/"+database) + ", '{shard}', '{replica}')"
+	}
+	out := []Statement{{Name: "database " + database, SQL: dbSQL}}
+	for _, tb := range tables {
+		out = append(out, Statement{Name: "table " + database + "." + tb.name, SQL: tb.create(database, t, onCluster)})
+	}
+	return out
+}
+
+func (tb table) create(database string, t Topology, onCluster string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "CREATE TABLE IF NOT EXISTS %s.%s%s\n(\n", QuoteIdent(database), QuoteIdent(tb.name), onCluster)
+	width := 0
+	for _, c := range tb.columns {
+		width = max(width, len(c.name))
+	}
+	for i, c := range tb.columns {
+		sep := ","
+		if i == len(tb.columns)-1 {
+			sep = ""
+		}
+		fmt.Fprintf(&b, "    %-*s %s%s\n", width, c.name, c.typ, sep)
+	}
+	fmt.Fprintf(&b, ")\nENGINE = %s\nORDER BY %s", tb.engine(database, t), tb.orderBy)
+	if tb.ttl != "" {
+		fmt.Fprintf(&b, "\nTTL %s", tb.ttl)
+	}
+	fmt.Fprintf(&b, "\nCOMMENT %s", quoteString(tb.comment))
+	return b.String()
+}
+
+func (tb table) engine(database string, t Topology) string {
+	family := "MergeTree"
+	if tb.version != "" {
+		family = "ReplacingMergeTree"
+	}
+	var args []string
+	switch t {
+	case TopologyReplicated, TopologyCloud:
+		family = "Replicated" + family
+	case TopologyCluster:
+		family = "Replicated" + family
+		args = append(args, quoteString("/clickhouse/tables/{shard}/"+database+"/"+tb.name), "'{replica}'")
+	}
+	if tb.version != "" {
+		args = append(args, tb.version)
+	}
+	if len(args) == 0 {
+		return family
+	}
+	return family + "(" + strings.Join(args, ", ") + ")"
+}
+
+// Script renders statements as one SQL script, each terminated by ";".
+func Script(stmts []Statement) string {
+	var b strings.Builder
+	for i, s := range stmts {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		fmt.Fprintf(&b, "-- %s\n%s;\n", s.Name, s.SQL)
+	}
+	return b.String()
+}

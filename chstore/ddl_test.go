@@ -1,0 +1,106 @@
+package chstore
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+func TestDDLGolden(t *testing.T) {
+	for _, topo := range []Topology{TopologySingle, TopologyReplicated, TopologyCluster, TopologyCloud} {
+		t.Run(string(topo), func(t *testing.T) {
+			got := Script(DDL("hunt_runner", topo, "default"))
+			path := filepath.Join("testdata", "ddl_"+string(topo)+".golden.sql")
+			if *update {
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test ./chstore -update to create it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("DDL for %s differs from %s (run go test ./chstore -update if intended)\n--- got\n%s", topo, path, got)
+			}
+		})
+	}
+}
+
+// The golden files pin the text; these pin the properties the contract asks of each topology,
+// so an -update cannot quietly lose them.
+func TestDDLTopologyProperties(t *testing.T) {
+	engine := regexp.MustCompile(`ENGINE = (\w+)(\([^\n]*\))?`)
+	tests := []struct {
+		topo     Topology
+		dbSuffix string
+		engines  map[string]string // table → engine clause
+	}{
+		{TopologySingle, "", map[string]string{
+			TableSchedule: "ReplacingMergeTree(updated)", TableLease: "ReplacingMergeTree(claimed)",
+			TableRun: "MergeTree", TableFindings: "ReplacingMergeTree(found)", TablePublish: "MergeTree",
+		}},
+		{TopologyReplicated, "\nENGINE = Replicated('/clickhouse/databases/hunt_runner', '{shard}', '{replica}')", map[string]string{
+			TableSchedule: "ReplicatedReplacingMergeTree(updated)", TableLease: "ReplicatedReplacingMergeTree(claimed)",
+			TableRun: "ReplicatedMergeTree", TableRequest: "ReplicatedMergeTree",
+		}},
+		{TopologyCluster, " ON CLUSTER 'default'", map[string]string{
+			TableSchedule: "ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/hunt_runner/hunt_schedule', '{replica}', updated)",
+			TableRun:      "ReplicatedMergeTree('/clickhouse/tables/{shard}/hunt_runner/hunt_run', '{replica}')",
+		}},
+		{TopologyCloud, "", map[string]string{
+			TableWatermark: "ReplicatedReplacingMergeTree(updated)", TablePublish: "ReplicatedMergeTree",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.topo), func(t *testing.T) {
+			stmts := DDL("hunt_runner", tt.topo, "default")
+			if len(stmts) != 1+len(TableNames()) {
+				t.Fatalf("%d statements, want database + %d tables", len(stmts), len(TableNames()))
+			}
+			if want := "CREATE DATABASE IF NOT EXISTS `hunt_runner`" + tt.dbSuffix; stmts[0].SQL != want {
+				t.Errorf("database statement\n got %q\nwant %q", stmts[0].SQL, want)
+			}
+			for _, s := range stmts[1:] {
+				if !strings.Contains(s.SQL, "CREATE TABLE IF NOT EXISTS `hunt_runner`.") {
+					t.Errorf("%s is not idempotent: %s", s.Name, s.SQL)
+				}
+				if tt.topo == TopologyCluster != strings.Contains(s.SQL, "ON CLUSTER 'default'") {
+					t.Errorf("%s: ON CLUSTER wrong for %s", s.Name, tt.topo)
+				}
+				table := strings.TrimPrefix(s.Name, "table hunt_runner.")
+				if want, ok := tt.engines[table]; ok {
+					if got := engine.FindString(s.SQL); got != "ENGINE = "+want {
+						t.Errorf("%s: %q, want %q", table, got, "ENGINE = "+want)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestDDLQuotesNames(t *testing.T) {
+	stmts := DDL("odd`name'x", TopologyCluster, "c'1")
+	if !strings.Contains(stmts[0].SQL, "`odd\\`name'x` ON CLUSTER 'c\\'1'") {
+		t.Errorf("database name not quoted: %s", stmts[0].SQL)
+	}
+	if !strings.Contains(stmts[1].SQL, "'/clickhouse/tables/{shard}/odd`name\\'x/hunt_schedule'") {
+		t.Errorf("path literal not escaped: %s", stmts[1].SQL)
+	}
+}
+
+func TestParseTopology(t *testing.T) {
+	for _, s := range []string{"auto", "single", "Replicated", " cluster ", "cloud"} {
+		if _, err := ParseTopology(s); err != nil {
+			t.Errorf("ParseTopology(%q): %v", s, err)
+		}
+	}
+	if _, err := ParseTopology("sharded"); err == nil {
+		t.Error("ParseTopology(sharded) succeeded")
+	}
+}

@@ -1,0 +1,199 @@
+package chstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+)
+
+// capture returns a logger writing JSON to a buffer, at debug level so nothing is filtered.
+func capture() (*slog.Logger, *bytes.Buffer) {
+	var buf bytes.Buffer
+	return slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), &buf
+}
+
+// closedPort returns a localhost port nobody listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+func assertNoSecret(t *testing.T, secret string, texts ...string) {
+	t.Helper()
+	for _, s := range texts {
+		if strings.Contains(s, secret) {
+			t.Errorf("secret %q leaked in: %s", secret, s)
+		}
+	}
+}
+
+func TestOpenRefusedRetriesThenClassifies(t *testing.T) {
+	const secret = "refused-S3cret-pw"
+	addr := closedPort(t)
+	for _, scheme := range []string{"clickhouse", "http"} {
+		t.Run(scheme, func(t *testing.T) {
+			log, buf := capture()
+			start := time.Now()
+			_, err := Open(context.Background(), Options{
+				URL:            scheme + "://bob:" + secret + "@" + addr + "/db",
+				ConnectTimeout: 1200 * time.Millisecond,
+			}, log)
+			if !errors.Is(err, ErrRefused) {
+				t.Fatalf("got %v, want ErrRefused", err)
+			}
+			var ce *ConnectError
+			if !errors.As(err, &ce) || ce.Attempts < 2 {
+				t.Errorf("want a retried ConnectError, got %#v", err)
+			}
+			if took := time.Since(start); took > 5*time.Second {
+				t.Errorf("retry not bounded by ConnectTimeout: took %v", took)
+			}
+			if !strings.Contains(buf.String(), "retrying") || !strings.Contains(buf.String(), "bob:xxxxx@") {
+				t.Errorf("retries not logged with the redacted URL:\n%s", buf)
+			}
+			t.Logf("error: %v", err)
+			assertNoSecret(t, secret, err.Error(), buf.String())
+		})
+	}
+}
+
+func TestOpenBadDNSName(t *testing.T) {
+	if _, err := net.LookupHost("hunt-runner-test.invalid"); err == nil {
+		t.Skip("this resolver answers for .invalid")
+	}
+	const secret = "dns-S3cret-pw"
+	log, buf := capture()
+	_, err := Open(context.Background(), Options{
+		URL:            "http://hunt-runner-test.invalid:8123",
+		Password:       secret,
+		ConnectTimeout: 600 * time.Millisecond,
+	}, log)
+	if !errors.Is(err, ErrDNS) {
+		t.Fatalf("got %v, want ErrDNS", err)
+	}
+	if !strings.Contains(err.Error(), "check the host") {
+		t.Errorf("no hint in %v", err)
+	}
+	t.Logf("error: %v", err)
+	assertNoSecret(t, secret, err.Error(), buf.String())
+}
+
+// echoingServer stands in for the one server response chlocal cannot produce (it ignores
+// credentials): ClickHouse's HTTP authentication failure, with the status, exception-code header
+// and body format of a real server. To prove scrubbing it echoes the password it received, as a
+// misbehaving proxy or a future server message might.
+func echoingServer(t *testing.T, requests *atomic.Int32) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		user, pw, _ := r.BasicAuth()
+		if k := r.Header.Get("X-ClickHouse-Key"); k != "" {
+			user, pw = r.Header.Get("X-ClickHouse-User"), k
+		}
+		w.Header().Set("X-ClickHouse-Exception-Code", "516")
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprintf(w, "Code: 516. DB::Exception: %s: Authentication failed: password is incorrect (got %q, %s). (AUTHENTICATION_FAILED) (version 26.5.1.1)\n",
+			user, pw, r.URL.String())
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestOpenAuthFailureNotRetriedAndScrubbed(t *testing.T) {
+	dir := t.TempDir()
+	const inFile = "file-S3cret/pw&x"
+	pwFile := filepath.Join(dir, "pw")
+	if err := os.WriteFile(pwFile, []byte(inFile+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name   string
+		secret string
+		opts   func(base string) Options
+	}{
+		{"in URL", "url-S3cret:pw@x", func(base string) Options {
+			return Options{URL: strings.Replace(base, "http://", "http://bob:"+"url-S3cret%3Apw%40x"+"@", 1)}
+		}},
+		{"in URL query", "query-S3cret", func(base string) Options {
+			return Options{URL: base + "/?password=query-S3cret"}
+		}},
+		{"in file", inFile, func(base string) Options { return Options{URL: base, PasswordFile: pwFile} }},
+		{"in env/Options", "env-S3cret pw", func(base string) Options { return Options{URL: base, Password: "env-S3cret pw"} }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var requests atomic.Int32
+			srv := echoingServer(t, &requests)
+			o := tc.opts(srv.URL)
+			o.ConnectTimeout = 5 * time.Second
+			log, buf := capture()
+			_, err := Open(context.Background(), o, log)
+			if !errors.Is(err, ErrAuth) {
+				t.Fatalf("got %v, want ErrAuth", err)
+			}
+			var ce *ConnectError
+			if !errors.As(err, &ce) || ce.Code != 516 {
+				t.Errorf("want code 516, got %#v", err)
+			}
+			if n := requests.Load(); n != 1 {
+				t.Errorf("authentication failure retried: %d requests", n)
+			}
+			t.Logf("error: %v", err)
+			assertNoSecret(t, tc.secret, err.Error(), fmt.Sprintf("%+v", err), buf.String())
+			if !strings.Contains(err.Error(), "xxxxx") {
+				t.Errorf("the echoed password should show as xxxxx: %v", err)
+			}
+		})
+	}
+}
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		err  error
+		want error
+	}{
+		{&clickhouse.Exception{Code: 516, Message: "Authentication failed"}, ErrAuth},
+		{&clickhouse.HTTPError{StatusCode: 403, Err: &clickhouse.Exception{Code: 194}}, ErrAuth},
+		{fmt.Errorf("handshake: %w", &clickhouse.Exception{Code: 81, Message: "Database x does not exist"}), ErrUnknownDatabase},
+		{&net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "x", IsNotFound: true}}, ErrDNS},
+		{&clickhouse.Exception{Code: 60}, nil},
+		{errors.New("tls: first record does not look like a TLS handshake"), ErrTLS},
+	}
+	for _, tt := range tests {
+		if got := classify(tt.err, "u").Kind; got != tt.want {
+			t.Errorf("classify(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}
+
+func TestOpenHonoursContext(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := Open(ctx, Options{URL: "http://" + closedPort(t), ConnectTimeout: time.Minute}, nil)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want the context's error", err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("ignored the context for %v", took)
+	}
+}
