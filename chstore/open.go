@@ -173,7 +173,7 @@ func Open(ctx context.Context, o Options, log *slog.Logger) (driver.Conn, error)
 			_ = conn.Close()
 			return nil, ce
 		}
-		log.Warn("ClickHouse not reachable yet; retrying", "attempt", attempt, "retry_in", backoff, "err", ce.cause)
+		log.Warn("ClickHouse not reachable yet; retrying", "attempt", attempt, "retry_in", backoff.String(), "err", ce.cause)
 		select {
 		case <-ctx.Done():
 			_ = conn.Close()

@@ -1,10 +1,105 @@
 package main
 
-import "github.com/urfave/cli/v2"
+import (
+	"fmt"
+	"io"
 
-// schemaCommand is wired in main.go; its owner replaces this placeholder.
+	"github.com/urfave/cli/v2"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
+)
+
 func schemaCommand() *cli.Command {
-	return &cli.Command{Name: "schema", Usage: "(not built yet)", Action: func(*cli.Context) error {
-		return cli.Exit("hunt-runner schema is not built yet", exitError)
-	}}
+	return &cli.Command{
+		Name:  "schema",
+		Usage: "create hunt-runner's coordination tables in ClickHouse, or print their DDL",
+		Description: `Creates the database (--database) and every coordination table with CREATE … IF NOT EXISTS,
+then reports what it created. Re-running changes nothing and prints
+"schema up to date: nothing to do". Existing tables are never altered.
+
+The table engines depend on the topology:
+  single      one node: ReplacingMergeTree / MergeTree
+  replicated  a Replicated database; Replicated*MergeTree without arguments
+  cluster     ON CLUSTER --cluster; Replicated*MergeTree('/clickhouse/tables/{shard}/<db>/<table>', '{replica}')
+  cloud       ClickHouse Cloud: as replicated, database with the service's default engine
+  auto        (default) ask the server: Cloud, else the database's engine is Replicated, else
+              {shard}/{replica} macros with --cluster in system.clusters, else single
+
+--print writes the DDL to stdout and exits without connecting (auto prints single), so it can be
+reviewed or applied by other tooling:
+
+  hunt-runner schema --print --topology cluster --cluster main > schema.sql
+  HUNT_RUNNER_CLICKHOUSE_PASSWORD=… hunt-runner schema --clickhouse-url clickhouse://ch:9000`,
+		Flags: concat(clickhouseFlags(), []cli.Flag{
+			&cli.BoolFlag{Name: "print", EnvVars: envFor("print"),
+				Usage: "print the DDL and exit without connecting"},
+			&cli.StringFlag{Name: "topology", Value: string(chstore.TopologyAuto), EnvVars: envFor("topology"),
+				Usage: "table engines: auto, single, replicated, cluster or cloud"},
+			&cli.StringFlag{Name: "cluster", Value: "default", EnvVars: envFor("cluster"),
+				Usage: "cluster name for --topology cluster (ON CLUSTER) and for auto-detection"},
+		}),
+		Action: runSchema,
+	}
+}
+
+func runSchema(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return cli.Exit(fmt.Sprintf("schema takes no arguments, got %q", c.Args().Slice()), exitUsage)
+	}
+	topo, err := chstore.ParseTopology(c.String("topology"))
+	if err != nil {
+		return cli.Exit(err.Error(), exitUsage)
+	}
+	cluster := c.String("cluster")
+	if topo == chstore.TopologyCluster && cluster == "" {
+		return cli.Exit("--topology cluster needs --cluster", exitUsage)
+	}
+	if c.Bool("print") {
+		o, err := clickhouseOptions(c).WithDefaults()
+		if err != nil {
+			return cli.Exit(err.Error(), exitUsage)
+		}
+		return printSchema(c.App.Writer, o.Database, topo, cluster)
+	}
+
+	log := newLogger(c)
+	o := clickhouseOptions(c)
+	o.AllowMissingDatabase = true // creating it is the point
+	conn, o, err := openWith(c, o, log)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	rep, err := chstore.Apply(c.Context, conn, o.Database, topo, cluster)
+	if err != nil {
+		return err
+	}
+	log.Info("schema applied", "database", rep.Database, "topology", string(rep.Topology),
+		"created", len(rep.Created), "existing", len(rep.Existing))
+	writeReport(c.App.Writer, rep)
+	return nil
+}
+
+func printSchema(w io.Writer, database string, topo chstore.Topology, cluster string) error {
+	if topo == chstore.TopologyAuto {
+		topo = chstore.TopologySingle
+	}
+	_, err := fmt.Fprintf(w, "-- hunt-runner schema: database %s, topology %s\n\n%s",
+		database, topo, chstore.Script(chstore.DDL(database, topo, cluster)))
+	return err
+}
+
+func writeReport(w io.Writer, rep chstore.Report) {
+	if len(rep.Created) == 0 {
+		fmt.Fprintf(w, "schema up to date: nothing to do (database %s, topology %s, %d objects)\n",
+			rep.Database, rep.Topology, len(rep.Existing))
+		return
+	}
+	fmt.Fprintf(w, "schema applied (database %s, topology %s):\n", rep.Database, rep.Topology)
+	for _, name := range rep.Created {
+		fmt.Fprintf(w, "  created  %s\n", name)
+	}
+	if len(rep.Existing) > 0 {
+		fmt.Fprintf(w, "  %d objects already existed\n", len(rep.Existing))
+	}
 }

@@ -1,0 +1,59 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runApp runs the real app with args and returns what it wrote to stdout.
+func runApp(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	app := newApp()
+	var out bytes.Buffer
+	app.Writer, app.ErrWriter = &out, &out
+	err := app.RunContext(context.Background(), append([]string{"hunt-runner"}, args...))
+	return out.String(), err
+}
+
+func TestSchemaPrintMatchesGoldenWithoutConnecting(t *testing.T) {
+	// A URL that nothing listens on: --print must not try it.
+	dead := "http://" + closedPort(t)
+	for _, topo := range []string{"single", "replicated", "cluster", "cloud"} {
+		t.Run(topo, func(t *testing.T) {
+			out, err := runApp(t, "schema", "--print", "--topology", topo, "--clickhouse-url", dead, "--clickhouse-connect-timeout", "1ns")
+			if err != nil {
+				t.Fatal(err)
+			}
+			golden, err := os.ReadFile(filepath.Join("..", "..", "chstore", "testdata", "ddl_"+topo+".golden.sql"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			header := "-- hunt-runner schema: database hunt_runner, topology " + topo + "\n\n"
+			if out != header+string(golden) {
+				t.Errorf("printed DDL differs from the golden file:\n%s", out)
+			}
+		})
+	}
+}
+
+func TestSchemaPrintFlags(t *testing.T) {
+	out, err := runApp(t, "schema", "--print", "--topology", "cluster", "--cluster", "main", "--database", "sec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "CREATE DATABASE IF NOT EXISTS `sec` ON CLUSTER 'main'") ||
+		!strings.Contains(out, "'/clickhouse/tables/{shard}/sec/hunt_lease'") {
+		t.Errorf("--database/--cluster not honoured:\n%s", out)
+	}
+	out, err = runApp(t, "schema", "--print")
+	if err != nil || !strings.Contains(out, "topology single") || strings.Contains(out, "Replicated") {
+		t.Errorf("--print with auto topology should print single: %v\n%s", err, out)
+	}
+	if _, err := runApp(t, "schema", "--print", "--topology", "sharded"); err == nil {
+		t.Error("unknown topology accepted")
+	}
+}

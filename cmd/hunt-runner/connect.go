@@ -1,0 +1,94 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/urfave/cli/v2"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
+)
+
+// passwordEnv is the only place a ClickHouse password is read from besides a file: a flag would
+// show it in `ps` and shell history.
+const passwordEnv = "HUNT_RUNNER_CLICKHOUSE_PASSWORD"
+
+// newLogger builds the process logger from the global --log-level, writing to stderr: JSON, or
+// text when HUNT_RUNNER_LOG_FORMAT=text or, with that unset, when stderr is a terminal.
+func newLogger(c *cli.Context) *slog.Logger {
+	format := os.Getenv("HUNT_RUNNER_LOG_FORMAT")
+	if format == "" {
+		if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			format = "text"
+		}
+	}
+	return buildLogger(os.Stderr, lookupString(c, "log-level"), format)
+}
+
+func buildLogger(w io.Writer, level, format string) *slog.Logger {
+	var lvl slog.Level
+	bad := lvl.UnmarshalText([]byte(level)) != nil
+	opts := &slog.HandlerOptions{Level: lvl}
+	var log *slog.Logger
+	if strings.EqualFold(format, "text") {
+		log = slog.New(slog.NewTextHandler(w, opts))
+	} else {
+		log = slog.New(slog.NewJSONHandler(w, opts))
+	}
+	if bad {
+		log.Warn("unknown --log-level; using info", "log_level", level)
+	}
+	return log
+}
+
+// lookupString reads a flag from this command or any parent (the global flags live on the app).
+func lookupString(c *cli.Context, name string) string {
+	for _, ctx := range c.Lineage() {
+		if ctx.IsSet(name) {
+			return ctx.String(name)
+		}
+	}
+	return c.String(name)
+}
+
+// clickhouseOptions turns the clickhouseFlags() values into chstore.Options. Flags left at their
+// defaults do not override what the URL says (its path names the database, its user the user).
+func clickhouseOptions(c *cli.Context) chstore.Options {
+	o := chstore.Options{
+		URL:            c.String("clickhouse-url"),
+		Password:       os.Getenv(passwordEnv),
+		PasswordFile:   c.String("clickhouse-password-file"),
+		TLSCAFile:      c.String("clickhouse-ca-file"),
+		TLSSkipVerify:  c.Bool("clickhouse-insecure-skip-verify"),
+		ConnectTimeout: c.Duration("clickhouse-connect-timeout"),
+	}
+	if ep, err := chstore.ParseURL(o.URL); c.IsSet("database") || err != nil || ep.Database == "" {
+		o.Database = c.String("database")
+	}
+	if ep, err := chstore.ParseURL(o.URL); c.IsSet("clickhouse-user") || err != nil || ep.User == "" {
+		o.User = c.String("clickhouse-user")
+	}
+	return o
+}
+
+// openClickHouse connects with the shared ClickHouse flags. The returned Options have their
+// defaults filled (Database is the coordination database to use) and a redacting String.
+func openClickHouse(c *cli.Context, log *slog.Logger) (driver.Conn, chstore.Options, error) {
+	return openWith(c, clickhouseOptions(c), log)
+}
+
+func openWith(c *cli.Context, o chstore.Options, log *slog.Logger) (driver.Conn, chstore.Options, error) {
+	o, err := o.WithDefaults()
+	if err != nil {
+		return nil, o, cli.Exit(fmt.Sprintf("ClickHouse settings: %v", err), exitUsage)
+	}
+	conn, err := chstore.Open(c.Context, o, log)
+	if err != nil {
+		return nil, o, err
+	}
+	return conn, o, nil
+}
