@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/urfave/cli/v2"
 )
 
 // runApp runs the real app with args and returns what it wrote to stdout.
@@ -15,6 +17,8 @@ func runApp(t *testing.T, args ...string) (string, error) {
 	app := newApp()
 	var out bytes.Buffer
 	app.Writer, app.ErrWriter = &out, &out
+	// Without a handler, urfave/cli exits the process on a cli.Exit error.
+	app.ExitErrHandler = func(*cli.Context, error) {}
 	err := app.RunContext(context.Background(), append([]string{"hunt-runner"}, args...))
 	return out.String(), err
 }

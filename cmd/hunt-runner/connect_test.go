@@ -29,6 +29,7 @@ func withApp(t *testing.T, args []string, action func(*cli.Context) error) error
 			Name: "probe", Flags: clickhouseFlags(), Action: action,
 		}},
 		Writer: &bytes.Buffer{}, ErrWriter: &bytes.Buffer{},
+		ExitErrHandler: func(*cli.Context, error) {},
 	}
 	return app.RunContext(context.Background(), append([]string{"hunt-runner", "probe"}, args...))
 }
@@ -66,8 +67,8 @@ func TestOpenClickHouseNeverLeaksEnvPassword(t *testing.T) {
 		url  string
 		kind error
 	}{
-		"auth failure": {authEchoServer(t), chstore.ErrAuth},
-		"refused":      {"http://" + closedPort(t), chstore.ErrRefused},
+		"auth failure":                     {authEchoServer(t), chstore.ErrAuth},
+		"refused":                          {"http://" + closedPort(t), chstore.ErrRefused},
 		"refused native with URL password": {"clickhouse://bob:" + secret + "@" + closedPort(t), chstore.ErrRefused},
 	}
 	for name, srv := range servers {
