@@ -1,0 +1,54 @@
+package runner
+
+import (
+	"time"
+)
+
+// Hunt is what the runner needs of one hunt definition. Interval and Offset are seconds on the
+// schedule grid (Offset already resolved: spread hash or cron-pinned).
+type Hunt struct {
+	ID         string
+	Interval   int64
+	Offset     int64
+	Delay      time.Duration // data window shifted back by this much
+	MaxCatchup time.Duration // longest window one run covers; 0 means 24 intervals
+	Timeout    time.Duration // per-run limit and max_execution_time; 0 means DefaultRunTimeout
+	Query      string        // one SELECT using {window_start:DateTime64(3)} and {window_end:DateTime64(3)}
+	Severity   string
+	Labels     map[string]string
+	ConfigHash string // content hash of the definition, for logs
+}
+
+// DefaultRunTimeout applies to a hunt that sets no timeout.
+const DefaultRunTimeout = 5 * time.Minute
+
+// maxCatchupSeconds is the longest window, in seconds, one run of h covers.
+func (h *Hunt) maxCatchupSeconds() int64 {
+	if h.MaxCatchup <= 0 {
+		return 24 * h.Interval
+	}
+	s := int64((h.MaxCatchup + time.Second - 1) / time.Second)
+	if s < h.Interval {
+		// A catch-up shorter than one interval would record a gap on every healthy run.
+		return h.Interval
+	}
+	return s
+}
+
+func (h *Hunt) timeout() time.Duration {
+	if h.Timeout <= 0 {
+		return DefaultRunTimeout
+	}
+	return h.Timeout
+}
+
+// HuntSet is one loaded, immutable set of hunts. Hash identifies its content (it is compared
+// with the hash materialise published); Hunts holds only enabled hunts, sorted by id.
+type HuntSet struct {
+	Hash  string
+	Hunts []Hunt
+}
+
+// Source yields the current hunt set; it is called once per tick and must be cheap. A nil set
+// means nothing has loaded yet (the runner claims nothing and is not ready).
+type Source func() *HuntSet

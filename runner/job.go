@@ -1,0 +1,265 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+
+	"github.com/hunt-runner/hunt-runner/lease"
+	"github.com/hunt-runner/hunt-runner/watermark"
+)
+
+// Run outcomes as written to hunt_run.status and the runs metric.
+const (
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+	StatusLost      = "lost"
+	StatusGap       = "gap"
+	// StatusCancelled is a run cut short by shutdown: nothing is written, the lease expires.
+	StatusCancelled = "cancelled"
+)
+
+// RunReport describes one finished attempt (for Options.OnRun).
+type RunReport struct {
+	HuntID      string
+	Fire        int64
+	RunID       uuid.UUID
+	Status      string
+	Requested   bool
+	WindowStart time.Time // data window actually read (delay applied)
+	WindowEnd   time.Time
+	GapStart    int64 // skipped range, when GapEnd > GapStart
+	GapEnd      int64
+	Rows        uint64
+	Duration    time.Duration
+	Err         error
+}
+
+// job is one won fire: queued, then running, with its lease renewed from the moment it was won.
+type job struct {
+	r         *Runner
+	hunt      *Hunt
+	fire      int64
+	requested bool
+	state     watermark.HuntState // as read by the tick that claimed it
+
+	mu       sync.Mutex
+	lease    lease.Lease
+	lost     bool
+	ctx      context.Context // cancelled when the lease is lost
+	cancel   context.CancelFunc
+	stopOnce sync.Once
+	stopCh   chan struct{}
+}
+
+func (r *Runner) newJob(d dueFire, l lease.Lease, st watermark.HuntState) *job {
+	ctx, cancel := context.WithCancel(r.runCtx)
+	return &job{r: r, hunt: d.Hunt, fire: d.Fire, requested: d.Requested, state: st, lease: l,
+		ctx: ctx, cancel: cancel, stopCh: make(chan struct{})}
+}
+
+func (j *job) currentLease() lease.Lease {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.lease
+}
+
+func (j *job) isLost() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.lost
+}
+
+func (j *job) stopRenewal() { j.stopOnce.Do(func() { close(j.stopCh) }) }
+
+// startRenewal renews the lease every lease/3 until stopRenewal. A renewal that reports the
+// lease lost, or a lease that runs out because renewals kept failing, cancels the run.
+func (j *job) startRenewal() {
+	every := j.r.opts.Lease / 3
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-j.stopCh:
+				return
+			case <-j.ctx.Done():
+				return
+			case <-t.C:
+			}
+			cur := j.currentLease()
+			ctx, cancel := context.WithTimeout(j.ctx, every)
+			nl, err := j.r.claimer.Renew(ctx, cur)
+			cancel()
+			switch {
+			case err == nil:
+				j.mu.Lock()
+				j.lease = nl
+				j.mu.Unlock()
+			case errors.Is(err, lease.ErrLost):
+				j.markLost("renewal found the lease taken")
+				return
+			default:
+				j.r.opts.Metrics.clickhouseError(j.ctx, "renew")
+				// The lease is ours until it runs out; past that a peer may own the fire.
+				if time.Until(cur.Until) < every/2 {
+					j.markLost("renewals failed until the lease ran out")
+					return
+				}
+				j.r.log.Warn("lease renewal failed; retrying", "hunt_id", j.hunt.ID, "fire", j.fire,
+					"claim_id", cur.ClaimID, "error", err)
+			}
+		}
+	}()
+}
+
+func (j *job) markLost(why string) {
+	j.mu.Lock()
+	j.lost = true
+	cl := j.lease.ClaimID
+	j.mu.Unlock()
+	j.r.log.Warn("lease lost: cancelling the run, writing nothing more", "hunt_id", j.hunt.ID,
+		"fire", j.fire, "claim_id", cl, "reason", why)
+	j.cancel()
+}
+
+// execute runs one won fire and commits it. It never returns an error: every outcome is
+// recorded (metrics, hunt_run, hunt_state) and logged here.
+func (r *Runner) execute(j *job) {
+	defer j.stopRenewal()
+	defer j.cancel()
+	h := j.hunt
+	runID := uuid.New()
+	l := j.currentLease()
+	w := runWindow(h, j.state.Watermark, j.state.HasWatermark, j.fire)
+	ctx, span := r.opts.Tracer.Start(j.ctx, "hunt-runner.run")
+	defer span.End()
+	span.SetAttributes(attribute.String("hunt_id", h.ID), attribute.Int64("fire", j.fire),
+		attribute.String("run_id", runID.String()), attribute.String("claim_id", l.ClaimID.String()),
+		attribute.Bool("requested", j.requested))
+	log := r.log.With("hunt_id", h.ID, "fire", j.fire, "claim_id", l.ClaimID, "run_id", runID)
+
+	startedLocal := time.Now()
+	started := time.Now().UTC()
+	rows, err := r.insertFindings(ctx, h, j.fire, runID, w)
+	rep := RunReport{HuntID: h.ID, Fire: j.fire, RunID: runID, Requested: j.requested,
+		WindowStart: w.DataStart, WindowEnd: w.DataEnd, Rows: rows}
+	if w.hasGap() {
+		rep.GapStart, rep.GapEnd = w.GapStart, w.GapEnd
+	}
+	// The commit must not be cut by a lease loss noticed meanwhile (the fence decides), but
+	// it is bounded so a hung server cannot hold the drain forever.
+	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.Lease/3)
+	defer cancel()
+	run := watermark.Run{HuntID: h.ID, Fire: j.fire, RunID: runID, Owner: r.opts.Owner,
+		WindowStart: w.Start, WindowEnd: w.End, Started: started}
+
+	switch {
+	case j.isLost():
+		rep.Status, rep.Err = StatusLost, errors.New("lease lost during the run")
+	case err != nil && r.runCtx.Err() != nil:
+		// Shutdown cut the run: commit nothing, let the lease expire.
+		rep.Status, rep.Err = StatusCancelled, err
+	case err != nil:
+		rep.Status, rep.Err = StatusFailed, err
+	default:
+		rep.Status = StatusSucceeded
+		if aerr := r.store.Advance(commitCtx, l, w.End); aerr != nil {
+			if errors.Is(aerr, watermark.ErrFenced) || errors.Is(aerr, lease.ErrFenced) || errors.Is(aerr, lease.ErrLost) {
+				rep.Status, rep.Err = StatusLost, fmt.Errorf("watermark write fenced: %w", aerr)
+			} else {
+				r.opts.Metrics.clickhouseError(ctx, "commit")
+				rep.Status, rep.Err = StatusFailed, fmt.Errorf("advance watermark: %w", aerr)
+			}
+		}
+	}
+	rep.Duration = time.Since(startedLocal)
+	run.Status = rep.Status
+	run.RowsWritten = rep.Rows
+	if rep.Err != nil {
+		run.Error = rep.Err.Error()
+	}
+
+	switch rep.Status {
+	case StatusSucceeded:
+		r.release(commitCtx, log, l)
+		if w.hasGap() {
+			gap := run
+			gap.RunID, gap.Status, gap.WindowStart, gap.WindowEnd, gap.RowsWritten = uuid.New(), StatusGap, w.GapStart, w.GapEnd, 0
+			gap.Error = fmt.Sprintf("outage longer than max_catchup (%ds): [%d, %d) skipped", h.maxCatchupSeconds(), w.GapStart, w.GapEnd)
+			gap.Finished = time.Now().UTC()
+			if err := r.store.RecordRun(commitCtx, gap); err != nil {
+				r.opts.Metrics.clickhouseError(ctx, "commit")
+				log.Error("recording a gap failed", "gap_start", w.GapStart, "gap_end", w.GapEnd, "error", err)
+			}
+			r.opts.Metrics.gap(ctx, h.ID)
+			log.Warn("gap: outage longer than max_catchup, skipped range recorded",
+				"gap_start", w.GapStart, "gap_end", w.GapEnd)
+		}
+		run.Finished = time.Now().UTC()
+		r.recordRun(commitCtx, log, run)
+		r.setState(commitCtx, log, watermark.State{HuntID: h.ID, Status: StatusSucceeded, LastFire: j.fire})
+		r.planner.succeeded(h.ID)
+		log.Info("hunt run succeeded", "rows_written", rep.Rows, "window_start", w.DataStart,
+			"window_end", w.DataEnd, "duration", rep.Duration)
+	case StatusFailed:
+		failures := j.state.ConsecutiveFailures + 1
+		d := r.planner.failed(h, failures, r.opts.Clock())
+		r.setState(commitCtx, log, watermark.State{HuntID: h.ID, Status: StatusFailed,
+			ConsecutiveFailures: failures, LastError: run.Error, LastFire: j.fire})
+		r.release(commitCtx, log, l)
+		run.Finished = time.Now().UTC()
+		r.recordRun(commitCtx, log, run)
+		span.SetStatus(codes.Error, "failed")
+		span.RecordError(rep.Err)
+		log.Error("hunt run failed", "error", rep.Err, "consecutive_failures", failures, "backoff", d)
+	case StatusLost:
+		// Someone else owns the fire now: no watermark, no release, only the audit row.
+		run.Finished = time.Now().UTC()
+		r.recordRun(commitCtx, log, run)
+		span.SetStatus(codes.Error, "lost")
+		log.Warn("hunt run lost its lease; nothing committed", "error", rep.Err)
+	case StatusCancelled:
+		span.SetStatus(codes.Error, "cancelled")
+		log.Warn("hunt run cancelled by shutdown; nothing committed, the lease will expire", "error", rep.Err)
+	}
+	r.opts.Metrics.runDone(ctx, h.ID, rep.Status, rep.Duration, rep.Rows)
+	if r.opts.OnRun != nil {
+		r.opts.OnRun(rep)
+	}
+}
+
+func (r *Runner) release(ctx context.Context, log interface {
+	Warn(string, ...any)
+}, l lease.Lease) {
+	if err := r.claimer.Release(ctx, l); err != nil {
+		if !errors.Is(err, lease.ErrFenced) && !errors.Is(err, lease.ErrLost) {
+			r.opts.Metrics.clickhouseError(ctx, "release")
+		}
+		log.Warn("lease release failed; it will expire", "error", err)
+	}
+}
+
+func (r *Runner) recordRun(ctx context.Context, log interface {
+	Error(string, ...any)
+}, run watermark.Run) {
+	if err := r.store.RecordRun(ctx, run); err != nil {
+		r.opts.Metrics.clickhouseError(ctx, "commit")
+		log.Error("recording the run failed", "status", run.Status, "error", err)
+	}
+}
+
+func (r *Runner) setState(ctx context.Context, log interface {
+	Error(string, ...any)
+}, st watermark.State) {
+	if err := r.store.SetState(ctx, st); err != nil {
+		r.opts.Metrics.clickhouseError(ctx, "commit")
+		log.Error("recording the hunt state failed", "status", st.Status, "error", err)
+	}
+}

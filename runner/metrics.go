@@ -1,0 +1,194 @@
+package runner
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Metrics are the runner's OpenTelemetry instruments. A nil *Metrics records nothing, so tests
+// and callers that do not export metrics pass nil.
+//
+// Exported through the Prometheus exporter as (names after unit and _total suffixing):
+//
+//	hunt_runner_runs_total{hunt_id,outcome}            succeeded|failed|lost|cancelled
+//	hunt_runner_run_duration_seconds{hunt_id,outcome}
+//	hunt_runner_rows_written_total{hunt_id}            distinct findings of succeeded fires
+//	hunt_runner_claims_total{outcome}                   won|lost|already_run|error
+//	hunt_runner_behind_seconds{hunt_id}                 now − oldest owed fire (0 when caught up)
+//	hunt_runner_gaps_total{hunt_id}
+//	hunt_runner_overruns_total{hunt_id}
+//	hunt_runner_tick_duration_seconds
+//	hunt_runner_clickhouse_errors_total{stage}          snapshot|claim|renew|run|commit|release|…
+//	hunt_runner_loaded_set_info{hash}                   1 for the loaded set's hash
+//	hunt_runner_published_set_mismatch                  1 while the loaded hash ≠ materialise's
+//	hunt_runner_replica_delay_seconds, hunt_runner_settle_seconds
+//	hunt_runner_runs_in_flight, hunt_runner_runs_queued
+type Metrics struct {
+	runs, rows, claimsC, gaps, overruns, chErrors metric.Int64Counter
+	runDur, tickDur                               metric.Float64Histogram
+
+	mu           sync.Mutex
+	replicaDelay time.Duration
+	settle       time.Duration
+	runners      []*Runner
+}
+
+// NewMetrics creates the instruments on meter. settle is exported as a gauge next to the
+// observed replica delay so an alert can compare them.
+func NewMetrics(meter metric.Meter, settle time.Duration) (*Metrics, error) {
+	m := &Metrics{settle: settle}
+	var err error
+	counter := func(name, desc string) metric.Int64Counter {
+		if err != nil {
+			return nil
+		}
+		var c metric.Int64Counter
+		c, err = meter.Int64Counter(name, metric.WithDescription(desc))
+		return c
+	}
+	m.runs = counter("hunt_runner_runs", "Finished hunt run attempts by outcome.")
+	m.rows = counter("hunt_runner_rows_written", "Findings of succeeded runs (distinct rows of the fire).")
+	m.claimsC = counter("hunt_runner_claims", "Claim attempts by outcome.")
+	m.gaps = counter("hunt_runner_gaps", "Ranges skipped because an outage exceeded max_catchup.")
+	m.overruns = counter("hunt_runner_overruns", "Fires owed while the previous fire still held the lease.")
+	m.chErrors = counter("hunt_runner_clickhouse_errors", "ClickHouse errors by stage.")
+	if err != nil {
+		return nil, err
+	}
+	buckets := metric.WithExplicitBucketBoundaries(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+	if m.runDur, err = meter.Float64Histogram("hunt_runner_run_duration", metric.WithUnit("s"),
+		metric.WithDescription("Hunt run duration, failures included."), buckets); err != nil {
+		return nil, err
+	}
+	if m.tickDur, err = meter.Float64Histogram("hunt_runner_tick_duration", metric.WithUnit("s"),
+		metric.WithDescription("Tick duration: snapshot, plan and claim."), buckets); err != nil {
+		return nil, err
+	}
+	behind, err := meter.Int64ObservableGauge("hunt_runner_behind", metric.WithUnit("s"),
+		metric.WithDescription("Seconds since the oldest owed fire of each hunt became due (0 when caught up)."))
+	if err != nil {
+		return nil, err
+	}
+	setInfo, err := meter.Int64ObservableGauge("hunt_runner_loaded_set_info",
+		metric.WithDescription("1, labelled with the content hash of the loaded hunt set."))
+	if err != nil {
+		return nil, err
+	}
+	mismatch, err := meter.Int64ObservableGauge("hunt_runner_published_set_mismatch",
+		metric.WithDescription("1 while the loaded set's hash differs from the one materialise published."))
+	if err != nil {
+		return nil, err
+	}
+	delay, err := meter.Float64ObservableGauge("hunt_runner_replica_delay", metric.WithUnit("s"),
+		metric.WithDescription("Observed replication delay of the coordination tables (0 when not replicated)."))
+	if err != nil {
+		return nil, err
+	}
+	settleG, err := meter.Float64ObservableGauge("hunt_runner_settle", metric.WithUnit("s"),
+		metric.WithDescription("The claim settle; the one-winner guarantee holds while replica delay < settle/2."))
+	if err != nil {
+		return nil, err
+	}
+	inFlight, err := meter.Int64ObservableGauge("hunt_runner_runs_in_flight", metric.WithDescription("Runs executing now."))
+	if err != nil {
+		return nil, err
+	}
+	queued, err := meter.Int64ObservableGauge("hunt_runner_runs_queued", metric.WithDescription("Won fires waiting for a run slot."))
+	if err != nil {
+		return nil, err
+	}
+	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		m.mu.Lock()
+		runners := m.runners
+		o.ObserveFloat64(delay, m.replicaDelay.Seconds())
+		o.ObserveFloat64(settleG, m.settle.Seconds())
+		m.mu.Unlock()
+		for _, r := range runners {
+			b, setHash, pubHash, running, q := r.snapshotState()
+			for id, s := range b {
+				o.ObserveInt64(behind, s, metric.WithAttributes(attribute.String("hunt_id", id)))
+			}
+			if setHash != "" {
+				o.ObserveInt64(setInfo, 1, metric.WithAttributes(attribute.String("hash", setHash)))
+			}
+			mm := int64(0)
+			if pubHash != "" && setHash != "" && pubHash != setHash {
+				mm = 1
+			}
+			o.ObserveInt64(mismatch, mm)
+			o.ObserveInt64(inFlight, int64(running))
+			o.ObserveInt64(queued, int64(q))
+		}
+		return nil
+	}, behind, setInfo, mismatch, delay, settleG, inFlight, queued)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *Metrics) observe(r *Runner) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.runners = append(m.runners, r)
+}
+
+func (m *Metrics) runDone(ctx context.Context, huntID, outcome string, d time.Duration, rows uint64) {
+	if m == nil {
+		return
+	}
+	attrs := metric.WithAttributes(attribute.String("hunt_id", huntID), attribute.String("outcome", outcome))
+	m.runs.Add(ctx, 1, attrs)
+	m.runDur.Record(ctx, d.Seconds(), attrs)
+	if outcome == StatusSucceeded {
+		m.rows.Add(ctx, int64(rows), metric.WithAttributes(attribute.String("hunt_id", huntID)))
+	}
+}
+
+func (m *Metrics) claims(ctx context.Context, outcome string, n int) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.claimsC.Add(ctx, int64(n), metric.WithAttributes(attribute.String("outcome", outcome)))
+}
+
+func (m *Metrics) gap(ctx context.Context, huntID string) {
+	if m == nil {
+		return
+	}
+	m.gaps.Add(ctx, 1, metric.WithAttributes(attribute.String("hunt_id", huntID)))
+}
+
+func (m *Metrics) overrun(ctx context.Context, huntID string) {
+	if m == nil {
+		return
+	}
+	m.overruns.Add(ctx, 1, metric.WithAttributes(attribute.String("hunt_id", huntID)))
+}
+
+func (m *Metrics) clickhouseError(ctx context.Context, stage string) {
+	if m == nil {
+		return
+	}
+	m.chErrors.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(attribute.String("stage", stage)))
+}
+
+func (m *Metrics) tickDone(ctx context.Context, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.tickDur.Record(context.WithoutCancel(ctx), d.Seconds())
+}
+
+func (m *Metrics) setReplicaDelay(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	m.replicaDelay = d
+	m.mu.Unlock()
+}

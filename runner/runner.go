@@ -1,0 +1,470 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/hunt-runner/hunt-runner/lease"
+	"github.com/hunt-runner/hunt-runner/watermark"
+)
+
+// Claimer is the claim protocol as the runner uses it (lease.Coordinator implements it).
+type Claimer interface {
+	Claim(ctx context.Context, fires []lease.Fire) (lease.Result, error)
+	Renew(ctx context.Context, l lease.Lease) (lease.Lease, error)
+	Release(ctx context.Context, l lease.Lease) error
+}
+
+// StateStore is the coordination state as the runner uses it (watermark.Store implements it).
+type StateStore interface {
+	Snapshot(ctx context.Context) (watermark.Snapshot, error)
+	Advance(ctx context.Context, l lease.Lease, watermark int64) error
+	RecordRun(ctx context.Context, r watermark.Run) error
+	SetState(ctx context.Context, st watermark.State) error
+}
+
+// Options configure a Runner. Zero values take the documented defaults.
+type Options struct {
+	Owner       string        // required: this runner's identity in lease rows (pod name)
+	Database    string        // coordination database; default "hunt_runner"
+	Tick        time.Duration // how often due fires are planned and claimed; default 5s
+	Concurrency int           // runs in flight at once; default 4
+	Lease       time.Duration // lease length, renewed every Lease/3 while held; default 5m
+	Grace       time.Duration // how long running hunts may finish after shutdown starts; default 30s
+
+	// CheckEvery is how many ticks pass between checks of the published set hash and the
+	// replica delay; default 12.
+	CheckEvery int
+	// Settle is the lease protocol's settle, exported next to the observed replica delay.
+	Settle time.Duration
+
+	Logger  *slog.Logger
+	Metrics *Metrics         // nil: no metrics
+	Tracer  trace.Tracer     // nil: no traces
+	Clock   func() time.Time // local clock for backoff and readiness; default time.Now
+
+	// PublishedHash returns the set hash materialise last published; nil skips the check.
+	PublishedHash func(ctx context.Context) (string, error)
+	// ReplicaDelay returns the observed replication delay; nil skips it.
+	ReplicaDelay func(ctx context.Context) (time.Duration, error)
+	// OnRun, when set, is called after every finished attempt (dev prints it).
+	OnRun func(RunReport)
+}
+
+func (o *Options) setDefaults() error {
+	if o.Owner == "" {
+		return errors.New("runner: Owner is required")
+	}
+	if o.Database == "" {
+		o.Database = "hunt_runner"
+	}
+	if o.Tick == 0 {
+		o.Tick = 5 * time.Second
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 4
+	}
+	if o.Lease == 0 {
+		o.Lease = 5 * time.Minute
+	}
+	if o.Grace == 0 {
+		o.Grace = 30 * time.Second
+	}
+	if o.CheckEvery == 0 {
+		o.CheckEvery = 12
+	}
+	switch {
+	case o.Tick < 0:
+		return fmt.Errorf("runner: tick %v must be positive", o.Tick)
+	case o.Concurrency < 0:
+		return fmt.Errorf("runner: concurrency %d must be positive", o.Concurrency)
+	case o.Lease < 3*time.Second:
+		return fmt.Errorf("runner: lease %v must be at least 3s (it is renewed every lease/3)", o.Lease)
+	case o.Grace < 0:
+		return fmt.Errorf("runner: grace %v must not be negative", o.Grace)
+	case o.CheckEvery < 0:
+		return fmt.Errorf("runner: check-every %d must be positive", o.CheckEvery)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Tracer == nil {
+		o.Tracer = noop.NewTracerProvider().Tracer("runner")
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	return nil
+}
+
+// Runner is the worker loop. Create it with New and run it with Start.
+type Runner struct {
+	conn    driver.Conn
+	claimer Claimer
+	store   StateStore
+	source  Source
+	opts    Options
+	log     *slog.Logger
+	planner *planner
+	sem     *semaphore.Weighted
+
+	mu       sync.Mutex
+	queue    []*job           // won, waiting for a run slot, most overdue first
+	held     map[string]*job  // hunt id → job (queued or running)
+	lastOK   time.Time        // local time of the last successful snapshot
+	behind   map[string]int64 // from the last plan
+	setHash  string           // hash of the set last planned
+	pubHash  string           // hash materialise published, "" unknown
+	stopping bool
+	wg       sync.WaitGroup
+	runCtx   context.Context
+
+	ticks        int
+	mismatchLogd string // the published hash already logged as a mismatch
+	outage       bool
+}
+
+// New validates the options and returns a Runner.
+func New(conn driver.Conn, claimer Claimer, store StateStore, source Source, opts Options) (*Runner, error) {
+	if conn == nil || claimer == nil || store == nil || source == nil {
+		return nil, errors.New("runner: conn, claimer, store and source are required")
+	}
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	r := &Runner{
+		conn: conn, claimer: claimer, store: store, source: source, opts: opts,
+		log:     opts.Logger,
+		planner: newPlanner(opts.Tick),
+		sem:     semaphore.NewWeighted(int64(opts.Concurrency)),
+		held:    map[string]*job{},
+		behind:  map[string]int64{},
+	}
+	if opts.Metrics != nil {
+		opts.Metrics.observe(r)
+	}
+	return r, nil
+}
+
+// Ready reports why the runner is not ready, or nil: hunts must be loaded and ClickHouse must
+// have answered a snapshot within the last three ticks.
+func (r *Runner) Ready() error {
+	if r.source() == nil {
+		return errors.New("hunt definitions not loaded yet")
+	}
+	r.mu.Lock()
+	last := r.lastOK
+	r.mu.Unlock()
+	if last.IsZero() {
+		return errors.New("ClickHouse not reached yet")
+	}
+	if age := r.opts.Clock().Sub(last); age > r.readyWindow() {
+		return fmt.Errorf("ClickHouse not reached for %v", age.Round(time.Second))
+	}
+	return nil
+}
+
+func (r *Runner) readyWindow() time.Duration {
+	w := 3 * r.opts.Tick
+	if w < 3*time.Second {
+		w = 3 * time.Second
+	}
+	return w
+}
+
+// Start ticks until ctx ends, then drains: no new claims, running hunts get Options.Grace to
+// finish, the rest are cancelled. It returns nil after a clean drain.
+func (r *Runner) Start(ctx context.Context) error {
+	// Runs outlive ctx by up to the grace period, so they hang off their own context.
+	runCtx, cancelRuns := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRuns()
+	r.mu.Lock()
+	r.runCtx = runCtx
+	r.mu.Unlock()
+
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	failures := 0
+	for {
+		select {
+		case <-ctx.Done():
+			r.drain(cancelRuns)
+			return nil
+		case <-timer.C:
+		}
+		if err := r.tick(ctx); err != nil && ctx.Err() == nil {
+			failures++
+			timer.Reset(r.outageDelay(failures))
+			continue
+		}
+		failures = 0
+		timer.Reset(r.opts.Tick)
+	}
+}
+
+// outageDelay backs the tick off while ClickHouse is unreachable: tick, 2×tick … capped at
+// min(8×tick, 30s) (never below one tick), so recovery is noticed quickly.
+func (r *Runner) outageDelay(failures int) time.Duration {
+	limit := 8 * r.opts.Tick
+	if limit > 30*time.Second {
+		limit = 30 * time.Second
+	}
+	if limit < r.opts.Tick {
+		limit = r.opts.Tick
+	}
+	d := r.opts.Tick
+	for i := 1; i < failures && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
+
+// drain stops claiming, releases leases won but not started, waits up to Grace for running
+// hunts and cancels whatever is still running after that.
+func (r *Runner) drain(cancelRuns context.CancelFunc) {
+	r.mu.Lock()
+	r.stopping = true
+	queued := r.queue
+	r.queue = nil
+	for _, j := range queued {
+		delete(r.held, j.hunt.ID)
+	}
+	running := len(r.held)
+	r.mu.Unlock()
+	r.log.Info("runner stopping", "running", running, "queued_released", len(queued), "grace", r.opts.Grace)
+	for _, j := range queued {
+		j.stopRenewal()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := r.claimer.Release(ctx, j.currentLease()); err != nil {
+			r.log.Warn("release of an unstarted lease failed; it will expire", "hunt_id", j.hunt.ID, "fire", j.fire, "error", err)
+		}
+		cancel()
+	}
+	done := make(chan struct{})
+	go func() { r.wg.Wait(); close(done) }()
+	grace := time.NewTimer(r.opts.Grace)
+	defer grace.Stop()
+	select {
+	case <-done:
+	case <-grace.C:
+		r.log.Warn("grace period over: cancelling running hunts; their leases will expire", "grace", r.opts.Grace)
+		cancelRuns()
+		<-done
+	}
+	r.log.Info("runner stopped")
+}
+
+// tick plans and claims once. An error means ClickHouse could not be read (the caller backs off).
+func (r *Runner) tick(ctx context.Context) error {
+	start := r.opts.Clock()
+	ctx, span := r.opts.Tracer.Start(ctx, "hunt-runner.tick")
+	defer span.End()
+	defer func() { r.opts.Metrics.tickDone(ctx, time.Since(start)) }()
+
+	set := r.source()
+	if set == nil {
+		span.SetAttributes(attribute.Bool("hunts_loaded", false))
+		return nil
+	}
+	snap, err := r.store.Snapshot(ctx)
+	if err != nil {
+		r.opts.Metrics.clickhouseError(ctx, "snapshot")
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "snapshot")
+		r.mu.Lock()
+		first := !r.outage
+		r.outage = true
+		r.mu.Unlock()
+		if first {
+			r.log.Error("ClickHouse unavailable: claims paused", "error", err)
+		}
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	r.mu.Lock()
+	if r.outage {
+		r.log.Info("ClickHouse reachable again: claims resume")
+	}
+	r.outage = false
+	r.lastOK = r.opts.Clock()
+	stopping := r.stopping
+	r.ticks++
+	check := r.ticks%r.opts.CheckEvery == 1 || r.opts.CheckEvery == 1
+	r.mu.Unlock()
+	if stopping {
+		return nil
+	}
+
+	p := r.planner.plan(snap, set, r.opts.Clock(), r.isHeld)
+	r.mu.Lock()
+	r.behind = p.Behind
+	r.setHash = set.Hash
+	r.mu.Unlock()
+	for _, o := range p.Overruns {
+		r.opts.Metrics.overrun(ctx, o.Hunt.ID)
+		r.log.Warn("overrun: the previous fire still holds the lease while the next is owed",
+			"hunt_id", o.Hunt.ID, "fire", o.Fire, "lease_fire", snap.Hunts[o.Hunt.ID].LeaseFire,
+			"lease_owner", snap.Hunts[o.Hunt.ID].LeaseOwner)
+	}
+	span.SetAttributes(attribute.Int("hunts", len(set.Hunts)), attribute.Int("due", len(p.Due)),
+		attribute.Int("leased", p.Leased), attribute.Int("backoff", p.BackOff))
+	if check {
+		r.checkPublished(ctx, set)
+	}
+	if len(p.Due) == 0 {
+		return nil
+	}
+
+	fires := make([]lease.Fire, len(p.Due))
+	byKey := make(map[lease.Fire]dueFire, len(p.Due))
+	for i, d := range p.Due {
+		fires[i] = lease.Fire{HuntID: d.Hunt.ID, Fire: d.Fire}
+		byKey[fires[i]] = d
+	}
+	res, err := r.claimer.Claim(ctx, fires)
+	r.opts.Metrics.claims(ctx, "won", len(res.Won))
+	r.opts.Metrics.claims(ctx, "lost", len(res.Lost))
+	r.opts.Metrics.claims(ctx, "already_run", len(res.AlreadyRun))
+	r.opts.Metrics.claims(ctx, "error", len(res.Failed))
+	if err == nil {
+		err = res.Err
+	}
+	if err != nil {
+		// Leases in res.Won are still valid even when part of the batch failed.
+		r.opts.Metrics.clickhouseError(ctx, "claim")
+		span.RecordError(err)
+		r.log.Warn("claim failed", "fires", len(fires), "won", len(res.Won), "error", err)
+	}
+	span.SetAttributes(attribute.Int("won", len(res.Won)), attribute.Int("lost", len(res.Lost)),
+		attribute.Int("already_run", len(res.AlreadyRun)))
+	if len(res.Won) == 0 {
+		return nil
+	}
+	// Keep the plan's order (most overdue first) for the queue.
+	won := make(map[lease.Fire]lease.Lease, len(res.Won))
+	for _, l := range res.Won {
+		won[lease.Fire{HuntID: l.HuntID, Fire: l.Fire}] = l
+	}
+	var jobs []*job
+	for _, f := range fires {
+		l, ok := won[f]
+		if !ok {
+			continue
+		}
+		d := byKey[f]
+		jobs = append(jobs, r.newJob(d, l, snap.Hunts[d.Hunt.ID]))
+	}
+	r.enqueue(jobs)
+	return nil
+}
+
+func (r *Runner) isHeld(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.held[id]
+	return ok
+}
+
+// enqueue adds won jobs and starts as many as there are free slots.
+func (r *Runner) enqueue(jobs []*job) {
+	r.mu.Lock()
+	if r.stopping {
+		r.mu.Unlock()
+		for _, j := range jobs {
+			j.stopRenewal()
+			_ = r.claimer.Release(context.Background(), j.currentLease())
+		}
+		return
+	}
+	for _, j := range jobs {
+		r.held[j.hunt.ID] = j
+		r.queue = append(r.queue, j)
+		j.startRenewal()
+	}
+	r.mu.Unlock()
+	r.dispatch()
+}
+
+// dispatch starts queued jobs while run slots are free. It is called after enqueue and after
+// every finished run, so the queue drains in order without a long-lived worker pool.
+func (r *Runner) dispatch() {
+	for {
+		r.mu.Lock()
+		if r.stopping || len(r.queue) == 0 {
+			r.mu.Unlock()
+			return
+		}
+		if !r.sem.TryAcquire(1) {
+			r.mu.Unlock()
+			return
+		}
+		j := r.queue[0]
+		r.queue = r.queue[1:]
+		r.wg.Add(1)
+		r.mu.Unlock()
+		go func() {
+			defer r.dispatch()
+			defer r.wg.Done()
+			defer r.sem.Release(1)
+			r.execute(j)
+			r.mu.Lock()
+			delete(r.held, j.hunt.ID)
+			r.mu.Unlock()
+		}()
+	}
+}
+
+// checkPublished compares the loaded set's hash with the one materialise published and reads
+// the replica delay. Both are best effort: a failure is logged and counted, never fatal.
+func (r *Runner) checkPublished(ctx context.Context, set *HuntSet) {
+	if r.opts.PublishedHash != nil {
+		pub, err := r.opts.PublishedHash(ctx)
+		if err != nil {
+			r.opts.Metrics.clickhouseError(ctx, "published_hash")
+			r.log.Warn("reading the published set hash failed", "error", err)
+		} else {
+			r.mu.Lock()
+			r.pubHash = pub
+			logIt := pub != set.Hash && r.mismatchLogd != pub+"/"+set.Hash
+			if logIt {
+				r.mismatchLogd = pub + "/" + set.Hash
+			}
+			r.mu.Unlock()
+			if logIt {
+				r.log.Warn("loaded hunt set differs from the one materialise published: the due backlog "+
+					"(autoscaling) counts the published schedule; run `hunt-runner materialise`",
+					"loaded_hash", set.Hash, "published_hash", pub)
+			}
+		}
+	}
+	if r.opts.ReplicaDelay != nil {
+		d, err := r.opts.ReplicaDelay(ctx)
+		if err != nil {
+			r.opts.Metrics.clickhouseError(ctx, "replica_delay")
+			r.log.Warn("reading the replica delay failed", "error", err)
+			return
+		}
+		r.opts.Metrics.setReplicaDelay(d)
+		if r.opts.Settle > 0 && d > r.opts.Settle/2 {
+			r.log.Warn("replica delay exceeds settle/2: the one-winner guarantee of the lease protocol no longer holds "+
+				"(outputs stay idempotent); raise --settle", "replica_delay", d, "settle", r.opts.Settle)
+		}
+	}
+}
+
+// snapshotState is what metrics read between ticks.
+func (r *Runner) snapshotState() (behind map[string]int64, setHash, pubHash string, inFlight, queued int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.behind, r.setHash, r.pubHash, len(r.held) - len(r.queue), len(r.queue)
+}
