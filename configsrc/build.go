@@ -1,0 +1,64 @@
+package configsrc
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+)
+
+// rawFile is one hunt file as read from a source. problem, if set, replaces parsing (the file
+// could not be read consistently).
+type rawFile struct {
+	rel     string // forward slashes, relative to the source root
+	data    []byte
+	problem string
+}
+
+// isHuntFile reports whether a path names a hunt file: .yaml or .yml, not hidden.
+func isHuntFile(rel string) bool {
+	ext := path.Ext(rel)
+	return ext == ".yaml" || ext == ".yml"
+}
+
+// hidden reports whether a path element is hidden (dot-files, .git, and a ConfigMap's ..data
+// and ..timestamp directories).
+func hidden(name string) bool { return strings.HasPrefix(name, ".") }
+
+// buildSet decodes every file, rejects duplicate ids (all copies, each naming the others) and
+// returns the set.
+func buildSet(files []rawFile, fraction float64, source, commit string) *Set {
+	s := &Set{Source: source, Commit: commit}
+	byID := map[string][]parsed{}
+	for _, f := range files {
+		if f.problem != "" {
+			s.Problems = append(s.Problems, Problem{File: f.rel, Line: 1, Column: 1, Message: f.problem})
+			continue
+		}
+		p, probs := decodeHunt(f.rel, f.data, fraction)
+		if len(probs) > 0 {
+			s.Problems = append(s.Problems, probs...)
+			continue
+		}
+		byID[p.hunt.ID] = append(byID[p.hunt.ID], p)
+	}
+	for id, ps := range byID {
+		if len(ps) == 1 {
+			s.Hunts = append(s.Hunts, ps[0].hunt)
+			continue
+		}
+		for i, p := range ps {
+			var others []string
+			for j, o := range ps {
+				if j != i {
+					others = append(others, fmt.Sprintf("%s:%d:%d", o.hunt.File, o.idLine, o.idCol))
+				}
+			}
+			slices.Sort(others)
+			s.Problems = append(s.Problems, Problem{File: p.hunt.File, Line: p.idLine, Column: p.idCol, HuntID: id,
+				Message: fmt.Sprintf("duplicate hunt id %q, also defined in %s; ids must be unique, so neither file is loaded", id, strings.Join(others, ", "))})
+		}
+	}
+	s.finish()
+	return s
+}

@@ -1,0 +1,683 @@
+package configsrc
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/hunt-runner/hunt-runner/schedule"
+	"go.yaml.in/yaml/v3"
+)
+
+// Defaults of optional hunt fields.
+const (
+	DefaultTimeout        = 5 * time.Minute
+	DefaultCatchupFactor  = 24 // max_catchup defaults to this many intervals
+	DefaultSeverity       = "medium"
+	DefaultTimestampField = "_timestamp_load" // of the legacy {window} token, as the earlier runner
+	maxFileSize           = 1 << 20
+)
+
+var (
+	idRe       = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+	labelRe    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,62}$`)
+	fieldRe    = regexp.MustCompile("^([A-Za-z_][A-Za-z0-9_]*|`[^`]+`)(\\.([A-Za-z_][A-Za-z0-9_]*|`[^`]+`))?$")
+	sexagesRe  = regexp.MustCompile(`^[0-9]+(:[0-5]?[0-9])+$`)
+	yamlLineRe = regexp.MustCompile(`^yaml: line ([0-9]+): (.*)$`)
+	severities = []string{"info", "low", "medium", "high", "critical"}
+)
+
+var knownKeys = []string{"id", "description", "interval", "cron", "schedule", "enabled", "query",
+	"delay", "max_catchup", "timeout", "severity", "labels", "timestamp_field", "checkpoint_timestamp_field"}
+
+// legacyKeys are keys of the earlier runner and its API that have no meaning here; each gets a
+// message saying what to do instead of a bare "unknown key".
+var legacyKeys = map[string]string{
+	"rules":                    "rules: (compiled rule files) is not supported; write the detection as one SELECT in query:",
+	"global_source_table_name": "global_source_table_name is not supported; name the source table in query:",
+	"global_target_table_name": "global_target_table_name is not supported; hunt-runner stores findings in hunt_findings itself, remove it",
+	"target":                   "target is not supported; hunt-runner stores findings in hunt_findings itself, remove it",
+	"name":                     "name is not read; the hunt id is id: (default: the file name), and free text goes in description:",
+	"hunt_id":                  "hunt_id is not read; write id: instead",
+	"display_name":             "display_name is not read; use description:",
+	"customers":                "customers is a field of the earlier runner's API and has no effect here; remove it",
+	"customer_filters":         "customer_filters is a field of the earlier runner's API and has no effect here; remove it",
+	"log_buffer":               "log_buffer is not supported; use delay: for late-arriving data",
+	"scheduling_mode":          "scheduling_mode is not supported; hunts run at interval: or cron:",
+	"min_interval_seconds":     "min_interval_seconds is not supported; remove it",
+	"explain_queries":          "explain_queries is not supported; run `hunt-runner validate --clickhouse-url …` to have the server check the query",
+}
+
+// parsed is a decoded hunt with the position of its id, for duplicate reports.
+type parsed struct {
+	hunt          Hunt
+	idLine, idCol int
+}
+
+// decoder decodes one hunt file; it collects problems instead of stopping at the first.
+type decoder struct {
+	file     string
+	lines    []string
+	fraction float64
+	problems []Problem
+}
+
+func (d *decoder) addf(line, col int, format string, args ...any) {
+	d.problems = append(d.problems, Problem{File: d.file, Line: max(line, 1), Column: max(col, 1), Message: fmt.Sprintf(format, args...)})
+}
+
+func (d *decoder) at(n *yaml.Node, format string, args ...any) {
+	d.addf(n.Line, n.Column, format, args...)
+}
+
+// decodeHunt parses one hunt file. file is the path relative to the source root (forward
+// slashes); fraction the spread fraction for phase offsets. It returns the hunt when the file
+// is valid, and every problem found otherwise.
+func decodeHunt(file string, data []byte, fraction float64) (parsed, []Problem) {
+	d := &decoder{file: file, fraction: fraction}
+	p, ok := d.decode(data)
+	if !ok || len(d.problems) > 0 {
+		return parsed{}, d.problems
+	}
+	return p, nil
+}
+
+func (d *decoder) decode(data []byte) (parsed, bool) {
+	if len(data) > maxFileSize {
+		d.addf(1, 1, "file is %d bytes; a hunt file may be at most %d", len(data), maxFileSize)
+		return parsed{}, false
+	}
+	if !utf8.Valid(data) {
+		line, col := invalidUTF8Pos(data)
+		d.addf(line, col, "file is not valid UTF-8")
+		return parsed{}, false
+	}
+	d.lines = strings.Split(string(data), "\n")
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			d.addf(1, 1, "file is empty; a hunt needs at least query: and interval: (or cron:)")
+		} else {
+			d.yamlError(err)
+		}
+		return parsed{}, false
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		line := extra.Line
+		if len(extra.Content) > 0 {
+			line = extra.Content[0].Line
+		}
+		d.addf(line, 1, "a second YAML document (after ---); put each hunt in its own file")
+		return parsed{}, false
+	} else if !errors.Is(err, io.EOF) {
+		d.yamlError(err)
+		return parsed{}, false
+	}
+	if len(doc.Content) == 0 || (doc.Content[0].Kind == yaml.ScalarNode && doc.Content[0].ShortTag() == "!!null") {
+		d.addf(1, 1, "file is empty; a hunt needs at least query: and interval: (or cron:)")
+		return parsed{}, false
+	}
+	root := deref(doc.Content[0])
+	if root.Kind != yaml.MappingNode {
+		d.at(root, "a hunt file must be a mapping of keys (id, interval, query, …), not %s", kindName(root))
+		return parsed{}, false
+	}
+	return d.hunt(root, strings.TrimSuffix(path.Base(d.file), path.Ext(d.file)))
+}
+
+// yamlError turns a yaml.v3 syntax error into a positioned problem. yaml.v3 reports lines but
+// not columns; a tab in indentation, the most common cause, is located exactly.
+func (d *decoder) yamlError(err error) {
+	msg := err.Error()
+	line := 1
+	if m := yamlLineRe.FindStringSubmatch(msg); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = m[2]
+	} else {
+		msg = strings.TrimPrefix(msg, "yaml: ")
+	}
+	for i, l := range d.lines {
+		if i+1 > line+1 {
+			break
+		}
+		indent := l[:len(l)-len(strings.TrimLeft(l, " \t"))]
+		if j := strings.IndexByte(indent, '\t'); j >= 0 && strings.TrimSpace(l) != "" {
+			d.addf(i+1, j+1, "tab character in indentation; YAML indents with spaces only")
+			return
+		}
+	}
+	d.addf(line, 1, "YAML syntax: %s", msg)
+}
+
+func invalidUTF8Pos(data []byte) (line, col int) {
+	line, col = 1, 1
+	for len(data) > 0 {
+		r, size := utf8.DecodeRune(data)
+		if r == utf8.RuneError && size <= 1 {
+			return line, col
+		}
+		if r == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+		data = data[size:]
+	}
+	return line, col
+}
+
+func deref(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode && n.Alias != nil && i < 16; i++ {
+		n = n.Alias
+	}
+	return n
+}
+
+func kindName(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.ScalarNode:
+		switch n.ShortTag() {
+		case "!!null":
+			return "empty (null)"
+		case "!!bool":
+			return "a boolean (" + n.Value + ")"
+		case "!!int":
+			return "a number (" + n.Value + ")"
+		case "!!float":
+			return "a number (" + n.Value + ")"
+		}
+		return fmt.Sprintf("a string (%q)", n.Value)
+	}
+	return "an alias"
+}
+
+// fields collects the mapping's keys, reporting duplicates and non-string keys.
+func (d *decoder) fields(m *yaml.Node, where string) ([]string, map[string][2]*yaml.Node) {
+	var order []string
+	out := map[string][2]*yaml.Node{}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		k, v := deref(m.Content[i]), deref(m.Content[i+1])
+		if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
+			d.at(k, "%skeys must be plain names, not %s", where, kindName(k))
+			continue
+		}
+		if prev, dup := out[k.Value]; dup {
+			d.at(k, "duplicate key %q (first at line %d)", where+k.Value, prev[0].Line)
+			continue
+		}
+		out[k.Value] = [2]*yaml.Node{k, v}
+		order = append(order, k.Value)
+	}
+	return order, out
+}
+
+// schedSource is one way the file names a schedule (interval, cron, schedule.interval, …).
+type schedSource struct {
+	key  string
+	node *yaml.Node
+	cron bool
+}
+
+func (d *decoder) hunt(root *yaml.Node, stem string) (parsed, bool) {
+	var p parsed
+	h := &p.hunt
+	h.File, h.Line, h.Enabled, h.Severity = d.file, 1, true, DefaultSeverity
+	order, f := d.fields(root, "")
+	var scheds []schedSource
+	var queryNode *yaml.Node
+	var tsField, tsKey string
+	var tsNode *yaml.Node
+	var delayN, catchupN, timeoutN *yaml.Node
+	idSet := false
+
+	for _, key := range order {
+		k, v := f[key][0], f[key][1]
+		switch key {
+		case "id":
+			if s, ok := d.str(v, "id"); ok {
+				if !idRe.MatchString(s) {
+					d.at(v, "id %q is not valid: use letters, digits, '_', '.' and '-', starting with a letter or digit, at most 128 characters", s)
+				}
+				h.ID, h.Line, p.idLine, p.idCol, idSet = s, v.Line, v.Line, v.Column, true
+			}
+		case "description":
+			if s, ok := d.optStr(v, "description"); ok {
+				h.Description = s
+			}
+		case "interval":
+			scheds = append(scheds, schedSource{"interval", v, false})
+		case "cron":
+			scheds = append(scheds, schedSource{"cron", v, true})
+		case "schedule":
+			scheds = append(scheds, d.schedule(v)...)
+		case "enabled":
+			h.Enabled = d.boolean(v, "enabled")
+		case "query":
+			queryNode = v
+		case "delay":
+			delayN = v
+		case "max_catchup":
+			catchupN = v
+		case "timeout":
+			timeoutN = v
+		case "severity":
+			if s, ok := d.str(v, "severity"); ok {
+				if !slices.Contains(severities, s) {
+					d.at(v, "severity %q is not one of %s", s, strings.Join(severities, ", "))
+				}
+				h.Severity = s
+			}
+		case "labels":
+			h.Labels = d.labels(v)
+		case "timestamp_field", "checkpoint_timestamp_field":
+			if s, ok := d.str(v, key); ok {
+				if tsNode != nil && s != tsField {
+					d.at(v, "%s %q contradicts %s %q; keep one", key, s, tsKey, tsField)
+					continue
+				}
+				if !fieldRe.MatchString(s) {
+					d.at(v, "%s %q must be a column name (optionally table.column)", key, s)
+				}
+				tsField, tsKey, tsNode = s, key, v
+			}
+		default:
+			d.unknownKey(k, "", knownKeys)
+		}
+	}
+
+	if !idSet {
+		h.ID = stem
+		if !idRe.MatchString(stem) {
+			d.addf(1, 1, "file name %q is not a valid hunt id (letters, digits, '_', '.', '-'); rename the file or add id:", stem)
+		}
+	}
+	if p.idLine == 0 {
+		p.idLine, p.idCol = 1, 1
+	}
+
+	// Schedule: exactly one of interval / cron (top level or under schedule:).
+	switch len(scheds) {
+	case 0:
+		if !d.hasProblemMentioning("schedule") {
+			d.at(root, "no schedule: add interval: (e.g. interval: 5m) or cron: (e.g. cron: \"*/5 * * * *\")")
+		}
+	case 1:
+		d.applySchedule(h, scheds[0])
+	default:
+		d.at(scheds[1].node, "both %s and %s are set; keep exactly one", scheds[0].key, scheds[1].key)
+	}
+
+	if h.Interval > 0 {
+		h.MaxCatchup = DefaultCatchupFactor * h.Interval
+		h.Timeout = DefaultTimeout
+		if delayN != nil {
+			h.Delay = d.duration(delayN, "delay", true)
+		}
+		if catchupN != nil {
+			if c := d.duration(catchupN, "max_catchup", false); c > 0 {
+				if c < h.Interval {
+					d.at(catchupN, "max_catchup %s is shorter than the interval %s; a run must be able to cover at least one interval", schedule.FormatInterval(c), schedule.FormatInterval(h.Interval))
+				}
+				h.MaxCatchup = c
+			}
+		}
+		if timeoutN != nil {
+			if t := d.duration(timeoutN, "timeout", false); t > 0 {
+				h.Timeout = t
+			}
+		}
+	}
+
+	if queryNode == nil {
+		if f["rules"][0] == nil { // rules: already has its own message
+			d.at(root, "no query: add query: with one SELECT over {window_start:DateTime64(3)} and {window_end:DateTime64(3)}")
+		}
+	} else if q, ok := d.str(queryNode, "query"); ok {
+		h.QueryLine = queryNode.Line
+		if queryNode.Style == yaml.LiteralStyle || queryNode.Style == yaml.FoldedStyle {
+			h.QueryLine++
+		}
+		if strings.TrimSpace(q) == "" {
+			d.at(queryNode, "query is empty")
+		} else {
+			info, issues := checkQuery(q)
+			for _, is := range issues {
+				line, col := d.queryPos(queryNode, q, is.pos)
+				d.addf(line, col, "%s", is.msg)
+			}
+			if len(issues) == 0 {
+				field := tsField
+				if field == "" {
+					field = DefaultTimestampField
+				}
+				if len(info.windowTokens) == 0 && tsNode != nil {
+					d.at(tsNode, "%s is set but the query has no {window} token to expand; remove it", tsKey)
+				}
+				h.Query = strings.TrimSpace(expandWindow(q[:info.end], info.windowTokens, field))
+			}
+		}
+	}
+	if len(d.problems) > 0 {
+		return p, false
+	}
+	h.Hash = hashHunt(*h)
+	return p, true
+}
+
+func (d *decoder) hasProblemMentioning(s string) bool {
+	for _, p := range d.problems {
+		if strings.Contains(p.Message, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// schedule reads the earlier runner's schedule: {mode: rate, interval|cron} mapping.
+func (d *decoder) schedule(v *yaml.Node) []schedSource {
+	if v.Kind != yaml.MappingNode {
+		d.at(v, "schedule must be a mapping such as {mode: rate, interval: 5m}, not %s; or write interval: 5m at the top level", kindName(v))
+		return nil
+	}
+	order, f := d.fields(v, "schedule.")
+	var out []schedSource
+	for _, key := range order {
+		k, n := f[key][0], f[key][1]
+		switch key {
+		case "mode":
+			s, ok := d.str(n, "schedule.mode")
+			if !ok {
+				continue
+			}
+			switch s {
+			case "rate":
+			case "anchored":
+				d.at(n, "schedule.mode anchored is not supported: hunts run at a fixed interval with a phase offset; to fire at fixed clock times write a periodic cron instead (cron: \"0 * * * *\"), whose minute is kept exactly")
+			default:
+				d.at(n, "schedule.mode %q is not supported; the only mode is rate (or drop schedule: and write interval: or cron:)", s)
+			}
+		case "interval":
+			out = append(out, schedSource{"schedule.interval", n, false})
+		case "cron":
+			out = append(out, schedSource{"schedule.cron", n, true})
+		default:
+			d.unknownKey(k, "schedule.", []string{"mode", "interval", "cron"})
+		}
+	}
+	if len(out) == 0 && len(order) > 0 && !d.hasProblemMentioning("schedule") {
+		d.at(v, "schedule has no interval or cron; add interval: 5m")
+	}
+	return out
+}
+
+func (d *decoder) applySchedule(h *Hunt, s schedSource) {
+	if !s.cron {
+		h.Interval = d.duration(s.node, s.key, false)
+		if h.Interval > 0 {
+			h.Offset = time.Duration(schedule.PhaseOffset(h.ID, secs(h.Interval), d.fraction)) * time.Second
+		}
+		return
+	}
+	n := s.node
+	if n.Kind == yaml.SequenceNode {
+		if len(n.Content) != 1 {
+			d.at(n, "%s lists %d schedules; hunt-runner runs one periodic schedule per hunt: keep one cron, or split the hunt into several files", s.key, len(n.Content))
+			return
+		}
+		n = deref(n.Content[0])
+	}
+	expr, ok := d.str(n, s.key)
+	if !ok {
+		return
+	}
+	iv, off, err := schedule.ParseCron(expr)
+	if err != nil {
+		d.at(n, "%s: %v", s.key, err)
+		return
+	}
+	h.Interval, h.Offset, h.Pinned = iv, off, true
+}
+
+// str reads a required string scalar. YAML turns unquoted numbers and booleans into other
+// types; those are errors (quote the value), never silently converted.
+func (d *decoder) str(v *yaml.Node, key string) (string, bool) {
+	if v.Kind != yaml.ScalarNode {
+		d.at(v, "%s must be a string, not %s", key, kindName(v))
+		return "", false
+	}
+	switch v.ShortTag() {
+	case "!!str":
+		return v.Value, true
+	case "!!null":
+		d.at(v, "%s is empty", key)
+	default:
+		d.at(v, "%s must be a string, not %s; quote it: %s: \"%s\"", key, kindName(v), key, v.Value)
+	}
+	return "", false
+}
+
+func (d *decoder) optStr(v *yaml.Node, key string) (string, bool) {
+	if v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null" {
+		return "", true
+	}
+	return d.str(v, key)
+}
+
+func (d *decoder) boolean(v *yaml.Node, key string) bool {
+	if v.Kind == yaml.ScalarNode && v.ShortTag() == "!!bool" {
+		b, err := strconv.ParseBool(strings.ToLower(v.Value))
+		if err == nil {
+			return b
+		}
+	}
+	if v.Kind == yaml.ScalarNode && v.ShortTag() == "!!str" && v.Style == 0 && isYAML11Bool(v.Value) {
+		d.at(v, "%s: %q is a boolean only in YAML 1.1; write true or false", key, v.Value)
+		return true
+	}
+	d.at(v, "%s must be true or false, not %s", key, kindName(v))
+	return true
+}
+
+func isYAML11Bool(s string) bool {
+	switch strings.ToLower(s) {
+	case "yes", "no", "on", "off", "y", "n":
+		return true
+	}
+	return false
+}
+
+// duration reads a duration (interval, delay, max_catchup, timeout) after the YAML-level
+// checks; the text goes to schedule.ParseInterval so every duration reads the same way.
+func (d *decoder) duration(v *yaml.Node, key string, zeroOK bool) time.Duration {
+	if v.Kind != yaml.ScalarNode {
+		d.at(v, "%s must be a duration such as 5m, not %s", key, kindName(v))
+		return 0
+	}
+	text := v.Value
+	switch v.ShortTag() {
+	case "!!str":
+		if v.Style == 0 && isYAML11Bool(text) {
+			d.at(v, "%s: %s is a boolean in YAML 1.1, not a duration; write a duration such as 5m", key, text)
+			return 0
+		}
+		if v.Style == 0 && sexagesRe.MatchString(text) {
+			d.at(v, "%s: %s is a base-60 number in YAML 1.1, not a duration; write it with units, such as 1h30m", key, text)
+			return 0
+		}
+	case "!!int":
+		if !allDigits(text) {
+			d.at(v, "%s: %s is not a decimal number of seconds; write a duration such as 5m", key, text)
+			return 0
+		}
+	case "!!float":
+		d.at(v, "%s: %s is read by YAML as a floating-point number, not a duration; write whole units such as 1000s or 15m", key, text)
+		return 0
+	case "!!bool":
+		d.at(v, "%s: %s is a boolean, not a duration; write a duration such as 5m", key, text)
+		return 0
+	case "!!null":
+		d.at(v, "%s is empty; write a duration such as 5m", key)
+		return 0
+	default:
+		d.at(v, "%s must be a duration such as 5m, not %s", key, kindName(v))
+		return 0
+	}
+	if zeroOK && isZero(text) {
+		return 0
+	}
+	dur, err := schedule.ParseInterval(text)
+	if err != nil {
+		d.at(v, "%s: %v", key, err)
+		return 0
+	}
+	return dur
+}
+
+func allDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func isZero(s string) bool {
+	s = strings.TrimRight(strings.TrimSpace(s), "smhd")
+	return allDigits(s) && strings.Trim(s, "0") == ""
+}
+
+func (d *decoder) labels(v *yaml.Node) map[string]string {
+	if v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null" {
+		return nil
+	}
+	if v.Kind != yaml.MappingNode {
+		d.at(v, "labels must be a mapping such as {team: secops}, not %s", kindName(v))
+		return nil
+	}
+	order, f := d.fields(v, "labels.")
+	out := make(map[string]string, len(order))
+	for _, key := range order {
+		k, n := f[key][0], f[key][1]
+		if !labelRe.MatchString(key) {
+			d.at(k, "label name %q is not valid: start with a letter or '_', then letters, digits, '_', '.', '-'", key)
+			continue
+		}
+		if s, ok := d.str(n, "labels."+key); ok {
+			out[key] = s
+		}
+	}
+	return out
+}
+
+func (d *decoder) unknownKey(k *yaml.Node, prefix string, known []string) {
+	if msg, ok := legacyKeys[k.Value]; ok && prefix == "" {
+		d.at(k, "%s", msg)
+		return
+	}
+	if s := nearest(k.Value, known); s != "" {
+		d.at(k, "unknown key %q (did you mean %q?)", prefix+k.Value, prefix+s)
+		return
+	}
+	d.at(k, "unknown key %q; known keys: %s", prefix+k.Value, strings.Join(sorted(known), ", "))
+}
+
+func sorted(s []string) []string {
+	c := slices.Clone(s)
+	slices.Sort(c)
+	return c
+}
+
+// nearest suggests the known key closest to s by edit distance, if it is close enough to be a
+// typo (at most a third of the key, at least 1 and at most 3 edits), or if s is a case or
+// separator variant.
+func nearest(s string, known []string) string {
+	norm := func(x string) string { return strings.ReplaceAll(strings.ToLower(x), "-", "_") }
+	best, bestD := "", 1<<30
+	for _, k := range known {
+		if norm(s) == norm(k) {
+			return k
+		}
+		if dist := levenshtein(norm(s), k); dist < bestD {
+			best, bestD = k, dist
+		}
+	}
+	if bestD <= min(3, max(1, len(best)/3)) {
+		return best
+	}
+	return ""
+}
+
+func levenshtein(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// queryPos maps a byte offset in the query's value to a file position. Block scalars (| and >)
+// map line by line (exact for |, for > while lines are plain); single-line scalars map by
+// column; anything else points at the value.
+func (d *decoder) queryPos(n *yaml.Node, q string, off int) (line, col int) {
+	if n.Style == yaml.LiteralStyle || n.Style == yaml.FoldedStyle {
+		indent := -1
+		valueOff := 0
+		for i := n.Line; i < len(d.lines); i++ { // d.lines[n.Line] is the line after the indicator
+			l := d.lines[i]
+			if indent < 0 {
+				if strings.TrimSpace(l) == "" {
+					valueOff++
+					continue
+				}
+				indent = len(l) - len(strings.TrimLeft(l, " "))
+			}
+			content := ""
+			if len(l) >= indent {
+				content = l[indent:]
+			}
+			if off <= valueOff+len(content) {
+				return i + 1, indent + utf8.RuneCountInString(content[:max(0, off-valueOff)]) + 1
+			}
+			valueOff += len(content) + 1
+		}
+		return n.Line, n.Column
+	}
+	if !strings.Contains(q, "\n") && n.Line-1 < len(d.lines) {
+		quote := 0
+		if n.Style == yaml.DoubleQuotedStyle || n.Style == yaml.SingleQuotedStyle {
+			quote = 1
+		}
+		return n.Line, n.Column + quote + utf8.RuneCountInString(q[:min(off, len(q))])
+	}
+	return n.Line, n.Column
+}

@@ -1,0 +1,138 @@
+package configsrc
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+)
+
+// DefaultReloadInterval is used when NewLoader is given a non-positive interval.
+const DefaultReloadInterval = 30 * time.Second
+
+// Loader keeps the current set of a source and reloads it with last-good semantics (see the
+// package comment). It is safe for concurrent use.
+type Loader struct {
+	src      Source
+	interval time.Duration
+	log      *slog.Logger
+
+	mu      sync.Mutex
+	cur     *Set
+	changes chan *Set
+}
+
+// NewLoader returns a loader polling src every interval (DefaultReloadInterval if ≤ 0).
+// log may be nil.
+func NewLoader(src Source, interval time.Duration, log *slog.Logger) *Loader {
+	if interval <= 0 {
+		interval = DefaultReloadInterval
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Loader{src: src, interval: interval, log: log, changes: make(chan *Set, 1)}
+}
+
+// Current is the newest set, nil before the first successful load.
+func (l *Loader) Current() *Set {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cur
+}
+
+// Changes delivers each new set (only the newest if the reader falls behind).
+func (l *Loader) Changes() <-chan *Set { return l.changes }
+
+// Load reads the source once, merging with the current set. Use it for the first load; it
+// fails only when the source cannot be read and there is no previous set to keep. changed
+// reports whether the hash, problems or commit differ from the previous set.
+func (l *Loader) Load(ctx context.Context) (set *Set, changed bool, err error) {
+	next, err := l.src.Load(ctx)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	prev := l.cur
+	if err != nil {
+		if prev != nil {
+			l.log.Warn("hunt source unreadable; keeping the previous hunts", "source", l.src.String(), "error", err, "hunts", len(prev.Hunts))
+			return prev, false, err
+		}
+		return nil, false, err
+	}
+	merged := merge(prev, next)
+	changed = prev == nil || prev.Hash != merged.Hash || prev.Commit != merged.Commit ||
+		!slices.Equal(prev.Problems, merged.Problems)
+	if !changed {
+		return prev, false, nil
+	}
+	l.cur = merged
+	for _, p := range merged.Problems {
+		l.log.Warn("hunt file problem", "problem", p.Error())
+	}
+	for id, p := range merged.Stale {
+		l.log.Warn("hunt kept at its last good definition", "hunt_id", id, "problem", p.Error())
+	}
+	l.log.Info("hunts loaded", "source", l.src.String(), "hunts", len(merged.Hunts), "problems", len(merged.Problems),
+		"stale", len(merged.Stale), "hash", merged.Hash, "commit", merged.Commit)
+	select {
+	case <-l.changes: // drop an unread older set
+	default:
+	}
+	l.changes <- merged
+	return merged, true, nil
+}
+
+// Start reloads every interval until ctx is done; it returns nil then. Errors of single
+// reloads are logged and the previous set kept.
+func (l *Loader) Start(ctx context.Context) error {
+	t := time.NewTicker(l.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if _, _, err := l.Load(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				l.log.Debug("reload failed", "error", err)
+			}
+		}
+	}
+}
+
+// merge applies last-good: a hunt of prev that is missing from next because its file now has
+// problems keeps its previous definition; a hunt whose file is gone is dropped.
+func merge(prev, next *Set) *Set {
+	out := &Set{Hunts: slices.Clone(next.Hunts), Commit: next.Commit, Source: next.Source,
+		Problems: slices.Clone(next.Problems)}
+	if prev != nil {
+		broken := map[string]Problem{}
+		for _, p := range next.Problems {
+			if _, ok := broken[p.File]; !ok {
+				broken[p.File] = p
+			}
+		}
+		for _, h := range prev.Hunts {
+			if _, ok := next.Get(h.ID); ok {
+				continue
+			}
+			p, ok := broken[h.File]
+			if !ok {
+				continue // file deleted, or it now defines another id
+			}
+			if out.Stale == nil {
+				out.Stale = map[string]Problem{}
+			}
+			p.HuntID = h.ID
+			out.Stale[h.ID] = p
+			out.Hunts = append(out.Hunts, h)
+		}
+	}
+	out.finish()
+	if out.Stale != nil {
+		out.Stale = maps.Clone(out.Stale)
+	}
+	return out
+}
