@@ -1,0 +1,276 @@
+package runner
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/hunt-runner/hunt-runner/watermark"
+)
+
+// base is an instant on a 60 s boundary; hunts below use interval 60 and explicit offsets.
+const base int64 = 1_800_000_000 - 1_800_000_000%3600
+
+func at(sec int64) time.Time { return time.Unix(sec, 0).UTC() }
+
+func snap(now int64, hunts map[string]watermark.HuntState) watermark.Snapshot {
+	if hunts == nil {
+		hunts = map[string]watermark.HuntState{}
+	}
+	return watermark.Snapshot{Now: at(now), Hunts: hunts}
+}
+
+func set(hunts ...Hunt) *HuntSet { return &HuntSet{Hash: "h", Hunts: hunts} }
+
+func hunt(id string, interval, offset int64) Hunt {
+	return Hunt{ID: id, Interval: interval, Offset: offset, Query: "SELECT 1"}
+}
+
+func dueIDs(p plan) []string {
+	var out []string
+	for _, d := range p.Due {
+		out = append(out, d.Hunt.ID)
+	}
+	return out
+}
+
+func TestPlanDue(t *testing.T) {
+	local := time.Unix(0, 0)
+	h := hunt("a", 60, 46)
+	cases := []struct {
+		name      string
+		now       int64
+		st        *watermark.HuntState
+		wantFire  int64 // 0 = not due
+		requested bool
+		overruns  int
+	}{
+		{name: "first run owes the latest fire", now: base + 50, wantFire: base + 46},
+		{name: "before this interval's offset the previous fire is owed", now: base + 30, wantFire: base - 14},
+		{name: "watermark below latest fire", now: base + 50, st: &watermark.HuntState{Watermark: base - 14, HasWatermark: true}, wantFire: base + 46},
+		{name: "watermark at latest fire", now: base + 50, st: &watermark.HuntState{Watermark: base + 46, HasWatermark: true}},
+		{name: "watermark at latest fire, tick before next offset", now: base + 100, st: &watermark.HuntState{Watermark: base + 46, HasWatermark: true}},
+		{name: "live lease on the same fire is a healthy peer", now: base + 50,
+			st: &watermark.HuntState{Watermark: base - 14, HasWatermark: true, HasLease: true, LeaseFire: base + 46, LeaseUntil: at(base + 60)}},
+		{name: "live lease on the previous fire is an overrun", now: base + 50, overruns: 1,
+			st: &watermark.HuntState{Watermark: base - 74, HasWatermark: true, HasLease: true, LeaseFire: base - 14, LeaseUntil: at(base + 60)}},
+		{name: "lease ending exactly now is free", now: base + 50, wantFire: base + 46,
+			st: &watermark.HuntState{Watermark: base - 14, HasWatermark: true, HasLease: true, LeaseFire: base - 14, LeaseUntil: at(base + 50)}},
+		{name: "lease ending a millisecond after now is live", now: base + 50,
+			st: &watermark.HuntState{Watermark: base - 14, HasWatermark: true, HasLease: true, LeaseFire: base + 46, LeaseUntil: at(base + 50).Add(time.Millisecond)}},
+		{name: "pending request runs when nothing scheduled is owed", now: base + 50, wantFire: base + 49, requested: true,
+			st: &watermark.HuntState{Watermark: base + 46, HasWatermark: true, HasRequest: true, RequestedFire: base + 49}},
+		{name: "scheduled fire goes before a request", now: base + 50, wantFire: base + 46,
+			st: &watermark.HuntState{Watermark: base - 14, HasWatermark: true, HasRequest: true, RequestedFire: base + 49}},
+		{name: "request at or below the watermark is done", now: base + 50,
+			st: &watermark.HuntState{Watermark: base + 46, HasWatermark: true, HasRequest: true, RequestedFire: base + 46}},
+		{name: "request in the future waits", now: base + 50,
+			st: &watermark.HuntState{Watermark: base + 46, HasWatermark: true, HasRequest: true, RequestedFire: base + 55}},
+		{name: "request with no watermark: the schedule's first run goes first", now: base + 50, wantFire: base + 46,
+			st: &watermark.HuntState{HasRequest: true, RequestedFire: base + 10}},
+		{name: "leased request is not an overrun", now: base + 50,
+			st: &watermark.HuntState{Watermark: base + 46, HasWatermark: true, HasRequest: true, RequestedFire: base + 49,
+				HasLease: true, LeaseFire: base + 46, LeaseUntil: at(base + 100)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			states := map[string]watermark.HuntState{}
+			if tc.st != nil {
+				states["a"] = *tc.st
+			}
+			p := newPlanner(5*time.Second).plan(snap(tc.now, states), set(h), local, nil)
+			if tc.wantFire == 0 {
+				if len(p.Due) != 0 {
+					t.Fatalf("due %+v, want nothing", p.Due[0])
+				}
+			} else {
+				if len(p.Due) != 1 || p.Due[0].Fire != tc.wantFire || p.Due[0].Requested != tc.requested {
+					t.Fatalf("due %+v, want fire %d requested=%v", p.Due, tc.wantFire, tc.requested)
+				}
+			}
+			if len(p.Overruns) != tc.overruns {
+				t.Fatalf("overruns %d, want %d", len(p.Overruns), tc.overruns)
+			}
+		})
+	}
+}
+
+// The regression of the earlier runner's `now ≥ current` gate: ticks every 15 s for three
+// minutes on a hunt with offset 46 must run exactly three fires.
+func TestPlanBetweenTicksRunsEveryFire(t *testing.T) {
+	h := hunt("a", 60, 46)
+	p := newPlanner(15 * time.Second)
+	st := map[string]watermark.HuntState{"a": {Watermark: base - 74, HasWatermark: true}}
+	var fires []int64
+	for now := base; now < base+180; now += 15 {
+		pl := p.plan(snap(now, st), set(h), time.Unix(now, 0), nil)
+		for _, d := range pl.Due {
+			fires = append(fires, d.Fire)
+			st["a"] = watermark.HuntState{Watermark: d.Fire, HasWatermark: true}
+		}
+	}
+	want := []int64{base - 14, base + 46, base + 106}
+	if !reflect.DeepEqual(fires, want) {
+		t.Fatalf("fires %v, want %v", fires, want)
+	}
+}
+
+func TestPlanOverrunCountedOncePerFire(t *testing.T) {
+	h := hunt("a", 60, 0)
+	p := newPlanner(5 * time.Second)
+	// Fire base is owed while fire base-60 still holds a long lease.
+	st := map[string]watermark.HuntState{"a": {Watermark: base - 120, HasWatermark: true,
+		HasLease: true, LeaseFire: base - 60, LeaseUntil: at(base + 1000)}}
+	var counts []int
+	for _, now := range []int64{base + 1, base + 6, base + 59, base + 61, base + 65} {
+		counts = append(counts, len(p.plan(snap(now, st), set(h), time.Unix(now, 0), nil).Overruns))
+	}
+	// Once for fire base, once more when fire base+60 becomes owed.
+	if want := []int{1, 0, 0, 1, 0}; !reflect.DeepEqual(counts, want) {
+		t.Fatalf("overruns per tick %v, want %v", counts, want)
+	}
+}
+
+func TestPlanOrdersMostOverdueFirst(t *testing.T) {
+	hs := set(
+		hunt("c-fresh", 60, 0),      // owes base+60 only (watermark base)
+		hunt("b-old", 60, 0),        // watermark far back: oldest owed fire base-240
+		hunt("a-first-run", 60, 30), // never ran: owes base+30
+		hunt("d-tie", 60, 0),        // same overdue as c-fresh: tie by id
+	)
+	now := base + 65
+	st := map[string]watermark.HuntState{
+		"c-fresh": {Watermark: base, HasWatermark: true},
+		"b-old":   {Watermark: base - 300, HasWatermark: true},
+		"d-tie":   {Watermark: base, HasWatermark: true},
+	}
+	p := newPlanner(5*time.Second).plan(snap(now, st), hs, time.Unix(0, 0), nil)
+	if got, want := dueIDs(p), []string{"b-old", "a-first-run", "c-fresh", "d-tie"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("order %v, want %v", got, want)
+	}
+	if p.Due[0].Fire != base+60 || p.Due[0].Overdue != 65+240 {
+		t.Fatalf("b-old due %+v: want fire %d overdue %d", p.Due[0], base+60, 65+240)
+	}
+	if p.Behind["b-old"] != 305 || p.Behind["c-fresh"] != 5 {
+		t.Fatalf("behind %v", p.Behind)
+	}
+}
+
+func TestPlanSkipsBusyAndDisabledInterval(t *testing.T) {
+	p := newPlanner(5*time.Second).plan(snap(base+65, nil), set(hunt("a", 60, 0), hunt("b", 60, 0), hunt("zero", 0, 0)),
+		time.Unix(0, 0), func(id string) bool { return id == "a" })
+	if got := dueIDs(p); !reflect.DeepEqual(got, []string{"b"}) || p.Busy != 1 {
+		t.Fatalf("due %v busy %d", got, p.Busy)
+	}
+}
+
+func TestBackoffDelay(t *testing.T) {
+	tick := 5 * time.Second
+	cases := []struct {
+		interval int64
+		failures uint32
+		want     time.Duration
+	}{
+		{60, 0, 0},
+		{60, 1, 5 * time.Second},
+		{60, 2, 10 * time.Second},
+		{60, 3, 20 * time.Second},
+		{60, 4, 40 * time.Second},
+		{60, 5, 60 * time.Second},
+		{60, 50, 60 * time.Second},
+		{2, 3, 5 * time.Second}, // never below one tick
+		{3600, 12, 3600 * time.Second},
+	}
+	for _, tc := range cases {
+		if got := backoffDelay(tick, tc.interval, tc.failures); got != tc.want {
+			t.Errorf("backoffDelay(%v, %d, %d) = %v, want %v", tick, tc.interval, tc.failures, got, tc.want)
+		}
+	}
+}
+
+func TestPlanBackoff(t *testing.T) {
+	h := hunt("a", 60, 0)
+	hs := set(h)
+	p := newPlanner(5 * time.Second)
+	local := time.Unix(1000, 0)
+	st := map[string]watermark.HuntState{"a": {Watermark: base, HasWatermark: true, ConsecutiveFailures: 2}}
+	if d := p.failed(&hs.Hunts[0], 3, local); d != 20*time.Second {
+		t.Fatalf("third failure backs off %v, want 20s", d)
+	}
+	for _, tc := range []struct {
+		after time.Duration
+		due   bool
+	}{{0, false}, {19 * time.Second, false}, {20 * time.Second, true}} {
+		pl := p.plan(snap(base+65, st), hs, local.Add(tc.after), nil)
+		if (len(pl.Due) == 1) != tc.due || (pl.BackOff == 1) == tc.due {
+			t.Fatalf("after %v: due %v backoff %d, want due=%v", tc.after, dueIDs(pl), pl.BackOff, tc.due)
+		}
+	}
+	p.failed(&hs.Hunts[0], 1, local)
+	p.succeeded("a")
+	if pl := p.plan(snap(base+65, st), hs, local, nil); len(pl.Due) != 1 {
+		t.Fatal("success must clear the backoff")
+	}
+	// A removed hunt's state is forgotten.
+	p.failed(&hs.Hunts[0], 1, local)
+	p.plan(snap(base+65, st), set(), local, nil)
+	if len(p.backoff) != 0 {
+		t.Fatalf("backoff of a removed hunt kept: %v", p.backoff)
+	}
+}
+
+func TestRunWindow(t *testing.T) {
+	cases := []struct {
+		name               string
+		h                  Hunt
+		wm                 int64
+		hasWM              bool
+		fire               int64
+		start, end         int64
+		gapStart, gapEnd   int64
+		dataStart, dataEnd time.Time
+	}{
+		{name: "first run covers one interval", h: Hunt{Interval: 60}, fire: base + 60,
+			start: base, end: base + 60, dataStart: at(base), dataEnd: at(base + 60)},
+		{name: "from the watermark", h: Hunt{Interval: 60}, wm: base - 120, hasWM: true, fire: base + 60,
+			start: base - 120, end: base + 60, dataStart: at(base - 120), dataEnd: at(base + 60)},
+		{name: "delay shifts the data window only", h: Hunt{Interval: 60, Delay: 90 * time.Second}, wm: base, hasWM: true, fire: base + 60,
+			start: base, end: base + 60, dataStart: at(base - 90), dataEnd: at(base - 30)},
+		{name: "default catch-up is 24 intervals", h: Hunt{Interval: 60}, wm: base - 3600, hasWM: true, fire: base,
+			start: base - 1440, end: base, gapStart: base - 3600, gapEnd: base - 1440, dataStart: at(base - 1440), dataEnd: at(base)},
+		{name: "explicit catch-up", h: Hunt{Interval: 60, MaxCatchup: 5 * time.Minute}, wm: base - 600, hasWM: true, fire: base,
+			start: base - 300, end: base, gapStart: base - 600, gapEnd: base - 300, dataStart: at(base - 300), dataEnd: at(base)},
+		{name: "window exactly max_catchup has no gap", h: Hunt{Interval: 60, MaxCatchup: 5 * time.Minute}, wm: base - 300, hasWM: true, fire: base,
+			start: base - 300, end: base, dataStart: at(base - 300), dataEnd: at(base)},
+		{name: "catch-up below one interval is raised to it", h: Hunt{Interval: 60, MaxCatchup: 10 * time.Second}, wm: base - 60, hasWM: true, fire: base,
+			start: base - 60, end: base, dataStart: at(base - 60), dataEnd: at(base)},
+		{name: "off-grid watermark from a run-now request", h: Hunt{Interval: 60}, wm: base + 7, hasWM: true, fire: base + 60,
+			start: base + 7, end: base + 60, dataStart: at(base + 7), dataEnd: at(base + 60)},
+		{name: "watermark past the fire gives an empty window", h: Hunt{Interval: 60}, wm: base + 90, hasWM: true, fire: base + 60,
+			start: base + 60, end: base + 60, dataStart: at(base + 60), dataEnd: at(base + 60)},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := runWindow(&tc.h, tc.wm, tc.hasWM, tc.fire)
+			want := window{Start: tc.start, End: tc.end, DataStart: tc.dataStart, DataEnd: tc.dataEnd, GapStart: tc.gapStart, GapEnd: tc.gapEnd}
+			if !reflect.DeepEqual(w, want) {
+				t.Fatalf("window %+v\nwant   %+v", w, want)
+			}
+		})
+	}
+}
+
+func TestEpochParam(t *testing.T) {
+	for _, tc := range []struct {
+		t    time.Time
+		want string
+	}{
+		{at(1764410400), "1764410400.000"},
+		{at(1764410400).Add(250 * time.Millisecond), "1764410400.250"},
+		{at(0), "0.000"},
+	} {
+		if got := epochParam(tc.t); got != tc.want {
+			t.Errorf("epochParam(%v) = %q, want %q", tc.t, got, tc.want)
+		}
+	}
+}
