@@ -1,10 +1,133 @@
 package main
 
-import "github.com/urfave/cli/v2"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
-// runCommand is wired in main.go; its owner replaces this placeholder.
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/lease"
+	"github.com/hunt-runner/hunt-runner/runner"
+	"github.com/hunt-runner/hunt-runner/watermark"
+)
+
+// runFlags are the worker loop's own flags.
+func runFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "listen", Value: ":8080", EnvVars: envFor("listen"),
+			Usage: "address serving /metrics, /healthz and /readyz"},
+		&cli.DurationFlag{Name: "tick", Value: 5 * time.Second, EnvVars: envFor("tick"),
+			Usage: "how often due fires are planned and claimed"},
+		&cli.IntFlag{Name: "concurrency", Value: 4, EnvVars: envFor("concurrency"),
+			Usage: "hunt runs in flight at once in this process"},
+		&cli.DurationFlag{Name: "lease", Value: lease.DefaultLease, EnvVars: envFor("lease"),
+			Usage: "lease length; renewed every lease/3 while a hunt runs"},
+		&cli.DurationFlag{Name: "settle", Value: lease.DefaultSettle, EnvVars: envFor("settle"),
+			Usage: "claim settle; must exceed twice the replica lag (lease must be at least 4× settle)"},
+		&cli.DurationFlag{Name: "grace", Value: 30 * time.Second, EnvVars: envFor("grace"),
+			Usage: "on SIGTERM, how long running hunts may finish before they are cancelled"},
+		&cli.StringFlag{Name: "owner", EnvVars: envFor("owner"),
+			Usage: "this runner's identity in lease rows (default: the host name, the pod name under Kubernetes)"},
+	}
+}
+
 func runCommand() *cli.Command {
-	return &cli.Command{Name: "run", Usage: "(not built yet)", Action: func(*cli.Context) error {
-		return cli.Exit("hunt-runner run is not built yet", exitError)
-	}}
+	return &cli.Command{
+		Name:  "run",
+		Usage: "worker loop: claim and run due hunts exactly once across pods; /metrics /healthz /readyz on --listen",
+		Description: "Every --tick the runner reads ClickHouse's clock and the coordination state in one query,\n" +
+			"claims every due fire in one batch and runs the winners, at most --concurrency at a time.\n" +
+			"SIGTERM stops claiming and lets running hunts finish within --grace; the exit code is then 0.",
+		Flags:  concat(clickhouseFlags(), sourceFlags(), runFlags()),
+		Action: runAction,
+	}
+}
+
+func runAction(c *cli.Context) error {
+	log := newLogger(c)
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	src, ok, err := runHuntSource(c)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return cli.Exit("run needs --hunts-dir or --git-url", exitUsage)
+	}
+	owner := c.String("owner")
+	if owner == "" {
+		if owner, err = os.Hostname(); err != nil || owner == "" {
+			return cli.Exit("cannot tell the host name; set --owner", exitUsage)
+		}
+	}
+
+	conn, chOpts, err := openClickHouse(c, log)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+
+	coord, err := lease.New(conn, lease.Options{Owner: owner, Lease: c.Duration("lease"), Settle: c.Duration("settle"),
+		Database: chOpts.Database, Logger: log})
+	if err != nil {
+		return cli.Exit(err.Error(), exitUsage)
+	}
+	tel, err := runner.NewTelemetry(ctx, "hunt-runner")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tel.Shutdown(sctx)
+	}()
+	metrics, err := runner.NewMetrics(tel.Meter, c.Duration("settle"))
+	if err != nil {
+		return err
+	}
+
+	loader := configsrc.NewLoader(src, c.Duration("reload-interval"), log)
+	if _, _, err := loader.Load(ctx); err != nil {
+		// Not fatal: the loader retries every --reload-interval and the runner stays unready.
+		log.Error("hunt definitions could not be loaded yet; retrying", "source", src.String(), "error", err)
+	}
+	adapter := &setAdapter{current: loader.Current}
+
+	r, err := runner.New(conn, coord, watermark.New(conn, chOpts.Database), adapter.Source(), runner.Options{
+		Owner: owner, Database: chOpts.Database, Tick: c.Duration("tick"), Concurrency: c.Int("concurrency"),
+		Lease: c.Duration("lease"), Grace: c.Duration("grace"), Settle: c.Duration("settle"),
+		Logger: log, Metrics: metrics, Tracer: tel.Tracer,
+		PublishedHash: publishedHash(conn, chOpts.Database),
+		ReplicaDelay:  coord.ReplicaDelay,
+	})
+	if err != nil {
+		return cli.Exit(err.Error(), exitUsage)
+	}
+	srv := &runner.HTTPServer{Addr: c.String("listen"), Metrics: tel.MetricsHandler, Ready: r.Ready, Logger: log}
+	if err := srv.Listen(); err != nil {
+		return cli.Exit(err.Error(), exitError)
+	}
+	log.Info("hunt-runner run starting", "owner", owner, "clickhouse", chOpts.String(), "database", chOpts.Database,
+		"source", src.String(), "tick", c.Duration("tick"), "concurrency", c.Int("concurrency"),
+		"lease", c.Duration("lease"), "settle", c.Duration("settle"), "listen", srv.BoundAddr(), "otlp", tel.OTLP)
+
+	// controller-runtime style: every long-lived part is Start(ctx) error under one errgroup;
+	// the signal is handled once, above.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return loader.Start(gctx) })
+	g.Go(func() error { return r.Start(gctx) })
+	g.Go(func() error { return srv.Start(gctx) })
+	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+		return cli.Exit(fmt.Sprintf("run: %v", err), exitError)
+	}
+	log.Info("hunt-runner run stopped")
+	return nil
 }
