@@ -13,6 +13,9 @@ type rawFile struct {
 	rel     string // forward slashes, relative to the source root
 	data    []byte
 	problem string
+	// unsettled marks a file that may still be being written; data is kept only to time how
+	// long its content stays the same.
+	unsettled bool
 }
 
 // isHuntFile reports whether a path names a hunt file: .yaml or .yml, not hidden.

@@ -54,7 +54,13 @@ type dirSource struct {
 	opts Options
 
 	mu   sync.Mutex
-	seen map[string][32]byte // content hash of each file on the previous load, by path
+	seen map[string]seenFile // each file's content on the previous load, by path
+}
+
+// seenFile is a file's content hash and when this load sequence first saw that content.
+type seenFile struct {
+	sum   [32]byte
+	since time.Time
 }
 
 // NewDir returns a source reading *.yaml and *.yml files under dir, recursively, skipping
@@ -67,7 +73,7 @@ func NewDir(dir string, opts Options) (Source, error) {
 	if err := opts.normalise(); err != nil {
 		return nil, fmt.Errorf("configsrc: %w", err)
 	}
-	return &dirSource{dir: dir, opts: opts, seen: map[string][32]byte{}}, nil
+	return &dirSource{dir: dir, opts: opts, seen: map[string]seenFile{}}, nil
 }
 
 func (d *dirSource) String() string { return "dir:" + d.dir }
@@ -76,7 +82,7 @@ func (d *dirSource) Load(ctx context.Context) (*Set, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var lastErr error
-	for attempt := 0; attempt < 3; attempt++ {
+	for attempt := 0; attempt < 5; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -91,16 +97,21 @@ func (d *dirSource) Load(ctx context.Context) (*Set, error) {
 		// directory the kubelet replaces in one rename. Reading the resolved target gives a
 		// consistent snapshot; if it vanishes mid-read (a swap), start again.
 		dataLink := filepath.Join(root, "..data")
-		if target, err := filepath.EvalSymlinks(dataLink); err == nil {
-			files, err := readTree(target, nil)
+		if fi, err := os.Lstat(dataLink); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			target, err := filepath.EvalSymlinks(dataLink)
 			if err != nil {
-				if now, _ := filepath.EvalSymlinks(dataLink); now != target {
-					lastErr = err
-					continue // swapped while reading
-				}
+				lastErr = err // its target was replaced between the two calls
+				continue
+			}
+			files, err := readTree(target, nil)
+			if now, _ := filepath.EvalSymlinks(dataLink); now != target {
+				// Swapped while reading: the old directory may have been half deleted.
+				lastErr = fmt.Errorf("..data changed while reading")
+				continue
+			}
+			if err != nil {
 				return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, d.dir, err)
 			}
-			d.remember(files)
 			return buildSet(files, d.opts.SpreadFraction, d.String(), ""), nil
 		}
 		files, err := readTree(root, d.settled)
@@ -108,34 +119,44 @@ func (d *dirSource) Load(ctx context.Context) (*Set, error) {
 			lastErr = err
 			continue
 		}
-		d.remember(files)
+		d.remember(files, d.opts.Now())
 		return buildSet(files, d.opts.SpreadFraction, d.String(), ""), nil
 	}
 	return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, d.dir, lastErr)
 }
 
-// remember records the content of every file read, for the two-reads-agree rule.
-func (d *dirSource) remember(files []rawFile) {
-	seen := make(map[string][32]byte, len(files))
+// remember records the content of every file read, for the settle rule.
+func (d *dirSource) remember(files []rawFile, now time.Time) {
+	seen := make(map[string]seenFile, len(files))
 	for _, f := range files {
-		if f.problem == "" {
-			seen[f.rel] = sha256.Sum256(f.data)
+		if f.problem == "" || f.unsettled {
+			seen[f.rel] = d.observe(f.rel, f.data, now)
 		}
 	}
 	d.seen = seen
 }
 
-// settled decides whether a file just read may be trusted: unchanged for Settle, or the same
-// content as on the previous load.
+func (d *dirSource) observe(rel string, data []byte, now time.Time) seenFile {
+	sum := sha256.Sum256(data)
+	if prev, ok := d.seen[rel]; ok && prev.sum == sum {
+		return prev
+	}
+	return seenFile{sum: sum, since: now}
+}
+
+// settled decides whether a file just read may be trusted: its modification time, or the
+// moment this source first saw its current content, is at least Settle ago. The second rule
+// copes with clocks that disagree (mtimes in the future); both fail only for a writer that
+// pauses longer than Settle in the middle of a file.
 func (d *dirSource) settled(rel string, data []byte, mod time.Time) bool {
 	if d.opts.Settle < 0 {
 		return true
 	}
-	if age := d.opts.Now().Sub(mod); age >= d.opts.Settle {
+	now := d.opts.Now()
+	if now.Sub(mod) >= d.opts.Settle {
 		return true
 	}
-	prev, ok := d.seen[rel]
-	return ok && prev == sha256.Sum256(data)
+	return now.Sub(d.observe(rel, data, now).since) >= d.opts.Settle
 }
 
 // readTree reads every hunt file under root. settled, if non-nil, vets files that are not part
@@ -192,7 +213,8 @@ func readTree(root string, settled func(rel string, data []byte, mod time.Time) 
 				return nil
 			}
 			if !settled(rel, f.data, fi.ModTime()) {
-				f = rawFile{rel: rel, problem: "file changed moments ago and may still be being written; it is read again on the next reload"}
+				f = rawFile{rel: rel, data: f.data, unsettled: true,
+					problem: "file changed moments ago and may still be being written; it is read again on the next reload"}
 			}
 		}
 		files = append(files, f)
