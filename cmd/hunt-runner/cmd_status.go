@@ -1,10 +1,145 @@
 package main
 
-import "github.com/urfave/cli/v2"
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
 
-// statusCommand is wired in main.go; its owner replaces this placeholder.
+	"github.com/urfave/cli/v2"
+
+	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/runner"
+	"github.com/hunt-runner/hunt-runner/watermark"
+)
+
 func statusCommand() *cli.Command {
-	return &cli.Command{Name: "status", Usage: "(not built yet)", Action: func(*cli.Context) error {
-		return cli.Exit("hunt-runner status is not built yet", exitError)
-	}}
+	return &cli.Command{
+		Name:      "status",
+		Usage:     "per hunt: interval, offset, latest and next fire, watermark, lease, last run",
+		ArgsUsage: "[HUNT…]",
+		Description: "Hunts come from --hunts-dir/--git-url when given, otherwise from the published schedule\n" +
+			"(hunt_schedule). Times are UTC, read from ClickHouse's clock. --json prints\n" +
+			`{"now": …, "hunts": [{"hunt_id", "interval_seconds", "offset_seconds", "enabled", "latest_fire", ` + "\n" +
+			`"next_fire", "watermark", "behind_seconds", "lease_owner", "lease_until", "last_run_status", …}]}.`,
+		Flags: concat(clickhouseFlags(), sourceFlags(), []cli.Flag{
+			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+		}),
+		Action: statusAction,
+	}
+}
+
+func statusAction(c *cli.Context) error {
+	log := newLogger(c)
+	var entries []runner.ScheduleEntry
+	src, ok, err := runHuntSource(c)
+	if err != nil {
+		return err
+	}
+	if ok {
+		set, err := src.Load(c.Context)
+		if err != nil {
+			return cli.Exit(fmt.Sprintf("load hunts: %v", err), exitError)
+		}
+		entries = entriesFromSet(set)
+	}
+	conn, chOpts, err := openClickHouse(c, log)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if !ok {
+		if entries, err = runner.PublishedSchedule(c.Context, conn, chOpts.Database); err != nil {
+			return cli.Exit(err.Error(), exitError)
+		}
+	}
+	if c.NArg() > 0 {
+		want := map[string]bool{}
+		for _, a := range c.Args().Slice() {
+			want[a] = true
+		}
+		kept := entries[:0]
+		for _, e := range entries {
+			if want[e.HuntID] {
+				kept = append(kept, e)
+				delete(want, e.HuntID)
+			}
+		}
+		if len(want) > 0 {
+			missing := make([]string, 0, len(want))
+			for id := range want {
+				missing = append(missing, id)
+			}
+			sort.Strings(missing)
+			return cli.Exit(fmt.Sprintf("unknown hunt(s): %s", strings.Join(missing, ", ")), exitUsage)
+		}
+		entries = kept
+	}
+	rep, err := runner.Status(c.Context, conn, watermark.New(conn, chOpts.Database), chOpts.Database, entries)
+	if err != nil {
+		return cli.Exit(err.Error(), exitError)
+	}
+	if c.Bool("json") {
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	printStatus(c.App.Writer, rep)
+	return nil
+}
+
+func entriesFromSet(s *configsrc.Set) []runner.ScheduleEntry {
+	out := make([]runner.ScheduleEntry, 0, len(s.Hunts))
+	for _, h := range s.Hunts {
+		out = append(out, runner.ScheduleEntry{HuntID: h.ID, Interval: int64(h.Interval / time.Second),
+			Offset: int64(h.Offset / time.Second), Enabled: h.Enabled})
+	}
+	return out
+}
+
+// printStatus renders the report as an aligned table; times are shortened to the clock when
+// they fall on the report's day.
+func printStatus(w io.Writer, rep runner.StatusReport) {
+	day := ""
+	if len(rep.Now) >= 10 {
+		day = rep.Now[:10]
+	}
+	short := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		if strings.HasPrefix(s, day+"T") {
+			return strings.TrimSuffix(s[len(day)+1:], "Z")
+		}
+		return s
+	}
+	fmt.Fprintf(w, "now %s\n", rep.Now)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "HUNT\tINTERVAL\tOFFSET\tENABLED\tLATEST\tNEXT\tWATERMARK\tBEHIND\tDUE\tLEASE\tLAST RUN\tROWS\tFAILS\tERROR")
+	for _, h := range rep.Hunts {
+		lease := "-"
+		if h.LeaseLive {
+			lease = h.LeaseOwner + " until " + short(h.LeaseUntil)
+		}
+		last := "-"
+		if h.LastRunStatus != "" {
+			last = h.LastRunStatus + " " + short(h.LastRunTime)
+		}
+		errText := h.LastRunError
+		if len(errText) > 60 {
+			errText = errText[:57] + "..."
+		}
+		if errText == "" {
+			errText = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%ds\t%ds\t%v\t%s\t%s\t%s\t%s\t%v\t%s\t%s\t%d\t%d\t%s\n",
+			h.HuntID, h.IntervalSeconds, h.OffsetSeconds, h.Enabled, short(h.LatestFire), short(h.NextFire),
+			short(h.Watermark), strconv.FormatInt(h.BehindSeconds, 10)+"s", h.Due, lease, last, h.LastRunRows,
+			h.ConsecutiveFailures, strings.ReplaceAll(errText, "\n", " "))
+	}
+	tw.Flush()
 }
