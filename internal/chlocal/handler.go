@@ -1,0 +1,356 @@
+package chlocal
+
+import (
+	"compress/gzip"
+	"compress/zlib"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/ClickHouse/ch-go/compress"
+	"github.com/andybalholm/brotli"
+	"github.com/google/uuid"
+	"github.com/klauspost/compress/zstd"
+)
+
+// reservedParams are URL parameters of the HTTP interface itself, not settings.
+var reservedParams = map[string]bool{
+	"query": true, "database": true, "default_format": true, "query_id": true,
+	"compress": true, "decompress": true, "client_protocol_version": true,
+	"user": true, "password": true, "quota_key": true, "session_id": true,
+	"session_timeout": true, "session_check": true, "buffer_size": true,
+	"wait_end_of_query": true, "network_compression_method": true,
+	"network_zstd_compression_level": true, "role": true, "stacktrace": true,
+}
+
+var (
+	settingNameRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// An INSERT whose data is the request body: the query parameter ends in
+	// [SETTINGS …] FORMAT X. FROM INFILE has to go before SETTINGS/FORMAT.
+	insertDataRe = regexp.MustCompile(`(?is)^(\s*INSERT\b.*?)((?:\s+SETTINGS\s+.*?)?\s+FORMAT\s+[A-Za-z0-9_]+)\s*;?\s*$`)
+	// A trailing FORMAT clause selects the output format of a query.
+	formatClauseRe = regexp.MustCompile(`(?is)\bFORMAT\s+([A-Za-z0-9_]+)\s*;?\s*$`)
+	insertRe       = regexp.MustCompile(`(?is)^\s*INSERT\b`)
+)
+
+// maxFrame bounds one compressed response block, as clickhouse-server does.
+const maxFrame = 1 << 20
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/ping":
+		io.WriteString(w, "Ok.\n")
+		return
+	case "/chlocal/stats":
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]int64{"queries": s.queries.Load()})
+		return
+	case "/":
+	default:
+		s.fail(w, exception{code: 1001, name: "STD_EXCEPTION", msg: "There is no handle " + r.URL.Path}, http.StatusNotFound)
+		return
+	}
+	params := r.URL.Query()
+	body, err := readBody(r, params.Get("decompress") == "1")
+	if err != nil {
+		s.fail(w, exception{code: 27, name: "CANNOT_PARSE_INPUT_ASSERTION_FAILED", msg: "Cannot read request body: " + err.Error()}, http.StatusBadRequest)
+		return
+	}
+	if params.Get("query") == "" && len(body) == 0 {
+		io.WriteString(w, "Ok.\n")
+		return
+	}
+	s.serveQuery(w, params, body)
+}
+
+// readBody returns the request body with its Content-Encoding and, when
+// decompress=1, ClickHouse block compression undone.
+func readBody(r *http.Request, blocks bool) ([]byte, error) {
+	var in io.Reader = r.Body
+	switch enc := strings.ToLower(r.Header.Get("Content-Encoding")); enc {
+	case "", "identity":
+	case "gzip":
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			return nil, fmt.Errorf("gzip: %w", err)
+		}
+		in = zr
+	case "deflate":
+		zr, err := zlib.NewReader(r.Body)
+		if err != nil {
+			return nil, fmt.Errorf("deflate: %w", err)
+		}
+		in = zr
+	case "br":
+		in = brotli.NewReader(r.Body)
+	case "zstd":
+		zr, err := zstd.NewReader(r.Body)
+		if err != nil {
+			return nil, fmt.Errorf("zstd: %w", err)
+		}
+		defer zr.Close()
+		in = zr
+	default:
+		return nil, fmt.Errorf("unsupported Content-Encoding %q", enc)
+	}
+	if blocks {
+		in = compress.NewReader(in)
+	}
+	b, err := io.ReadAll(in)
+	// ch-go's block reader ends with a wrapped io.EOF, which ReadAll does not
+	// recognise as the end.
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return b, nil
+}
+
+// request is one SQL request, parsed from the URL and body.
+type request struct {
+	sql        []byte
+	database   string
+	format     string
+	names      []string // param_* names, without the prefix
+	values     []string
+	settings   []setting
+	protocol   uint64 // client_protocol_version, 0 if absent
+	infile     string // temporary file holding INSERT data, removed after the query
+	compressed bool   // compress=1: answer in ClickHouse compressed blocks
+	method     compress.Method
+}
+
+type setting struct{ name, value string }
+
+func (s *Server) serveQuery(w http.ResponseWriter, params url.Values, body []byte) {
+	req, ex := s.parseRequest(params, body)
+	if req.infile != "" {
+		defer os.Remove(req.infile)
+	}
+	if ex != nil {
+		s.fail(w, *ex, ex.status())
+		return
+	}
+	queryID := params.Get("query_id")
+	if queryID == "" {
+		queryID = uuid.NewString()
+	}
+	s.queries.Add(1)
+	out, err := s.run(req)
+	if err != nil {
+		ex := parseException(err.Error())
+		s.log.Debug("chlocal: query failed", slog.Int("code", ex.code), slog.String("err", ex.msg))
+		s.fail(w, ex, ex.status())
+		return
+	}
+	if len(out) > 0 && req.format == "Native" && req.protocol > 0 {
+		out, err = reframeNative(out, min(req.protocol, s.revision), &s.sc)
+		if err != nil {
+			s.fail(w, exception{code: 1001, name: "STD_EXCEPTION", msg: "chlocal: " + err.Error()}, http.StatusInternalServerError)
+			return
+		}
+	}
+	if len(out) > 0 && req.compressed {
+		if out, err = compressBlocks(out, req.method); err != nil {
+			s.fail(w, exception{code: 1001, name: "STD_EXCEPTION", msg: "chlocal: " + err.Error()}, http.StatusInternalServerError)
+			return
+		}
+	}
+	h := w.Header()
+	h.Set("X-ClickHouse-Query-Id", queryID)
+	h.Set("X-ClickHouse-Format", req.format)
+	h.Set("X-ClickHouse-Timezone", s.timezone)
+	h.Set("X-ClickHouse-Server-Display-Name", "chlocal")
+	if req.format == "Native" || req.compressed {
+		h.Set("Content-Type", "application/octet-stream")
+	} else {
+		h.Set("Content-Type", "text/plain; charset=UTF-8")
+	}
+	h.Set("Content-Length", strconv.Itoa(len(out)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(out)
+}
+
+func (s *Server) parseRequest(params url.Values, body []byte) (request, *exception) {
+	req := request{
+		database: params.Get("database"),
+		format:   params.Get("default_format"),
+		method:   compress.LZ4,
+	}
+	if req.database == "" {
+		req.database = "default"
+	}
+	if req.format == "" {
+		req.format = "TabSeparated"
+	}
+	if v := params.Get("client_protocol_version"); v != "" {
+		req.protocol, _ = strconv.ParseUint(v, 10, 64)
+	}
+	req.compressed = params.Get("compress") == "1"
+	if strings.EqualFold(params.Get("network_compression_method"), "ZSTD") {
+		req.method = compress.ZSTD
+	}
+	keys := make([]string, 0, len(params))
+	for k := range params {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := params.Get(k)
+		switch {
+		case strings.HasPrefix(k, "param_"):
+			req.names = append(req.names, strings.TrimPrefix(k, "param_"))
+			req.values = append(req.values, v)
+		case reservedParams[k]:
+		case strings.HasSuffix(k, "_structure"), strings.HasSuffix(k, "_types"), isExternalFormat(params, k):
+			// external table descriptions: not supported, and not settings
+		default:
+			if !settingNameRe.MatchString(k) {
+				return req, &exception{code: 115, name: "UNKNOWN_SETTING", msg: fmt.Sprintf("Unknown setting '%s'", k)}
+			}
+			req.settings = append(req.settings, setting{k, v})
+		}
+	}
+
+	query := params.Get("query")
+	switch {
+	case query != "" && len(body) > 0:
+		if m := insertDataRe.FindStringSubmatch(query); m != nil {
+			f, err := os.CreateTemp("", "chlocal-insert-")
+			if err != nil {
+				return req, &exception{code: 1001, name: "STD_EXCEPTION", msg: "chlocal: " + err.Error()}
+			}
+			req.infile = f.Name()
+			_, werr := f.Write(body)
+			if cerr := f.Close(); werr == nil {
+				werr = cerr
+			}
+			if werr != nil {
+				return req, &exception{code: 1001, name: "STD_EXCEPTION", msg: "chlocal: " + werr.Error()}
+			}
+			// chDB truncates inline binary INSERT data after about 64 KiB,
+			// so the body goes through a file instead.
+			req.sql = []byte(s.rewrite(m[1]) + " FROM INFILE " + quote(req.infile) + m[2])
+			return req, nil
+		}
+		req.sql = append(append([]byte(s.rewrite(query)), '\n'), body...)
+	case query != "":
+		req.sql = []byte(s.rewrite(query))
+	default:
+		req.sql = body
+		if !insertRe.Match(body) {
+			req.sql = []byte(s.rewrite(string(body)))
+		}
+	}
+	if !insertRe.Match(req.sql) {
+		if m := formatClauseRe.FindSubmatch(req.sql); m != nil {
+			req.format = string(m[1])
+		}
+	}
+	return req, nil
+}
+
+// isExternalFormat reports whether k is an external table's <name>_format
+// parameter rather than a setting such as date_time_input_format.
+func isExternalFormat(params url.Values, k string) bool {
+	name, ok := strings.CutSuffix(k, "_format")
+	return ok && (params.Has(name+"_structure") || params.Has(name+"_types"))
+}
+
+func (s *Server) rewrite(sql string) string {
+	sql = stripDropSync(sql)
+	if !s.opts.RewriteReplicated {
+		return sql
+	}
+	return rewriteReplicated(sql)
+}
+
+// run executes a request on the shared session: USE, SET, the query, and
+// the settings restored to the startup snapshot.
+func (s *Server) run(req request) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.eng == nil {
+		return nil, &queryError{msg: "Code: 1001. DB::Exception: chlocal is closed. (STD_EXCEPTION)"}
+	}
+	if _, err := s.eng.query([]byte("USE "+quoteIdent(req.database)), "", nil, nil); err != nil {
+		return nil, err
+	}
+	if len(req.settings) > 0 {
+		var b strings.Builder
+		b.WriteString("SET ")
+		for i, st := range req.settings {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(st.name)
+			b.WriteString(" = ")
+			b.WriteString(quote(st.value))
+		}
+		_, err := s.eng.query([]byte(b.String()), "", nil, nil)
+		defer s.restore(req.settings)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return s.eng.query(req.sql, req.format, req.names, req.values)
+}
+
+// restore puts settings back to the startup snapshot. It runs one SET for
+// all of them and falls back to one per setting if that fails (an unknown
+// name in the request makes the combined statement fail).
+func (s *Server) restore(settings []setting) {
+	assign := func(name string) string {
+		if v, ok := s.snapshot[name]; ok {
+			return name + " = " + quote(v)
+		}
+		return name + " = DEFAULT"
+	}
+	parts := make([]string, len(settings))
+	for i, st := range settings {
+		parts[i] = assign(st.name)
+	}
+	if _, err := s.eng.query([]byte("SET "+strings.Join(parts, ", ")), "", nil, nil); err == nil {
+		return
+	}
+	for _, p := range parts {
+		_, _ = s.eng.query([]byte("SET "+p), "", nil, nil)
+	}
+}
+
+// compressBlocks frames out as ClickHouse compressed blocks of at most maxFrame bytes.
+func compressBlocks(out []byte, m compress.Method) ([]byte, error) {
+	zw := compress.NewWriter(compress.LevelZero, m)
+	res := make([]byte, 0, len(out)/2+64)
+	for len(out) > 0 {
+		n := min(len(out), maxFrame)
+		if err := zw.Compress(out[:n]); err != nil {
+			return nil, fmt.Errorf("compress: %w", err)
+		}
+		res = append(res, zw.Data...)
+		out = out[n:]
+	}
+	return res, nil
+}
+
+// fail writes an exception as clickhouse-server does.
+func (s *Server) fail(w http.ResponseWriter, ex exception, status int) {
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=UTF-8")
+	h.Set("X-ClickHouse-Exception-Code", strconv.Itoa(ex.code))
+	if ex.name != "" {
+		h.Set("X-ClickHouse-Exception-Name", ex.name)
+	}
+	body := ex.body(s.version)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, body)
+}

@@ -1,0 +1,270 @@
+package chlocal
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
+)
+
+// PinnedMajor is the ClickHouse major version this package is written
+// against. The purego signatures are not a stable ABI, so Start refuses a
+// library reporting another major version.
+const PinnedMajor = 26
+
+// ErrAlreadyStarted is returned by a second Start in the same process:
+// chDB holds one engine per process.
+var ErrAlreadyStarted = errors.New("chlocal: an engine was already started in this process (chDB allows one per process; run another chlocal process instead)")
+
+// ErrVersion is returned by Start when the library is not the pinned major version.
+var ErrVersion = errors.New("chlocal: unsupported chDB version")
+
+// Options configures Start.
+type Options struct {
+	// LibPath is the path of libchdb.so. Required (callers usually pass
+	// os.Getenv("CHDB_LIB_PATH")).
+	LibPath string
+	// Listen is the TCP address to serve on. Default "127.0.0.1:0".
+	Listen string
+	// DataPath is chDB's data directory. Default: a new temporary directory,
+	// removed by Close. A given directory is kept, so data survives a restart.
+	DataPath string
+	// RewriteReplicated turns Replicated*MergeTree engines, Replicated
+	// databases and ON CLUSTER clauses into their single-node forms.
+	RewriteReplicated bool
+	// Logger receives startup and per-error lines. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is a running chlocal HTTP server.
+type Server struct {
+	opts     Options
+	log      *slog.Logger
+	eng      *engine
+	tempData bool
+	ln       net.Listener
+	http     *http.Server
+	done     chan struct{}
+
+	version  string // e.g. 26.5.1.1
+	revision uint64
+	timezone string
+	sc       column.ServerContext
+
+	mu        sync.Mutex // serialises every use of eng
+	snapshot  map[string]string
+	queries   atomic.Int64
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var started atomic.Bool
+
+// Start loads chDB, prepares a server-like session and serves ClickHouse's
+// HTTP interface until Close. It fails with ErrNoLibrary when the library is
+// missing, ErrVersion when it is not ClickHouse PinnedMajor.x, and
+// ErrAlreadyStarted when called twice in one process.
+func Start(ctx context.Context, opts Options) (*Server, error) {
+	if opts.Listen == "" {
+		opts.Listen = "127.0.0.1:0"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.LibPath == "" {
+		return nil, fmt.Errorf("%w: CHDB_LIB_PATH is not set (point it at libchdb.so, e.g. run `make chdb`)", ErrNoLibrary)
+	}
+	if _, err := os.Stat(opts.LibPath); err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrNoLibrary, opts.LibPath, err)
+	}
+	if !started.CompareAndSwap(false, true) {
+		return nil, ErrAlreadyStarted
+	}
+	s := &Server{opts: opts, log: opts.Logger, done: make(chan struct{})}
+	if err := s.start(ctx); err != nil {
+		s.cleanup()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) start(ctx context.Context) error {
+	if s.opts.DataPath == "" {
+		dir, err := os.MkdirTemp("", "chlocal-")
+		if err != nil {
+			return fmt.Errorf("chlocal: data dir: %w", err)
+		}
+		s.opts.DataPath, s.tempData = dir, true
+	} else if err := os.MkdirAll(s.opts.DataPath, 0o755); err != nil {
+		return fmt.Errorf("chlocal: data dir: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	eng, err := openEngine(s.opts.LibPath, s.opts.DataPath)
+	if err != nil {
+		return err
+	}
+	s.eng = eng
+	if err := s.identify(); err != nil {
+		return err
+	}
+	if err := s.prepareSession(); err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", s.opts.Listen)
+	if err != nil {
+		return fmt.Errorf("chlocal: listen %s: %w", s.opts.Listen, err)
+	}
+	s.ln = ln
+	s.http = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		defer close(s.done)
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("chlocal: serve", slog.Any("err", err))
+		}
+	}()
+	s.log.Debug("chlocal: listening", slog.String("addr", ln.Addr().String()),
+		slog.String("version", s.version), slog.String("data", s.opts.DataPath))
+	return nil
+}
+
+// identify reads the engine's version and refuses an unpinned major version.
+func (s *Server) identify() error {
+	out, err := s.eng.query([]byte("SELECT version(), revision(), timezone()"), "TabSeparated", nil, nil)
+	if err != nil {
+		return fmt.Errorf("chlocal: query version: %w", err)
+	}
+	f := strings.Split(strings.TrimRight(string(out), "\n"), "\t")
+	if len(f) != 3 {
+		return fmt.Errorf("chlocal: unexpected version reply %q", out)
+	}
+	s.version, s.timezone = f[0], f[2]
+	if s.revision, err = strconv.ParseUint(f[1], 10, 64); err != nil {
+		return fmt.Errorf("chlocal: revision %q: %w", f[1], err)
+	}
+	major, _, _ := strings.Cut(s.version, ".")
+	if major != strconv.Itoa(PinnedMajor) {
+		return fmt.Errorf("%w: %s reports ClickHouse %s, want %d.x", ErrVersion, s.opts.LibPath, s.version, PinnedMajor)
+	}
+	var v [3]uint64
+	for i, p := range strings.SplitN(s.version, ".", 4)[:3] {
+		v[i], _ = strconv.ParseUint(p, 10, 64)
+	}
+	s.sc = column.ServerContext{Revision: s.revision, VersionMajor: v[0], VersionMinor: v[1], VersionPatch: v[2]}
+	return nil
+}
+
+// serverDefaults are the settings in which chDB's defaults differ from
+// clickhouse-server's in ways tests would notice (synchronous-looking
+// mutations, lenient DateTime parsing, implicit SELECT).
+var serverDefaults = []struct{ name, value string }{
+	{"async_insert", "0"},
+	{"mutations_sync", "0"},
+	{"date_time_input_format", "basic"},
+	{"implicit_select", "0"},
+}
+
+// prepareSession applies server defaults and snapshots the changed
+// settings: per-request settings are restored to this snapshot, because
+// SET x = DEFAULT restores chDB's compiled-in default instead.
+func (s *Server) prepareSession() error {
+	for _, d := range serverDefaults {
+		if _, err := s.eng.query([]byte("SET "+d.name+" = "+quote(d.value)), "", nil, nil); err != nil {
+			return fmt.Errorf("chlocal: set %s: %w", d.name, err)
+		}
+	}
+	out, err := s.eng.query([]byte("SELECT name, value FROM system.settings WHERE changed"), "TabSeparatedRaw", nil, nil)
+	if err != nil {
+		return fmt.Errorf("chlocal: snapshot settings: %w", err)
+	}
+	s.snapshot = make(map[string]string)
+	for line := range bytes.SplitSeq(bytes.TrimRight(out, "\n"), []byte("\n")) {
+		name, value, ok := bytes.Cut(line, []byte("\t"))
+		if ok {
+			s.snapshot[string(name)] = string(value)
+		}
+	}
+	return nil
+}
+
+// URL is the server's base URL, http://127.0.0.1:PORT.
+func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
+
+// Addr is the listening address, 127.0.0.1:PORT.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Version is the ClickHouse version chDB reports, e.g. 26.5.1.1.
+func (s *Server) Version() string { return s.version }
+
+// Revision is the protocol revision chDB reports.
+func (s *Server) Revision() uint64 { return s.revision }
+
+// Queries is the number of SQL requests served so far.
+func (s *Server) Queries() int64 { return s.queries.Load() }
+
+// Close stops serving, closes the engine and removes a temporary data
+// directory. The process cannot start another engine afterwards.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		if s.http != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := s.http.Shutdown(ctx); err != nil {
+				s.closeErr = fmt.Errorf("chlocal: shutdown: %w", err)
+			}
+			<-s.done
+		}
+		s.cleanup()
+	})
+	return s.closeErr
+}
+
+func (s *Server) cleanup() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.eng != nil {
+		s.eng.close()
+		s.eng = nil
+	}
+	if s.tempData {
+		if err := os.RemoveAll(s.opts.DataPath); err != nil && s.closeErr == nil {
+			s.closeErr = fmt.Errorf("chlocal: remove data dir: %w", err)
+		}
+		s.tempData = false
+	}
+}
+
+// quote renders v as a ClickHouse string literal.
+func quote(v string) string {
+	var b strings.Builder
+	b.Grow(len(v) + 2)
+	b.WriteByte('\'')
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; c {
+		case '\'', '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('\'')
+	return b.String()
+}
+
+// quoteIdent renders name as a ClickHouse identifier.
+func quoteIdent(name string) string {
+	return "`" + strings.NewReplacer("\\", "\\\\", "`", "\\`").Replace(name) + "`"
+}

@@ -1,0 +1,298 @@
+// Package chtest gives tests a real ClickHouse engine: a fresh database on
+// either the server named by HUNT_RUNNER_TEST_CLICKHOUSE or a chlocal
+// process (chDB, started once per test binary when CHDB_LIB_PATH is set).
+// Without either it skips the test, except under CI=true, where it fails,
+// so that a missing engine can never pass as "no tests ran".
+//
+// chlocal serialises every request on one chDB session: tests must not
+// rely on session state (SET or USE statements, temporary tables).
+package chtest
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// EnvURL names a real ClickHouse server for tests (clickhouse://host:9000
+// native or http://host:8123), used instead of chlocal when set.
+const EnvURL = "HUNT_RUNNER_TEST_CLICKHOUSE"
+
+// EnvLib is the path of libchdb.so, needed to run chlocal.
+const EnvLib = "CHDB_LIB_PATH"
+
+// DB is a fresh database for one test.
+type DB struct {
+	// Conn is a clickhouse-go connection with Name as its database.
+	Conn driver.Conn
+	// Name is the database, t_<random>, dropped when the test ends.
+	Name string
+	// URL reaches the same server from other processes (database not included).
+	URL string
+	// Options are the ones Conn was opened with (Auth.Database = Name).
+	Options *clickhouse.Options
+}
+
+// New returns a connection to a fresh database on the test engine.
+func New(t testing.TB) *DB {
+	t.Helper()
+	base := engineURL(t)
+	name := "t_" + randomHex(8)
+	opts, err := Options(base, "")
+	if err != nil {
+		t.Fatalf("chtest: %v", err)
+	}
+	admin, err := clickhouse.Open(opts)
+	if err != nil {
+		t.Fatalf("chtest: open %s: %v", redact(base), err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		admin.Close()
+		t.Fatalf("chtest: create database %s: %v", name, err)
+	}
+	opts, _ = Options(base, name)
+	conn, err := clickhouse.Open(opts)
+	if err != nil {
+		admin.Close()
+		t.Fatalf("chtest: open %s: %v", redact(base), err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" SYNC"); err != nil {
+			t.Errorf("chtest: drop database %s: %v", name, err)
+		}
+		admin.Close()
+	})
+	return &DB{Conn: conn, Name: name, URL: base, Options: opts}
+}
+
+// Options returns clickhouse-go options for a server URL (http(s):// or
+// clickhouse://) and database; an empty database keeps the URL's own.
+func Options(serverURL, database string) (*clickhouse.Options, error) {
+	opts, err := clickhouse.ParseDSN(serverURL)
+	if err != nil {
+		return nil, fmt.Errorf("parse %s: %w", redact(serverURL), err)
+	}
+	if database != "" {
+		opts.Auth.Database = database
+	}
+	if opts.DialTimeout == 0 || opts.DialTimeout == 30*time.Second {
+		opts.DialTimeout = 10 * time.Second
+	}
+	return opts, nil
+}
+
+var shared struct {
+	once sync.Once
+	url  string
+	err  error
+	skip string
+}
+
+// engineURL returns the base URL of the test engine, starting the shared
+// chlocal process on first use.
+func engineURL(t testing.TB) string {
+	t.Helper()
+	if u := os.Getenv(EnvURL); u != "" {
+		return u
+	}
+	shared.once.Do(func() {
+		if os.Getenv(EnvLib) == "" {
+			shared.skip = "no ClickHouse engine: set " + EnvLib + " to libchdb.so (make chdb) or " + EnvURL + " to a server URL"
+			return
+		}
+		bin, err := buildBinary()
+		if err != nil {
+			shared.err = err
+			return
+		}
+		p, err := startProcess(bin, "127.0.0.1:0", "")
+		if err != nil {
+			shared.err = err
+			return
+		}
+		shared.url = "http://" + p.addr
+		// The process is never stopped explicitly: Pdeathsig ends it with
+		// the test binary.
+	})
+	if shared.skip != "" {
+		skipOrFail(t, shared.skip)
+	}
+	if shared.err != nil {
+		t.Fatalf("chtest: %v", shared.err)
+	}
+	return shared.url
+}
+
+func skipOrFail(t testing.TB, msg string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("chtest: %s (CI=true: a missing engine fails)", msg)
+	}
+	t.Skip("chtest: " + msg)
+}
+
+var built struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// Binary returns the path of a chlocal binary built once per test binary.
+func Binary(t testing.TB) string {
+	t.Helper()
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatalf("chtest: %v", err)
+	}
+	return bin
+}
+
+func buildBinary() (string, error) {
+	built.once.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			built.err = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "chtest-bin-")
+		if err != nil {
+			built.err = err
+			return
+		}
+		bin := filepath.Join(dir, "chlocal")
+		cmd := exec.Command("go", "build", "-o", bin, "./cmd/chlocal")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("build chlocal: %w\n%s", err, out)
+			return
+		}
+		built.path = bin
+	})
+	return built.path, built.err
+}
+
+// moduleRoot finds the hunt-runner module from this source file, so that it
+// works whatever the test's working directory is.
+func moduleRoot() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if ok {
+		dir := filepath.Join(filepath.Dir(file), "..", "..")
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+	}
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("find module root: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("find module root: not inside the hunt-runner module")
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// Queries returns the number of SQL requests a chlocal server has served
+// (GET /chlocal/stats), to count round trips.
+func Queries(t testing.TB, serverURL string) int64 {
+	t.Helper()
+	u, err := url.Parse(serverURL)
+	if err != nil {
+		t.Fatalf("chtest: parse %s: %v", redact(serverURL), err)
+	}
+	resp, err := http.Get("http://" + u.Host + "/chlocal/stats")
+	if err != nil {
+		t.Fatalf("chtest: stats: %v", err)
+	}
+	defer resp.Body.Close()
+	var st struct {
+		Queries int64 `json:"queries"`
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("chtest: stats: %s (only chlocal serves /chlocal/stats)", resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatalf("chtest: stats: %v", err)
+	}
+	return st.Queries
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// redact drops a password from a URL for messages.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<unparseable URL>"
+	}
+	if _, ok := u.User.Password(); ok {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	q := u.Query()
+	if q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// waitReady polls /ping until it answers or the deadline passes.
+func waitReady(addr string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		resp, err := http.Get("http://" + addr + "/ping")
+		if err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK && string(body) == "Ok.\n" {
+				return nil
+			}
+			err = fmt.Errorf("ping: %s %q", resp.Status, body)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("chlocal at %s not ready: %w", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// readListening reads the "listening on ADDR (…)" line chlocal prints first.
+func readListening(r io.Reader) (string, error) {
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil {
+		return "", fmt.Errorf("read chlocal's first line: %w", err)
+	}
+	rest, ok := strings.CutPrefix(line, "listening on ")
+	if !ok {
+		return "", fmt.Errorf("unexpected first line from chlocal: %q", line)
+	}
+	addr, _, _ := strings.Cut(rest, " ")
+	return strings.TrimSpace(addr), nil
+}
