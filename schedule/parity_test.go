@@ -1,0 +1,301 @@
+package schedule
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/google/uuid"
+)
+
+// The parity test proves DueCountSQL (every form of it) and IsDue agree on the real engine.
+//
+// Each case is one hunt with its own schedule history, watermark rows, lease rows and run-now
+// requests, built around one "now". All cases live in one database; for every distinct now the
+// SQL runs once and is compared with IsDue over every hunt in the table (so each hunt is also
+// checked at the other cases' nows), per hunt for the production form and by count for the others.
+
+type scheduleRow struct {
+	Row
+	updated time.Time
+}
+
+type watermarkRow struct {
+	watermark int64
+	updated   time.Time
+}
+
+type leaseRow struct {
+	leaseUntilMs int64
+	claimed      time.Time
+	claimID      uuid.UUID
+}
+
+type parityHunt struct {
+	id         string
+	schedule   []scheduleRow
+	watermarks []watermarkRow
+	leases     []leaseRow
+	requests   []int64
+}
+
+// newest resolves the hunt's rows the way docs/contracts.md defines "newest", independently of
+// any SQL: max updated for schedule and watermark, max (claimed, claim_id) for leases.
+func (h parityHunt) newest() (Row, State) {
+	var row Row
+	var st State
+	var best time.Time
+	for i, r := range h.schedule {
+		if i == 0 || r.updated.After(best) {
+			row, best = r.Row, r.updated
+		}
+	}
+	for i, w := range h.watermarks {
+		if i == 0 || w.updated.After(best) {
+			st.Watermark, st.HasWatermark, best = w.watermark, true, w.updated
+		}
+	}
+	var bestLease leaseRow
+	for i, l := range h.leases {
+		if i == 0 || l.claimed.After(bestLease.claimed) || (l.claimed.Equal(bestLease.claimed) && strings.Compare(l.claimID.String(), bestLease.claimID.String()) > 0) {
+			bestLease = l
+			st.LeaseUntilMs, st.HasLease = l.leaseUntilMs, true
+		}
+	}
+	for _, rf := range h.requests {
+		if !st.HasRequest || rf > st.RequestedFire {
+			st.RequestedFire, st.HasRequest = rf, true
+		}
+	}
+	return row, st
+}
+
+// parityCases builds the matrix: ids × intervals × nows × watermarks × leases × schedule
+// histories × requests. Every hunt id starts with its now's index ("n007|…"), so that one query
+// per now can select exactly the cases built for it.
+//
+// Times sit around the real clock: hunt_lease and hunt_request have TTLs, and rows that expired
+// by the wall clock would be dropped on insert.
+func parityCases(wallNow time.Time) (hunts []parityHunt, nows []int64) {
+	base := wallNow.Unix() - wallNow.Unix()%86400 // a boundary of every interval in the matrix
+	const far = int64(4_000_000_000)
+	t0 := wallNow.Truncate(time.Second)
+	at := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	ids := []string{"post-1682300-71da5fa4", "überwachung-größe"}
+	intervals := []int64{1, 2, 30, 60, 300, 3600, 86400}
+	nowIndex := map[int64]int{}
+	n := 0
+	for _, id := range ids {
+		for _, iv := range intervals {
+			p := PhaseOffset(id, iv, DefaultSpreadFraction)
+			b := base + 7*iv // a boundary a few intervals ahead
+			for _, now := range []int64{b - 1, b, b + 1, b + p - 1, b + p, b + p + 1, b + iv - 1, b + iv + p, b + iv/2} {
+				ni, ok := nowIndex[now]
+				if !ok {
+					ni = len(nows)
+					nowIndex[now] = ni
+					nows = append(nows, now)
+				}
+				fire := LatestFire(now, iv, p)
+				wms := []struct {
+					name string
+					rows []int64 // oldest first
+				}{
+					{"none", nil}, {"zero", []int64{0}}, {"fire-1", []int64{fire - 1}}, {"fire", []int64{fire}},
+					{"fire+1", []int64{fire + 1}}, {"fire+I", []int64{fire + iv}}, {"far", []int64{far}},
+					{"superseded", []int64{far, fire - 1}}, // an older far watermark must not win
+				}
+				leases := []struct {
+					name string
+					ms   []int64 // oldest first
+				}{
+					{"none", nil}, {"now-1", []int64{(now - 1) * 1000}}, {"now", []int64{now * 1000}},
+					{"now+1", []int64{(now + 1) * 1000}}, {"now+0.5", []int64{now*1000 + 500}},
+					{"far", []int64{far * 1000}}, {"superseded", []int64{far * 1000, (now - 1) * 1000}},
+				}
+				reqs := []struct {
+					name string
+					rf   []int64
+				}{{"none", nil}, {"old", []int64{fire - iv}}, {"now", []int64{fire - iv, now}}}
+				for _, wm := range wms {
+					for _, ls := range leases {
+						for _, sc := range []string{"live", "tombstoned", "revived"} {
+							for _, rq := range reqs {
+								n++
+								h := parityHunt{id: fmt.Sprintf("n%03d|%s|I%d|wm=%s|lease=%s|%s|req=%s|%d", ni, id, iv, wm.name, ls.name, sc, rq.name, n)}
+								live := Row{HuntID: h.id, IntervalSeconds: uint32(iv), PhaseOffset: uint32(p), Enabled: true, ConfigHash: "c1"}
+								tomb := Tombstone(h.id)
+								switch sc {
+								case "live":
+									h.schedule = []scheduleRow{{live, at(1)}}
+								case "tombstoned":
+									h.schedule = []scheduleRow{{live, at(1)}, {tomb, at(2)}}
+								case "revived":
+									h.schedule = []scheduleRow{{live, at(1)}, {tomb, at(2)}, {live, at(3)}}
+								}
+								for k, w := range wm.rows {
+									h.watermarks = append(h.watermarks, watermarkRow{w, at(10 + k)})
+								}
+								for k, ms := range ls.ms {
+									h.leases = append(h.leases, leaseRow{ms, at(20 + k), uuid.New()})
+								}
+								h.requests = rq.rf
+								hunts = append(hunts, h)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return hunts, nows
+}
+
+func insertParity(ctx context.Context, t testing.TB, conn driver.Conn, database string, hunts []parityHunt) {
+	t.Helper()
+	db := quoteIdent(database)
+	batch := func(table, cols string, add func(b driver.Batch) error) {
+		b, err := conn.PrepareBatch(ctx, "INSERT INTO "+db+"."+table+" ("+cols+")")
+		if err != nil {
+			t.Fatalf("prepare %s: %v", table, err)
+		}
+		if err := add(b); err != nil {
+			t.Fatalf("append %s: %v", table, err)
+		}
+		if err := b.Send(); err != nil {
+			t.Fatalf("send %s: %v", table, err)
+		}
+	}
+	batch(tableSchedule, "hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated", func(b driver.Batch) error {
+		for _, h := range hunts {
+			for _, r := range h.schedule {
+				if err := b.Append(r.HuntID, r.IntervalSeconds, r.PhaseOffset, boolByte(r.Enabled), r.ConfigHash, r.updated); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	batch(tableWatermark, "hunt_id, watermark, claim_id, updated", func(b driver.Batch) error {
+		for _, h := range hunts {
+			for _, w := range h.watermarks {
+				if err := b.Append(h.id, time.Unix(w.watermark, 0).UTC(), uuid.New(), w.updated); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	batch(tableLease, "hunt_id, fire, owner, claim_id, claimed, lease_until", func(b driver.Batch) error {
+		for _, h := range hunts {
+			for _, l := range h.leases {
+				if err := b.Append(h.id, time.Unix(0, 0).UTC(), "pod-a", l.claimID, l.claimed, time.UnixMilli(l.leaseUntilMs).UTC()); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	batch(tableRequest, "hunt_id, requested_fire, request_id, requested_by, requested", func(b driver.Batch) error {
+		for _, h := range hunts {
+			for _, rf := range h.requests {
+				if err := b.Append(h.id, time.Unix(rf, 0).UTC(), uuid.New(), "test", time.Now().UTC()); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+func boolByte(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func TestDueParity(t *testing.T) {
+	db := newEngineDB(t)
+	ctx := context.Background()
+	hunts, nows := parityCases(time.Now())
+	insertParity(ctx, t, db.Conn, db.Name, hunts)
+	want := make([][]string, len(nows)) // due hunt ids per now index, by IsDue
+	cases := make([]int, len(nows))
+	for _, h := range hunts {
+		var ni int
+		fmt.Sscanf(h.id, "n%03d|", &ni)
+		cases[ni]++
+		row, st := h.newest()
+		if IsDue(nows[ni], row, st) {
+			want[ni] = append(want[ni], h.id)
+		}
+	}
+	compared := 0
+	for ni, now := range nows {
+		sort.Strings(want[ni])
+		nowExpr := fmt.Sprintf("toDateTime(%d, 'UTC')", now)
+		prefix := fmt.Sprintf("n%03d|", ni)
+		for form, name := range dueForms {
+			query := "SELECT * FROM (\n" + dueCore(form, db.Name, nowExpr) + "\n) WHERE startsWith(hunt_id, '" + prefix + "')"
+			got, err := dueHunts(ctx, db.Conn, query)
+			if err != nil {
+				t.Fatalf("form %s: %v", name, err)
+			}
+			ids := make([]string, len(got))
+			for i, h := range got {
+				ids[i] = h.HuntID
+			}
+			sort.Strings(ids)
+			if !slices.Equal(ids, want[ni]) {
+				t.Errorf("now %d, form %s: SQL due set differs from IsDue: %s", now, name, setDiff(ids, want[ni]))
+			}
+		}
+		compared += cases[ni]
+	}
+	if compared != len(hunts) {
+		t.Fatalf("compared %d of %d cases", compared, len(hunts))
+	}
+	// The production count query itself, over the whole table at one now.
+	var total uint64
+	for _, h := range hunts {
+		row, st := h.newest()
+		if IsDue(nows[0], row, st) {
+			total++
+		}
+	}
+	got, err := countDue(ctx, db.Conn, DueCountSQL(db.Name, fmt.Sprintf("toDateTime(%d, 'UTC')", nows[0])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != total {
+		t.Errorf("DueCountSQL at now %d = %d, IsDue counts %d", nows[0], got, total)
+	}
+	t.Logf("%d cases at %d nows, each compared per hunt in %d SQL forms; whole-table count %d", len(hunts), len(nows), len(dueForms), total)
+}
+
+func setDiff(got, want []string) string {
+	var extra, missing []string
+	for _, g := range got {
+		if _, ok := slices.BinarySearch(want, g); !ok {
+			extra = append(extra, g)
+		}
+	}
+	for _, w := range want {
+		if _, ok := slices.BinarySearch(got, w); !ok {
+			missing = append(missing, w)
+		}
+	}
+	trim := func(s []string) []string {
+		if len(s) > 10 {
+			return append(s[:10:10], fmt.Sprintf("… %d more", len(s)-10))
+		}
+		return s
+	}
+	return fmt.Sprintf("SQL only (%d): %v; IsDue only (%d): %v", len(extra), trim(extra), len(missing), trim(missing))
+}

@@ -1,0 +1,222 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// Querier is the one method schedule needs to read ClickHouse; driver.Conn satisfies it.
+type Querier interface {
+	Query(ctx context.Context, query string, args ...any) (driver.Rows, error)
+}
+
+// Table names, as in chstore (schedule deliberately does not import it: see DESIGN §1).
+const (
+	tableSchedule  = "hunt_schedule"
+	tablePublish   = "hunt_publish"
+	tableLease     = "hunt_lease"
+	tableWatermark = "hunt_watermark"
+	tableRequest   = "hunt_request"
+)
+
+// quoteIdent quotes a database name for interpolation: the due SQL has no bound parameters so
+// that it can also be stored as a view (hunt_backlog_v1) or pasted into a scaler.
+func quoteIdent(name string) string {
+	r := strings.NewReplacer("\\", "\\\\", "`", "\\`")
+	return "`" + r.Replace(name) + "`"
+}
+
+// dueForm names a way to read the newest row per hunt. The forms give identical answers (the
+// parity test runs every one of them); DueCountSQL uses the fastest, chosen by
+// BenchmarkDueSQL.
+type dueForm int
+
+const (
+	// formUnion reads the four tables once, as one UNION ALL stream, and resolves every "newest
+	// row" in a single GROUP BY hunt_id: one hash aggregation instead of four plus three joins.
+	formUnion dueForm = iota
+	// formFinal reads hunt_schedule and hunt_watermark with FINAL (ReplacingMergeTree keeps the
+	// newest by updated) and the lease and request tables with one GROUP BY each, then joins.
+	formFinal
+	// formLimitBy picks newest rows with ORDER BY … DESC LIMIT 1 BY hunt_id, then joins.
+	formLimitBy
+	// formArgMax is the earlier Python runner's shape: argMax … GROUP BY per table, then joins
+	// (plus requests). Kept as the benchmark's baseline.
+	formArgMax
+)
+
+var dueForms = map[dueForm]string{formUnion: "union", formFinal: "final", formLimitBy: "limitby", formArgMax: "argmax"}
+
+// dueCore returns a query yielding one row per due hunt with columns
+// hunt_id String, fire Int64, has_wm UInt8, wm Int64, has_lease UInt8, lu_ms Int64,
+// has_req UInt8, rf Int64 — the same predicate as IsDue. nowExpr is a DateTime or an integer of
+// epoch seconds; it is evaluated once per query.
+//
+// Tombstones (enabled=0, interval 0) are dropped in an inner subquery before any arithmetic so
+// that interval 0 never reaches intDiv; the outer filter repeats interval_seconds > 0 only as a
+// guard against a hand-written enabled row with interval 0.
+func dueCore(form dueForm, database, nowExpr string) string {
+	db := quoteIdent(database)
+	t := func(name string) string { return db + "." + name }
+	now := "toInt64(" + nowExpr + ")"
+	var from string
+	switch form {
+	case formUnion:
+		from = fmt.Sprintf(`(
+  SELECT hunt_id,
+    argMaxIf(interval_seconds, v, k = 0) AS i, argMaxIf(phase_offset, v, k = 0) AS p, argMaxIf(enabled, v, k = 0) AS e,
+    countIf(k = 1) > 0 AS has_wm, argMaxIf(x, v, k = 1) AS wm,
+    countIf(k = 2) > 0 AS has_lease, argMaxIf(x, (v, c), k = 2) AS lu_ms,
+    countIf(k = 3) > 0 AS has_req, maxIf(x, k = 3) AS rf
+  FROM (
+    SELECT 0 AS k, hunt_id, updated AS v, toUUID('00000000-0000-0000-0000-000000000000') AS c, interval_seconds, phase_offset, enabled, toInt64(0) AS x FROM %[1]s
+    UNION ALL SELECT 1, hunt_id, updated, toUUID('00000000-0000-0000-0000-000000000000'), 0, 0, 0, toInt64(watermark) FROM %[2]s
+    UNION ALL SELECT 2, hunt_id, claimed, claim_id, 0, 0, 0, toUnixTimestamp64Milli(lease_until) FROM %[3]s
+    UNION ALL SELECT 3, hunt_id, toDateTime64(0, 6, 'UTC'), toUUID('00000000-0000-0000-0000-000000000000'), 0, 0, 0, toInt64(requested_fire) FROM %[4]s
+  )
+  GROUP BY hunt_id
+  HAVING countIf(k = 0) > 0 AND e = 1 AND i > 0
+)`, t(tableSchedule), t(tableWatermark), t(tableLease), t(tableRequest))
+	default:
+		var sched, wm, lease, req string
+		switch form {
+		case formFinal:
+			sched = fmt.Sprintf(`SELECT hunt_id, interval_seconds AS i, phase_offset AS p FROM %s FINAL WHERE enabled = 1 AND interval_seconds > 0`, t(tableSchedule))
+			wm = fmt.Sprintf(`SELECT hunt_id, 1 AS has_wm, toInt64(watermark) AS wm FROM %s FINAL`, t(tableWatermark))
+			lease = fmt.Sprintf(`SELECT hunt_id, 1 AS has_lease, toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) AS lu_ms FROM %s GROUP BY hunt_id`, t(tableLease))
+		case formLimitBy:
+			sched = fmt.Sprintf(`SELECT hunt_id, i, p FROM (SELECT hunt_id, interval_seconds AS i, phase_offset AS p, enabled FROM %s ORDER BY hunt_id, updated DESC LIMIT 1 BY hunt_id) WHERE enabled = 1 AND i > 0`, t(tableSchedule))
+			wm = fmt.Sprintf(`SELECT hunt_id, 1 AS has_wm, toInt64(watermark) AS wm FROM %s ORDER BY hunt_id, updated DESC LIMIT 1 BY hunt_id`, t(tableWatermark))
+			lease = fmt.Sprintf(`SELECT hunt_id, 1 AS has_lease, toUnixTimestamp64Milli(lease_until) AS lu_ms FROM %s ORDER BY hunt_id, claimed DESC, claim_id DESC LIMIT 1 BY hunt_id`, t(tableLease))
+		case formArgMax:
+			sched = fmt.Sprintf(`SELECT hunt_id, i, p FROM (SELECT hunt_id, argMax(interval_seconds, updated) AS i, argMax(phase_offset, updated) AS p, argMax(enabled, updated) AS e FROM %s GROUP BY hunt_id) WHERE e = 1 AND i > 0`, t(tableSchedule))
+			wm = fmt.Sprintf(`SELECT hunt_id, 1 AS has_wm, toInt64(argMax(watermark, updated)) AS wm FROM %s GROUP BY hunt_id`, t(tableWatermark))
+			lease = fmt.Sprintf(`SELECT hunt_id, 1 AS has_lease, toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) AS lu_ms FROM %s GROUP BY hunt_id`, t(tableLease))
+		}
+		req = fmt.Sprintf(`SELECT hunt_id, 1 AS has_req, toInt64(max(requested_fire)) AS rf FROM %s GROUP BY hunt_id`, t(tableRequest))
+		from = fmt.Sprintf(`(%s) AS s
+LEFT JOIN (%s) AS w USING (hunt_id)
+LEFT JOIN (%s) AS l USING (hunt_id)
+LEFT JOIN (%s) AS r USING (hunt_id)`, sched, wm, lease, req)
+	}
+	// LEFT JOIN fills misses with 0 (join_use_nulls is off); the has_* columns tell "no row" from
+	// a zero value, so the SQL needs no assumption about now or the data.
+	return fmt.Sprintf(`SELECT hunt_id, fire, has_wm, wm, has_lease, lu_ms, has_req, rf FROM (
+  SELECT hunt_id, has_wm, wm, has_lease, lu_ms, has_req, rf,
+    toInt64(i) AS iv, intDiv(%[2]s, iv) * iv + toInt64(p) %% iv AS cur,
+    if(%[2]s >= cur, cur, cur - iv) AS fire
+  FROM %[1]s
+  WHERE i > 0
+)
+WHERE (has_lease = 0 OR lu_ms <= %[2]s * 1000)
+  AND (has_wm = 0 OR wm < fire OR (has_req = 1 AND rf > wm))`, from, now)
+}
+
+func dueCountSQL(form dueForm, database, nowExpr string) string {
+	return "SELECT toUInt64(count()) AS due FROM (\n" + dueCore(form, database, nowExpr) + "\n)"
+}
+
+// DueCountSQL is the due backlog query: one row, one column `due` UInt64, the number of hunts
+// due at nowExpr (`now()` in production; a literal such as `toDateTime(1789027260)` in tests).
+// It is the SQL form of IsDue. database is quoted here; nowExpr is trusted SQL.
+func DueCountSQL(database, nowExpr string) string {
+	return dueCountSQL(formUnion, database, nowExpr)
+}
+
+// ErrNoResult means the due query returned no row, which a working server never does.
+var ErrNoResult = errors.New("due query returned no row")
+
+// CountDue runs DueCountSQL with the server's clock. A failed query is an error, never 0.
+func CountDue(ctx context.Context, q Querier, database string) (uint64, error) {
+	return countDue(ctx, q, DueCountSQL(database, "now()"))
+}
+
+func countDue(ctx context.Context, q Querier, query string) (uint64, error) {
+	rows, err := q.Query(ctx, query)
+	if err != nil {
+		return 0, fmt.Errorf("count due hunts: %w", err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return 0, fmt.Errorf("count due hunts: %w", err)
+		}
+		return 0, fmt.Errorf("count due hunts: %w", ErrNoResult)
+	}
+	var n uint64
+	if err := rows.Scan(&n); err != nil {
+		return 0, fmt.Errorf("count due hunts: %w", err)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("count due hunts: %w", err)
+	}
+	return n, nil
+}
+
+// DueHunt is one due hunt as `hunt-runner due --explain` shows it.
+type DueHunt struct {
+	HuntID string `json:"hunt_id"`
+	// Fire is the latest fire at the query's now (epoch seconds).
+	Fire int64 `json:"fire"`
+	// Watermark is the newest watermark; nil if the hunt never ran.
+	Watermark *int64 `json:"watermark"`
+	// LeaseUntil is the newest (expired) lease's end; nil if the hunt was never claimed.
+	LeaseUntil *time.Time `json:"lease_until"`
+	// RequestedFire is set when a run-now request is pending.
+	RequestedFire *int64 `json:"requested_fire,omitempty"`
+}
+
+// DueHunts lists up to limit due hunts (all if limit <= 0), most overdue first (then by id),
+// at the server's clock. It uses the same predicate as CountDue.
+func DueHunts(ctx context.Context, q Querier, database string, limit int) ([]DueHunt, error) {
+	return dueHunts(ctx, q, DueListSQL(database, "now()", limit))
+}
+
+// DueListSQL is the query behind DueHunts.
+func DueListSQL(database, nowExpr string, limit int) string {
+	s := dueCore(formUnion, database, nowExpr) + "\nORDER BY fire, hunt_id"
+	if limit > 0 {
+		s += fmt.Sprintf("\nLIMIT %d", limit)
+	}
+	return s
+}
+
+func dueHunts(ctx context.Context, q Querier, query string) ([]DueHunt, error) {
+	rows, err := q.Query(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("list due hunts: %w", err)
+	}
+	defer rows.Close()
+	var out []DueHunt
+	for rows.Next() {
+		var (
+			h                       DueHunt
+			hasWM, hasLease, hasReq uint8
+			wm, luMs, rf            int64
+		)
+		if err := rows.Scan(&h.HuntID, &h.Fire, &hasWM, &wm, &hasLease, &luMs, &hasReq, &rf); err != nil {
+			return nil, fmt.Errorf("list due hunts: %w", err)
+		}
+		st := State{Watermark: wm, HasWatermark: hasWM == 1, LeaseUntilMs: luMs, HasLease: hasLease == 1, RequestedFire: rf, HasRequest: hasReq == 1}
+		if st.HasWatermark {
+			h.Watermark = &wm
+		}
+		if st.HasLease {
+			lu := time.UnixMilli(luMs).UTC()
+			h.LeaseUntil = &lu
+		}
+		if st.RequestPending() {
+			h.RequestedFire = &rf
+		}
+		out = append(out, h)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list due hunts: %w", err)
+	}
+	return out, nil
+}
