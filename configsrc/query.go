@@ -102,7 +102,8 @@ func lexQuery(q string) ([]token, *queryIssue) {
 			}
 			toks = append(toks, token{kind, q[start:min(i, len(q))], start})
 		case c == '{':
-			if end := strings.IndexByte(q[i:], '}'); end > 0 && paramRe.MatchString(q[i:i+end+1]) {
+			// Parameters are short; bounding the search keeps the lexer linear.
+			if end := strings.IndexByte(q[i:min(len(q), i+256)], '}'); end > 0 && paramRe.MatchString(q[i:i+end+1]) {
 				toks = append(toks, token{tkParam, q[i : i+end+1], i})
 				i += end + 1
 			} else {
