@@ -1,0 +1,143 @@
+package provision
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/schedule"
+)
+
+// chDB (clickhouse-local) has no writable access storage: its default user may not create
+// users or settings profiles, and a GRANT finds no such user. These are the statement kinds it
+// cannot run; everything else (the SQL SECURITY DEFINER view) runs on it.
+var chdbUnsupported = map[string]int32{KindProfile: 497, KindUser: 497, KindGrant: 511} // ACCESS_DENIED, UNKNOWN_ROLE
+
+func onRealServer() bool { return os.Getenv(chtest.EnvURL) != "" }
+
+func TestApplyTwiceOnEngine(t *testing.T) {
+	db := chtest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := chstore.Apply(ctx, db.Conn, db.Name, chstore.Topology("single"), ""); err != nil {
+		t.Fatal(err)
+	}
+	// Three live hunts, one of them finished for now and one tombstoned: two are due.
+	if err := db.Conn.Exec(ctx, "INSERT INTO "+db.Name+".hunt_schedule (hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated) VALUES "+
+		"('a', 60, 0, 1, 'h', now64(6)), ('b', 3600, 7, 1, 'h', now64(6)), ('c', 60, 0, 1, 'h', now64(6)), ('gone', 0, 0, 0, 'h', now64(6))"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Conn.Exec(ctx, "INSERT INTO "+db.Name+".hunt_watermark (hunt_id, watermark, claim_id, updated) VALUES ('c', now() + 3600, generateUUIDv4(), now64(6))"); err != nil {
+		t.Fatal(err)
+	}
+
+	user := "hunt_scaler_" + db.Name
+	p, err := Generate(Options{Role: RoleScaler, Database: db.Name, User: user})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const password = "pa'ss\\word-for-test"
+	var viewDefs []string
+	for round := 1; round <= 2; round++ {
+		for i, s := range p.Statements {
+			single := &Plan{Options: p.Options, Statements: []Statement{s}}
+			_, err := single.Apply(ctx, db.Conn, password)
+			code, unsupported := chdbUnsupported[s.Kind]
+			switch {
+			case err == nil && (onRealServer() || !unsupported):
+			case err != nil && !onRealServer() && unsupported:
+				var ex *clickhouse.Exception
+				if !strings.Contains(err.Error(), "code: "+itoa(code)) && !(errors.As(err, &ex) && ex.Code == code) {
+					t.Errorf("round %d statement %d (%s): want chDB's code %d, got %v", round, i+1, s.Kind, code, err)
+				}
+				if strings.Contains(err.Error(), "pa'ss") || strings.Contains(err.Error(), `pa\'ss`) {
+					t.Fatalf("password leaked into an error: %v", err)
+				}
+			default:
+				t.Fatalf("round %d statement %d (%s): %v", round, i+1, s.Kind, err)
+			}
+		}
+		var def string
+		if err := db.Conn.QueryRow(ctx, "SELECT create_table_query FROM system.tables WHERE database = ? AND name = ?", db.Name, BacklogView).Scan(&def); err != nil {
+			t.Fatal(err)
+		}
+		viewDefs = append(viewDefs, def)
+	}
+	if viewDefs[0] != viewDefs[1] {
+		t.Errorf("re-applying changed the view:\n%s\n---\n%s", viewDefs[0], viewDefs[1])
+	}
+	if !strings.Contains(viewDefs[0], "SQL SECURITY DEFINER") {
+		t.Errorf("view is not SQL SECURITY DEFINER:\n%s", viewDefs[0])
+	}
+	want, err := schedule.CountDue(ctx, db.Conn, db.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got uint64
+	if err := db.Conn.QueryRow(ctx, "SELECT value FROM "+db.Name+"."+BacklogView).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got != want || got != 2 {
+		t.Fatalf("view says %d, schedule.CountDue says %d, want 2", got, want)
+	}
+
+	if onRealServer() {
+		checkScalerIdentity(t, ctx, db, user, password)
+	}
+}
+
+// checkScalerIdentity connects as the provisioned scaler: it reads the view and nothing else,
+// and cannot write.
+func checkScalerIdentity(t *testing.T, ctx context.Context, db *chtest.DB, user, password string) {
+	opts := *db.Options
+	opts.Auth.Username, opts.Auth.Password = user, password
+	conn, err := clickhouse.Open(&opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var v uint64
+	if err := conn.QueryRow(ctx, "SELECT value FROM "+db.Name+"."+BacklogView).Scan(&v); err != nil {
+		t.Fatalf("scaler cannot read the view: %v", err)
+	}
+	if err := conn.QueryRow(ctx, "SELECT count() FROM "+db.Name+".hunt_schedule").Scan(&v); err == nil {
+		t.Fatal("scaler can read hunt_schedule directly")
+	}
+	if err := conn.Exec(ctx, "INSERT INTO "+db.Name+".hunt_request (hunt_id) VALUES ('x')"); err == nil {
+		t.Fatal("scaler can insert")
+	}
+	t.Cleanup(func() { _ = db.Conn.Exec(context.Background(), "DROP USER IF EXISTS "+quote(user)) })
+}
+
+func itoa(n int32) string { return strconv.Itoa(int(n)) }
+
+// TestStatementsParseOnEngine asks the engine's own parser (formatQuery) about every statement of
+// every role, including the access-control ones chDB cannot execute.
+func TestStatementsParseOnEngine(t *testing.T) {
+	db := chtest.New(t)
+	ctx := context.Background()
+	for _, o := range []Options{
+		{Role: RoleScaler, Database: db.Name},
+		{Role: RoleRunner, Database: db.Name, SourceDatabases: []string{"logs", "edr"}},
+		{Role: RoleScaler, Database: db.Name, Cluster: "main"},
+	} {
+		p, err := Generate(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, s := range p.Statements {
+			var formatted string
+			if err := db.Conn.QueryRow(ctx, "SELECT formatQuery({q:String})", clickhouse.Named("q", s.SQL)).Scan(&formatted); err != nil {
+				t.Errorf("%s statement %d (%s) does not parse: %v\n%s", o.Role, i+1, s.Kind, err, s.SQL)
+			}
+		}
+	}
+}

@@ -1,0 +1,26 @@
+-- hunt-runner provision --role runner: least-privilege ClickHouse identity "hunt_runner"
+-- coordination database "hunt_runner"
+-- source databases: edr, logs
+-- The password is never printed; --apply reads it from HUNT_RUNNER_PROVISION_PASSWORD or --password-file.
+-- Repeatable: applying this again changes nothing.
+
+CREATE USER IF NOT EXISTS `hunt_runner` IDENTIFIED WITH sha256_password BY '<password: HUNT_RUNNER_PROVISION_PASSWORD or --password-file>'
+DEFAULT DATABASE `hunt_runner`;
+
+ALTER USER `hunt_runner` DEFAULT DATABASE `hunt_runner`;
+
+GRANT
+  SELECT, INSERT ON `hunt_runner`.`hunt_schedule`,
+  SELECT, INSERT ON `hunt_runner`.`hunt_publish`,
+  SELECT, INSERT ON `hunt_runner`.`hunt_lease`,
+  SELECT, INSERT ON `hunt_runner`.`hunt_watermark`,
+  SELECT, INSERT ON `hunt_runner`.`hunt_state`,
+  SELECT, INSERT ON `hunt_runner`.`hunt_run`,
+  SELECT, INSERT ON `hunt_runner`.`hunt_findings`,
+  SELECT, INSERT ON `hunt_runner`.`hunt_request`,
+  SELECT ON `edr`.*,
+  SELECT ON `logs`.*,
+  SELECT ON system.`databases`,
+  SELECT ON system.`replicas`
+TO `hunt_runner` WITH REPLACE OPTION;
+-- sha256: 1f6d97ced72ce86633bd82c3b734e4544814126c3d457062b94f23e717d95f87

@@ -1,0 +1,21 @@
+package shim
+
+import (
+	"fmt"
+
+	"github.com/hunt-runner/hunt-runner/provision"
+	"github.com/hunt-runner/hunt-runner/schedule"
+)
+
+// builtins are the queries whose SQL other packages own, so that the shim never carries a copy.
+var builtins = map[string]builtinFunc{
+	// backlog_view reads the view `hunt-runner provision --role scaler` creates: the only object
+	// the scaler identity may read. Its body is provision.BacklogViewSelect, i.e. the schedule
+	// package's due SQL, capped.
+	"backlog_view": func(db string) string {
+		return fmt.Sprintf("SELECT value FROM %s.%s", quoteIdent(db), quoteIdent(provision.BacklogView))
+	},
+	// due_count runs the schedule package's due SQL directly (needs SELECT on the coordination
+	// tables): for development, tests, and servers where the view is not provisioned yet.
+	"due_count": func(db string) string { return schedule.DueCountSQL(db, "now()") },
+}

@@ -1,0 +1,104 @@
+package shim
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+)
+
+// Metrics are the shim's instruments (OpenTelemetry, exported for Prometheus):
+//
+//	hunt_shim_requests_total{query,outcome}        outcome: fresh, held, bad_request, unknown_query, unauthorized
+//	hunt_shim_held_total{query,reason}             answers served held, by why
+//	hunt_shim_held_age_seconds{query,params,cold}  age of each value being held (cold: since holding started)
+//	hunt_shim_held_stale{query,params}             1 while a held value is older than its max_stale
+//	hunt_shim_query_duration_seconds{query,ok}     ClickHouse round trips
+type Metrics struct {
+	handler  http.Handler
+	meter    metric.Meter
+	requests metric.Int64Counter
+	heldCtr  metric.Int64Counter
+	duration metric.Float64Histogram
+}
+
+// NewMetrics creates the instruments on mp. With mp nil it builds a MeterProvider on a private
+// Prometheus registry, and Handler serves that registry; otherwise Handler is nil and the
+// caller exposes mp its own way.
+func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
+	m := &Metrics{}
+	if mp == nil {
+		reg := prometheus.NewRegistry()
+		exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo(), otelprom.WithoutTargetInfo())
+		if err != nil {
+			return nil, fmt.Errorf("shim: prometheus exporter: %w", err)
+		}
+		mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
+		m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	}
+	m.meter = mp.Meter("github.com/hunt-runner/hunt-runner/shim")
+	var err error
+	if m.requests, err = m.meter.Int64Counter("hunt_shim_requests",
+		metric.WithDescription("KEDA shim requests by query and outcome")); err != nil {
+		return nil, err
+	}
+	if m.heldCtr, err = m.meter.Int64Counter("hunt_shim_held",
+		metric.WithDescription("answers served from the last good value (or cold_hold) because ClickHouse failed, by reason")); err != nil {
+		return nil, err
+	}
+	if m.duration, err = m.meter.Float64Histogram("hunt_shim_query_duration",
+		metric.WithUnit("s"), metric.WithDescription("ClickHouse round trips of the shim's queries"),
+		metric.WithExplicitBucketBoundaries(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5)); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// Handler serves /metrics, or is nil when the MeterProvider came from the caller.
+func (m *Metrics) Handler() http.Handler { return m.handler }
+
+// observeHeld registers the gauges that report each value being held.
+func (m *Metrics) observeHeld(c *cache, now func() time.Time) error {
+	age, err := m.meter.Float64ObservableGauge("hunt_shim_held_age",
+		metric.WithUnit("s"), metric.WithDescription("age of each value the shim is holding; for a cold hold, time since holding started"))
+	if err != nil {
+		return err
+	}
+	stale, err := m.meter.Int64ObservableGauge("hunt_shim_held_stale",
+		metric.WithDescription("1 while a held value is older than its query's max_stale"))
+	if err != nil {
+		return err
+	}
+	_, err = m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for _, h := range c.held(now()) {
+			o.ObserveFloat64(age, h.age.Seconds(), metric.WithAttributes(
+				attribute.String("query", h.query), attribute.String("params", h.params), attribute.Bool("cold", h.cold)))
+			var v int64
+			if h.stale {
+				v = 1
+			}
+			o.ObserveInt64(stale, v, metric.WithAttributes(attribute.String("query", h.query), attribute.String("params", h.params)))
+		}
+		return nil
+	}, age, stale)
+	return err
+}
+
+func (m *Metrics) request(ctx context.Context, query, outcome string) {
+	m.requests.Add(ctx, 1, metric.WithAttributes(attribute.String("query", query), attribute.String("outcome", outcome)))
+}
+
+func (m *Metrics) held(ctx context.Context, query, reason string) {
+	m.heldCtr.Add(ctx, 1, metric.WithAttributes(attribute.String("query", query), attribute.String("reason", reason)))
+}
+
+func (m *Metrics) queryDuration(ctx context.Context, query string, d time.Duration, ok bool) {
+	m.duration.Record(ctx, d.Seconds(), metric.WithAttributes(attribute.String("query", query), attribute.Bool("ok", ok)))
+}
