@@ -52,7 +52,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	case "/chlocal/stats":
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]int64{"queries": s.queries.Load()})
+		rss, hwm := memoryUsage()
+		_ = json.NewEncoder(w).Encode(map[string]int64{"queries": s.queries.Load(), "rss_bytes": rss, "max_rss_bytes": hwm})
 		return
 	case "/":
 	default:
@@ -353,4 +354,30 @@ func (s *Server) fail(w http.ResponseWriter, ex exception, status int) {
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = io.WriteString(w, body)
+}
+
+// memoryUsage reports the process's resident and peak resident memory in
+// bytes from /proc/self/status (zero where unavailable).
+func memoryUsage() (rss, hwm int64) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, 0
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || (k != "VmRSS" && k != "VmHWM") {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) == 0 {
+			continue
+		}
+		n, _ := strconv.ParseInt(f[0], 10, 64)
+		if k == "VmRSS" {
+			rss = n * 1024
+		} else {
+			hwm = n * 1024
+		}
+	}
+	return rss, hwm
 }

@@ -154,16 +154,37 @@ func (s *Server) identify() error {
 	if s.revision, err = strconv.ParseUint(f[1], 10, 64); err != nil {
 		return fmt.Errorf("chlocal: revision %q: %w", f[1], err)
 	}
-	major, _, _ := strings.Cut(s.version, ".")
-	if major != strconv.Itoa(PinnedMajor) {
-		return fmt.Errorf("%w: %s reports ClickHouse %s, want %d.x", ErrVersion, s.opts.LibPath, s.version, PinnedMajor)
+	v, err := checkVersion(s.version)
+	if err != nil {
+		return fmt.Errorf("%w (library %s)", err, s.opts.LibPath)
 	}
-	var v [3]uint64
-	for i, p := range strings.SplitN(s.version, ".", 4)[:3] {
-		v[i], _ = strconv.ParseUint(p, 10, 64)
+	loc, err := time.LoadLocation(s.timezone)
+	if err != nil {
+		loc = time.UTC
 	}
-	s.sc = column.ServerContext{Revision: s.revision, VersionMajor: v[0], VersionMinor: v[1], VersionPatch: v[2]}
+	s.sc = column.ServerContext{Revision: s.revision, VersionMajor: v[0], VersionMinor: v[1], VersionPatch: v[2], Timezone: loc}
 	return nil
+}
+
+// checkVersion parses a ClickHouse version (26.5.1.1) and refuses any
+// major version but PinnedMajor.
+func checkVersion(version string) ([3]uint64, error) {
+	var v [3]uint64
+	parts := strings.Split(version, ".")
+	if len(parts) < 3 {
+		return v, fmt.Errorf("%w: cannot parse version %q", ErrVersion, version)
+	}
+	for i := range v {
+		n, err := strconv.ParseUint(parts[i], 10, 64)
+		if err != nil {
+			return v, fmt.Errorf("%w: cannot parse version %q", ErrVersion, version)
+		}
+		v[i] = n
+	}
+	if v[0] != PinnedMajor {
+		return v, fmt.Errorf("%w: the library is ClickHouse %s, chlocal is pinned to %d.x (the chDB C API is not a stable ABI; use @chdb/lib-linux-x64-gnu 26.5.3)", ErrVersion, version, PinnedMajor)
+	}
+	return v, nil
 }
 
 // serverDefaults are the settings in which chDB's defaults differ from
