@@ -302,7 +302,7 @@ func checkQuery(q string) (queryInfo, []queryIssue) {
 				paramIssue = true
 				issues = append(issues, queryIssue{t.pos, fmt.Sprintf("unknown query parameter %s; hunt-runner binds only {window_start:DateTime64(3)} and {window_end:DateTime64(3)}", t.text)})
 			}
-		case tkWord:
+		case tkWord, tkQuoted:
 			n, ok := next(1)
 			isCall := ok && n.kind == tkPunct && n.text == "("
 			upper := strings.ToUpper(t.text)
@@ -310,9 +310,16 @@ func checkQuery(q string) (queryInfo, []queryIssue) {
 				if prev := i - 1; prev >= 0 && s[prev].kind == tkPunct && s[prev].text == "." {
 					break // a method-like db.func( is a qualified name, not a table function
 				}
-				if why, bad := offServerReason(t.text); bad {
-					issues = append(issues, queryIssue{t.pos, fmt.Sprintf("query calls %s(), which %s; a hunt may read only tables on the ClickHouse server", t.text, why)})
+				name := t.text
+				if t.kind == tkQuoted { // `url`(…) is still url(…)
+					name = name[1 : len(name)-1]
 				}
+				if why, bad := offServerReason(name); bad {
+					issues = append(issues, queryIssue{t.pos, fmt.Sprintf("query calls %s(), which %s; a hunt may read only tables on the ClickHouse server", name, why)})
+				}
+				break
+			}
+			if t.kind == tkQuoted {
 				break
 			}
 			switch upper {

@@ -86,6 +86,9 @@ func substituteParams(q string) (string, error) {
 // serverMessage trims a ClickHouse exception to its message, without the stack trace.
 func serverMessage(err error) string {
 	msg := err.Error()
+	if i := strings.Index(msg, "message: "); i >= 0 { // drop transport prefixes such as "sendQuery: [HTTP 400] code: 62,"
+		msg = msg[i+len("message: "):]
+	}
 	if i := strings.Index(msg, "Stack trace"); i > 0 {
 		msg = msg[:i]
 	}

@@ -1,10 +1,137 @@
 package main
 
-import "github.com/urfave/cli/v2"
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
 
-// validateCommand is wired in main.go; its owner replaces this placeholder.
+	"github.com/urfave/cli/v2"
+
+	"github.com/hunt-runner/hunt-runner/configsrc"
+)
+
 func validateCommand() *cli.Command {
-	return &cli.Command{Name: "validate", Usage: "(not built yet)", Action: func(*cli.Context) error {
-		return cli.Exit("hunt-runner validate is not built yet", exitError)
-	}}
+	return &cli.Command{
+		Name:      "validate",
+		Usage:     "lint hunt definitions; prints file:line:col: message per problem and exits 1 on any",
+		ArgsUsage: "[DIR]",
+		Description: "Checks every hunt file the way the runner loads it: strict YAML, schedule, query shape\n" +
+			"(one read-only SELECT over {window_start}/{window_end}, no table functions reaching off the\n" +
+			"server). DIR defaults to --hunts-dir; --git-url validates a branch, tag or commit instead.\n" +
+			"When --clickhouse-url is given explicitly, each query is also parsed by the server (EXPLAIN AST).",
+		Flags: concat(
+			[]cli.Flag{&cli.BoolFlag{Name: "json", EnvVars: envFor("json"), Usage: "print hunts and errors as JSON"}},
+			sourceFlags(), clickhouseFlags()),
+		Action: validateAction,
+	}
+}
+
+type validateHunt struct {
+	ID              string `json:"id"`
+	File            string `json:"file"`
+	IntervalSeconds int64  `json:"interval_seconds"`
+	PhaseOffset     int64  `json:"phase_offset"`
+	Pinned          bool   `json:"pinned"`
+	Enabled         bool   `json:"enabled"`
+}
+
+type validateError struct {
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Column  int    `json:"column"`
+	Message string `json:"message"`
+}
+
+func validateAction(c *cli.Context) error {
+	log := newLogger(c)
+	if c.NArg() > 1 {
+		return cli.Exit("validate takes at most one directory", exitUsage)
+	}
+	dir := c.String("hunts-dir")
+	if c.Args().Present() {
+		dir = c.Args().First()
+	}
+	src, err := huntSourceWith(c, log, dir, -1) // nothing is writing: trust files at once
+	if err != nil {
+		return err
+	}
+	set, err := src.Load(c.Context)
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("cannot read hunts: %v", err), exitError)
+	}
+	problems := append([]configsrc.Problem(nil), set.Problems...)
+
+	// The server's parser is the authority, but only when the operator pointed at one: the
+	// flag's default address is not a reason to make CI depend on a database.
+	if c.IsSet("clickhouse-url") && len(set.Hunts) > 0 {
+		conn, _, err := openClickHouse(c, log)
+		if err != nil {
+			return cli.Exit(fmt.Sprintf("ClickHouse check: %v", err), exitError)
+		}
+		defer conn.Close()
+		for _, h := range set.Hunts {
+			if err := configsrc.CheckWithServer(c.Context, conn, h); err != nil {
+				problems = append(problems, configsrc.Problem{File: h.File, Line: h.QueryLine, Column: 1,
+					Message: strings.TrimPrefix(err.Error(), configsrc.ErrQueryRefused.Error()+": "), HuntID: h.ID})
+			}
+		}
+	}
+
+	// Paths as the author sees them: under DIR, or under --git-path in the repository.
+	root := dir
+	if dir == "" {
+		root = c.String("git-path")
+	}
+	display := func(rel string) string {
+		if dir != "" {
+			return filepath.Join(root, filepath.FromSlash(rel))
+		}
+		return path.Join(root, rel)
+	}
+
+	w := c.App.Writer
+	if c.Bool("json") {
+		if err := writeValidateJSON(w, set, problems, display); err != nil {
+			return err
+		}
+	} else {
+		files := map[string]bool{}
+		for _, p := range problems {
+			files[p.File] = true
+			p.File = display(p.File)
+			fmt.Fprintln(w, p.Error())
+		}
+		where := src.String()
+		if set.Commit != "" {
+			where += " (commit " + set.Commit[:min(12, len(set.Commit))] + ")"
+		}
+		fmt.Fprintf(w, "%s: %d valid hunts, %d problems in %d files\n", where, len(set.Hunts), len(problems), len(files))
+	}
+	if len(problems) > 0 {
+		return cli.Exit("", exitError)
+	}
+	return nil
+}
+
+func writeValidateJSON(w io.Writer, set *configsrc.Set, problems []configsrc.Problem, display func(string) string) error {
+	out := struct {
+		Hunts  []validateHunt  `json:"hunts"`
+		Errors []validateError `json:"errors"`
+		Commit string          `json:"commit,omitempty"`
+	}{Hunts: []validateHunt{}, Errors: []validateError{}, Commit: set.Commit}
+	for _, h := range set.Hunts {
+		out.Hunts = append(out.Hunts, validateHunt{ID: h.ID, File: display(h.File),
+			IntervalSeconds: int64(h.Interval / time.Second), PhaseOffset: int64(h.Offset / time.Second),
+			Pinned: h.Pinned, Enabled: h.Enabled})
+	}
+	for _, p := range problems {
+		out.Errors = append(out.Errors, validateError{File: display(p.File), Line: p.Line, Column: p.Column, Message: p.Message})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(out)
 }

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hunt-runner/hunt-runner/configsrc"
+)
+
+// huntSource builds the hunt source selected by sourceFlags(): --hunts-dir or --git-url.
+// A directory source waits configsrc.DefaultSettle before trusting a freshly changed file.
+func huntSource(c *cli.Context, log *slog.Logger) (configsrc.Source, error) {
+	return huntSourceWith(c, log, c.String("hunts-dir"), 0)
+}
+
+// huntSourceWith is huntSource with the directory given explicitly (validate's DIR argument
+// overrides both flags) and the directory settle time (negative: trust files at once).
+func huntSourceWith(c *cli.Context, log *slog.Logger, dir string, settle time.Duration) (configsrc.Source, error) {
+	f := c.Float64("spread-fraction")
+	url := c.String("git-url")
+	var src configsrc.Source
+	var err error
+	switch {
+	case dir != "" && url != "" && !c.Args().Present():
+		return nil, cli.Exit("give either --hunts-dir or --git-url, not both", exitUsage)
+	case dir != "":
+		src, err = configsrc.NewDir(dir, configsrc.Options{SpreadFraction: f, Settle: settle})
+	case url != "":
+		src, err = configsrc.NewGit(configsrc.GitOptions{
+			URL: url, Ref: c.String("git-ref"), Path: c.String("git-path"), CacheDir: c.String("git-cache-dir"),
+			TokenFile: c.String("git-token-file"), SSHKeyFile: c.String("git-ssh-key-file"),
+			KnownHostsFile: c.String("git-known-hosts-file"), SpreadFraction: f,
+		})
+	default:
+		return nil, cli.Exit("no hunt source: give --hunts-dir DIR or --git-url URL", exitUsage)
+	}
+	if err != nil {
+		return nil, cli.Exit(fmt.Sprintf("hunt source: %v", err), exitUsage)
+	}
+	log.Debug("hunt source", "source", src.String())
+	return src, nil
+}

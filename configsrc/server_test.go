@@ -1,0 +1,48 @@
+package configsrc
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
+)
+
+// TestCheckWithServer asks the real engine's parser (EXPLAIN AST) about every good corpus hunt
+// and about queries only the server can judge.
+func TestCheckWithServer(t *testing.T) {
+	db := chtest.New(t)
+	ctx := context.Background()
+	set := loadCorpus(t)
+	for _, h := range set.Hunts {
+		if err := CheckWithServer(ctx, db.Conn, h); err != nil {
+			t.Errorf("%s: %v\n%s", h.ID, err, h.Query)
+		}
+	}
+
+	for _, tc := range []struct{ name, query, want string }{
+		{"syntax error the lexer cannot see",
+			"SELECT count( FROM sample.auth_events WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}",
+			"Syntax error"},
+		{"table function hidden from a naive lexer",
+			"SELECT * FROM url/* comment */('http://198.51.100.7/x.csv', CSV, 'a String') WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}",
+			"query calls url(), which fetches data over HTTP"},
+		{"scalar file()",
+			"SELECT file('/etc/passwd') WHERE now() BETWEEN {window_start:DateTime64(3)} AND {window_end:DateTime64(3)}",
+			"query calls file(), which reads files on the server's filesystem"},
+		{"not a select",
+			"SHOW TABLES",
+			"not a SELECT"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckWithServer(ctx, db.Conn, Hunt{ID: "x", Query: tc.query})
+			if !errors.Is(err, ErrQueryRefused) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrQueryRefused containing %q", err, tc.want)
+			}
+			if testing.Verbose() {
+				t.Log(err)
+			}
+		})
+	}
+}
