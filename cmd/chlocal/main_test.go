@@ -1,0 +1,111 @@
+package main_test
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
+)
+
+func withoutEnv(names ...string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		drop := false
+		for _, n := range names {
+			drop = drop || k == n
+		}
+		if !drop {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func TestMissingLibraryMessage(t *testing.T) {
+	bin := chtest.Binary(t)
+	for _, tc := range []struct {
+		name, lib, want string
+	}{
+		{"unset", "", "CHDB_LIB_PATH is not set"},
+		{"missing file", filepath.Join(t.TempDir(), "nope", "libchdb.so"), "chDB library not found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := exec.Command(bin)
+			cmd.Env = withoutEnv("CHDB_LIB_PATH")
+			if tc.lib != "" {
+				cmd.Env = append(cmd.Env, "CHDB_LIB_PATH="+tc.lib)
+			}
+			out, err := cmd.CombinedOutput()
+			if code := cmd.ProcessState.ExitCode(); err == nil || code != 1 {
+				t.Fatalf("exit code %d (%v), want 1", code, err)
+			}
+			if !strings.Contains(string(out), tc.want) || !strings.Contains(string(out), tc.lib) {
+				t.Fatalf("output %q lacks %q", out, tc.want)
+			}
+		})
+	}
+}
+
+func TestListeningLineAndSIGTERM(t *testing.T) {
+	if os.Getenv("CHDB_LIB_PATH") == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CHDB_LIB_PATH is not set (CI=true)")
+		}
+		t.Skip("CHDB_LIB_PATH is not set")
+	}
+	bin := chtest.Binary(t)
+	data := filepath.Join(t.TempDir(), "data")
+	cmd := exec.Command(bin, "-listen", "127.0.0.1:0", "-path", data)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`^listening on (127\.0\.0\.1:[0-9]+) \(ClickHouse 26\.[0-9.]+, revision [0-9]+\)\n$`).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("first line %q: want `listening on 127.0.0.1:PORT (ClickHouse 26.x, revision R)`", line)
+	}
+	addr := m[1]
+	resp, err := http.Get("http://" + addr + "/ping")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "Ok.\n" {
+		t.Fatalf("/ping = %q", b)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("chlocal did not exit within 20s of SIGTERM")
+	}
+	if _, err := os.Stat(data); err != nil {
+		t.Fatalf("a given -path must be kept: %v", err)
+	}
+}
