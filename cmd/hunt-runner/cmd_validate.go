@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/configsrc"
 )
 
@@ -68,7 +69,12 @@ func validateAction(c *cli.Context) error {
 	// The server's parser is the authority, but only when the operator pointed at one: the
 	// flag's default address is not a reason to make CI depend on a database.
 	if c.IsSet("clickhouse-url") && len(set.Hunts) > 0 {
-		conn, _, err := openClickHouse(c, log)
+		// Parsing needs no coordination tables: connect to "default" unless a database was named.
+		o := clickhouseOptions(c)
+		if ep, err := chstore.ParseURL(o.URL); !c.IsSet("database") && (err != nil || ep.Database == "") {
+			o.Database = "default"
+		}
+		conn, _, err := openWith(c, o, log)
 		if err != nil {
 			return cli.Exit(fmt.Sprintf("ClickHouse check: %v", err), exitError)
 		}

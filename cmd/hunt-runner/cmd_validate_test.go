@@ -1,0 +1,161 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/schedule"
+)
+
+const corpusDir = "../../configsrc/testdata/corpus"
+
+func exitCode(err error) int {
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
+		return ec.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
+}
+
+// TestValidateCorpus: one line per problem, in the golden order and wording, paths under DIR,
+// a summary, exit 1.
+func TestValidateCorpus(t *testing.T) {
+	out, err := runApp(t, "validate", corpusDir)
+	if exitCode(err) != exitError {
+		t.Fatalf("exit %d (%v), want %d", exitCode(err), err, exitError)
+	}
+	golden, err := os.ReadFile("../../configsrc/testdata/corpus.problems.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for _, l := range strings.Split(strings.TrimSpace(string(golden)), "\n") {
+		want = append(want, filepath.Join(corpusDir, l))
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if got := strings.Join(lines[:len(lines)-1], "\n"); got != strings.Join(want, "\n") {
+		t.Errorf("problem lines differ:\n%s\n--- want\n%s", got, strings.Join(want, "\n"))
+	}
+	summary := lines[len(lines)-1]
+	if !strings.Contains(summary, "6 valid hunts") || !strings.Contains(summary, "problems in") {
+		t.Errorf("summary = %q", summary)
+	}
+}
+
+type validateJSON struct {
+	Hunts  []validateHunt  `json:"hunts"`
+	Errors []validateError `json:"errors"`
+	Commit string          `json:"commit"`
+}
+
+func TestValidateJSON(t *testing.T) {
+	dir := filepath.Join(corpusDir, "good")
+	out, err := runApp(t, "validate", "--json", "--spread-fraction", "0.5", dir)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	var got validateJSON
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(got.Hunts) != 6 || got.Errors == nil || len(got.Errors) != 0 {
+		t.Fatalf("hunts %d errors %v", len(got.Hunts), got.Errors)
+	}
+	for _, h := range got.Hunts {
+		if !h.Pinned && h.PhaseOffset != schedule.PhaseOffset(h.ID, h.IntervalSeconds, 0.5) {
+			t.Errorf("%s: offset %d, schedule says %d", h.ID, h.PhaseOffset, schedule.PhaseOffset(h.ID, h.IntervalSeconds, 0.5))
+		}
+		if !strings.HasPrefix(h.File, dir) {
+			t.Errorf("%s: file %q not under %s", h.ID, h.File, dir)
+		}
+		if h.ID == "rare.process_v2" && h.Enabled {
+			t.Error("rare.process_v2 is disabled in its file")
+		}
+		if h.ID == "legacy-cron-list" && (!h.Pinned || h.IntervalSeconds != 3600 || h.PhaseOffset != 0) {
+			t.Errorf("cron hunt: %+v", h)
+		}
+	}
+
+	out, err = runApp(t, "validate", "--json", filepath.Join(corpusDir, "bad"))
+	if exitCode(err) != exitError {
+		t.Fatalf("bad dir: exit %d", exitCode(err))
+	}
+	got = validateJSON{}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Hunts) != 0 || len(got.Errors) < 30 || got.Errors[0].Line < 1 || got.Errors[0].Column < 1 {
+		t.Errorf("bad dir: %d hunts, %d errors, first %+v", len(got.Hunts), len(got.Errors), got.Errors[0])
+	}
+}
+
+func TestValidateUsage(t *testing.T) {
+	if _, err := runApp(t, "validate"); exitCode(err) != exitUsage {
+		t.Errorf("no source: exit %d (%v)", exitCode(err), err)
+	}
+	if _, err := runApp(t, "validate", "a", "b"); exitCode(err) != exitUsage {
+		t.Errorf("two dirs: exit %d", exitCode(err))
+	}
+	if _, err := runApp(t, "validate", filepath.Join(t.TempDir(), "missing")); exitCode(err) != exitError {
+		t.Errorf("missing dir: exit %d", exitCode(err))
+	}
+}
+
+func TestValidateGit(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git CLI not installed")
+	}
+	repo := t.TempDir()
+	git := func(args ...string) {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = repo
+		cmd.Env = append(os.Environ(), "HOME="+repo, "GIT_CONFIG_NOSYSTEM=1", "GIT_AUTHOR_NAME=a", "GIT_AUTHOR_EMAIL=a@example.com",
+			"GIT_COMMITTER_NAME=a", "GIT_COMMITTER_EMAIL=a@example.com")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	git("init", "-q", "-b", "main")
+	os.MkdirAll(filepath.Join(repo, "hunts"), 0o755)
+	os.WriteFile(filepath.Join(repo, "hunts", "ok.yaml"), []byte("interval: 5m\nquery: SELECT 1 WHERE {window}\n"), 0o644)
+	os.WriteFile(filepath.Join(repo, "hunts", "bad.yaml"), []byte("interval: on\nquery: SELECT 1 WHERE {window}\n"), 0o644)
+	git("add", ".")
+	git("commit", "-q", "-m", "hunts")
+	out, err := runApp(t, "validate", "--git-url", "file://"+repo, "--git-path", "hunts", "--git-cache-dir", t.TempDir())
+	if exitCode(err) != exitError {
+		t.Fatalf("exit %d (%v)\n%s", exitCode(err), err, out)
+	}
+	if !strings.HasPrefix(out, "hunts/bad.yaml:1:11: interval: on is a boolean in YAML 1.1") || !strings.Contains(out, "1 valid hunts") || !strings.Contains(out, "(commit ") {
+		t.Errorf("output:\n%s", out)
+	}
+}
+
+// TestValidateWithServer: with --clickhouse-url the server's parser is asked as well.
+func TestValidateWithServer(t *testing.T) {
+	db := chtest.New(t)
+	out, err := runApp(t, "validate", "--clickhouse-url", db.URL, filepath.Join(corpusDir, "good"))
+	if err != nil {
+		t.Fatalf("good corpus on the server: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "typo.yaml"), []byte("interval: 5m\nquery: |\n  SELECT count( FROM sample.auth_events\n  WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}\n"), 0o644)
+	out, err = runApp(t, "validate", dir)
+	if err != nil {
+		t.Fatalf("offline check should pass the unbalanced parenthesis: %v\n%s", err, out)
+	}
+	out, err = runApp(t, "validate", "--clickhouse-url", db.URL, dir)
+	if exitCode(err) != exitError || !strings.Contains(out, filepath.Join(dir, "typo.yaml")+":3:1: the server's parser says: Syntax error") {
+		t.Errorf("exit %d, output:\n%s", exitCode(err), out)
+	}
+}
