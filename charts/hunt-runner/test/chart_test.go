@@ -161,7 +161,7 @@ huntRunner:
 				}
 				tr := one[kedav1alpha1.ScaledObject](t, r, runnerName).Spec.Triggers[0]
 				if tr.Type != "clickhouse" || tr.Metadata["username"] != "hunt_scaler" || tr.Metadata["port"] != "9000" ||
-					tr.Metadata["query"] != "SELECT * FROM hunt_runner.hunt_backlog_v1" || tr.Metadata["targetQueryValue"] != "10" {
+					tr.Metadata["query"] != "SELECT value FROM hunt_runner.hunt_backlog_v1" || tr.Metadata["targetQueryValue"] != "10" {
 					t.Errorf("trigger %+v", tr)
 				}
 				ta := one[kedav1alpha1.TriggerAuthentication](t, r, tr.AuthenticationRef.Name)
