@@ -274,57 +274,88 @@ func (s *Server) rewrite(sql string) string {
 	return rewriteReplicated(sql)
 }
 
-// run executes a request on the shared session: USE, SET, the query, and
-// the settings restored to the startup snapshot.
+// useRe finds statements that may change the session's database.
+var useRe = regexp.MustCompile(`(?i)\bUSE\b`)
+
+// run executes a request on the shared session. The session is first put
+// in the request's state (database, settings): a USE only when the database
+// differs from the last one set, and settings changed relative to the
+// previous request, with every setting the request does not name restored
+// to the startup snapshot. That costs at most one SET per request and is
+// equivalent to restoring after each request, since nothing runs between
+// requests.
 func (s *Server) run(req request) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.eng == nil {
 		return nil, &queryError{msg: "Code: 1001. DB::Exception: chlocal is closed. (STD_EXCEPTION)"}
 	}
-	if _, err := s.eng.query([]byte("USE "+quoteIdent(req.database)), "", nil, nil); err != nil {
-		return nil, err
-	}
-	if len(req.settings) > 0 {
-		var b strings.Builder
-		b.WriteString("SET ")
-		for i, st := range req.settings {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString(st.name)
-			b.WriteString(" = ")
-			b.WriteString(quote(st.value))
-		}
-		_, err := s.eng.query([]byte(b.String()), "", nil, nil)
-		defer s.restore(req.settings)
-		if err != nil {
+	if s.curDB != req.database {
+		if _, err := s.eng.query([]byte("USE "+quoteIdent(req.database)), "", nil, nil); err != nil {
+			s.curDB = ""
 			return nil, err
 		}
+		s.curDB = req.database
 	}
-	return s.eng.query(req.sql, req.format, req.names, req.values)
+	if err := s.applySettings(req.settings); err != nil {
+		return nil, err
+	}
+	out, err := s.eng.query(req.sql, req.format, req.names, req.values)
+	if useRe.Match(req.sql) {
+		s.curDB = "" // a USE statement leaks into the session; force ours next time
+	}
+	return out, err
 }
 
-// restore puts settings back to the startup snapshot. It runs one SET for
-// all of them and falls back to one per setting if that fails (an unknown
-// name in the request makes the combined statement fail).
-func (s *Server) restore(settings []setting) {
-	assign := func(name string) string {
-		if v, ok := s.snapshot[name]; ok {
-			return name + " = " + quote(v)
+// applySettings brings the session's per-request settings from s.applied
+// to want. Settings are restored to the startup snapshot, not with
+// SET x = DEFAULT, which would restore chDB's compiled-in default instead.
+func (s *Server) applySettings(want []setting) error {
+	wanted := make(map[string]string, len(want))
+	for _, st := range want {
+		wanted[st.name] = st.value
+	}
+	var restore []string
+	for name := range s.applied {
+		if _, ok := wanted[name]; !ok {
+			restore = append(restore, name)
 		}
-		return name + " = DEFAULT"
 	}
-	parts := make([]string, len(settings))
-	for i, st := range settings {
-		parts[i] = assign(st.name)
+	sort.Strings(restore)
+	parts := make([]string, 0, len(restore)+len(want))
+	for _, name := range restore {
+		parts = append(parts, s.restoreAssignment(name))
 	}
-	if _, err := s.eng.query([]byte("SET "+strings.Join(parts, ", ")), "", nil, nil); err == nil {
-		return
+	for _, st := range want {
+		if cur, ok := s.applied[st.name]; !ok || cur != st.value {
+			parts = append(parts, st.name+" = "+quote(st.value))
+		}
 	}
-	for _, p := range parts {
-		_, _ = s.eng.query([]byte("SET "+p), "", nil, nil)
+	if len(parts) == 0 {
+		return nil
 	}
+	_, err := s.eng.query([]byte("SET "+strings.Join(parts, ", ")), "", nil, nil)
+	if err == nil {
+		s.applied = wanted
+		return nil
+	}
+	// An unknown name fails the whole statement; put every setting that may
+	// have changed back one by one, ignoring the unknown ones.
+	for name := range s.applied {
+		wanted[name] = ""
+	}
+	for name := range wanted {
+		_, _ = s.eng.query([]byte("SET "+s.restoreAssignment(name)), "", nil, nil)
+	}
+	s.applied = nil
+	return err
+}
+
+func (s *Server) restoreAssignment(name string) string {
+	if v, ok := s.snapshot[name]; ok {
+		return name + " = " + quote(v)
+	}
+	return name + " = DEFAULT"
 }
 
 // compressBlocks frames out as ClickHouse compressed blocks of at most maxFrame bytes.

@@ -62,8 +62,10 @@ type Server struct {
 	timezone string
 	sc       column.ServerContext
 
-	mu        sync.Mutex // serialises every use of eng
-	snapshot  map[string]string
+	mu        sync.Mutex        // serialises every use of eng and the session state below
+	snapshot  map[string]string // settings changed at startup (server defaults)
+	curDB     string            // database of the last USE; "" forces one
+	applied   map[string]string // per-request settings currently in effect
 	queries   atomic.Int64
 	closeOnce sync.Once
 	closeErr  error
