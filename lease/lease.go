@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 )
@@ -106,8 +107,10 @@ func (o Options) validate() error {
 
 // Coordinator runs the claim protocol against ClickHouse.
 type Coordinator struct {
-	conn driver.Conn
-	opts Options
+	conn  driver.Conn
+	opts  Options
+	store chStore
+	proto *protocol
 }
 
 // New validates opts (after applying defaults) and returns a Coordinator.
@@ -119,7 +122,8 @@ func New(conn driver.Conn, opts Options) (*Coordinator, error) {
 	if conn == nil {
 		return nil, errors.New("lease: nil connection")
 	}
-	return &Coordinator{conn: conn, opts: opts}, nil
+	st := chStore{conn: conn, database: opts.Database}
+	return &Coordinator{conn: conn, opts: opts, store: st, proto: newProtocol(st, opts)}, nil
 }
 
 // Options returns the effective (defaulted) options.
@@ -129,22 +133,32 @@ func (c *Coordinator) Options() Options { return c.opts }
 // INSERT … SELECT for all, one settle, one verify read (which re-checks watermarks too),
 // and one fenced release of fires found already run.
 func (c *Coordinator) Claim(ctx context.Context, fires []Fire) (Result, error) {
-	return Result{}, errors.New("lease: Claim not implemented yet")
+	return c.proto.claim(ctx, fires)
 }
 
 // Renew extends l by Options.Lease if it is still the newest row for its hunt and live.
 // It returns ErrLost when it is not.
 func (c *Coordinator) Renew(ctx context.Context, l Lease) (Lease, error) {
-	return Lease{}, errors.New("lease: Renew not implemented yet")
+	return c.store.renew(ctx, l, c.opts.Lease)
 }
 
 // Release ends l now, fenced on its claim id: nothing is written unless l is still newest.
 func (c *Coordinator) Release(ctx context.Context, l Lease) error {
-	return errors.New("lease: Release not implemented yet")
+	if err := c.store.Release(ctx, []Lease{l}); err != nil {
+		return fmt.Errorf("lease: release %s: %w", l.HuntID, err)
+	}
+	return nil
 }
 
 // ReplicaDelay is the largest system.replicas.absolute_delay over the database's tables;
 // 0 when nothing is replicated.
 func (c *Coordinator) ReplicaDelay(ctx context.Context) (time.Duration, error) {
-	return 0, errors.New("lease: ReplicaDelay not implemented yet")
+	// max over no rows is 0, which is the answer for a non-replicated database.
+	var secs uint64
+	err := c.conn.QueryRow(ctx, `SELECT toUInt64(max(absolute_delay)) FROM system.replicas WHERE database = {db:String}`,
+		clickhouse.Named("db", c.opts.Database)).Scan(&secs)
+	if err != nil {
+		return 0, fmt.Errorf("lease: replica delay: %w", err)
+	}
+	return time.Duration(secs) * time.Second, nil
 }

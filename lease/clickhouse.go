@@ -1,0 +1,213 @@
+package lease
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/google/uuid"
+)
+
+// Table names (chstore owns the DDL; these must match it).
+const (
+	TableLease     = "hunt_lease"
+	TableWatermark = "hunt_watermark"
+)
+
+// QuoteIdent quotes a ClickHouse identifier with backticks.
+func QuoteIdent(s string) string {
+	return "`" + strings.NewReplacer(`\`, `\\`, "`", "\\`").Replace(s) + "`"
+}
+
+// NewestLeaseSQL is a subquery giving the newest lease row of each hunt in the
+// Array(String) parameter named param, as columns hunt_id, fire, owner, claim_id, claimed,
+// until. Newest is max (claimed, claim_id); argMax over that tuple measured faster than
+// FINAL and than LIMIT 1 BY on chDB for this shape, and unlike FINAL it breaks ties on
+// claim_id the same way on every replica (see lease/bench_test.go).
+func NewestLeaseSQL(database, param string) string {
+	return `SELECT hunt_id, t.1 AS fire, t.2 AS owner, t.3 AS claim_id, t.4 AS claimed, t.5 AS until
+FROM (SELECT hunt_id, argMax((fire, owner, claim_id, claimed, lease_until), (claimed, claim_id)) AS t
+      FROM ` + QuoteIdent(database) + `.` + TableLease + `
+      WHERE hunt_id IN {` + param + `:Array(String)} GROUP BY hunt_id)`
+}
+
+// NewestWatermarkSQL is a subquery giving the newest watermark of each hunt in the
+// Array(String) parameter named param, as columns hunt_id, watermark, claim_id.
+func NewestWatermarkSQL(database, param string) string {
+	return `SELECT hunt_id, t.1 AS watermark, t.2 AS claim_id
+FROM (SELECT hunt_id, argMax((watermark, claim_id), updated) AS t
+      FROM ` + QuoteIdent(database) + `.` + TableWatermark + `
+      WHERE hunt_id IN {` + param + `:Array(String)} GROUP BY hunt_id)`
+}
+
+// writeSettings are set on every coordination write: synchronous (an async insert is
+// invisible until flushed and its errors are lost) and explicit about join defaults, which
+// the freeness checks rely on (an unmatched LEFT JOIN row reads as epoch 0: no lease, no
+// watermark).
+func writeSettings(token string) clickhouse.Settings {
+	s := clickhouse.Settings{
+		"async_insert":   0,
+		"join_use_nulls": 0,
+	}
+	if token != "" {
+		// Replicated tables drop an insert whose block hash they have seen; a token unique
+		// to this attempt keeps a new attempt from being mistaken for an old one, while a
+		// client retry of the same attempt stays idempotent.
+		s["insert_deduplication_token"] = token
+	}
+	return s
+}
+
+// chStore is the ClickHouse Store.
+type chStore struct {
+	conn     driver.Conn
+	database string
+}
+
+func (s chStore) table(name string) string { return QuoteIdent(s.database) + "." + name }
+
+func (s chStore) Read(ctx context.Context, hunts []string) (View, error) {
+	v := View{Leases: make(map[string]Row, len(hunts)), Watermarks: make(map[string]int64, len(hunts))}
+	// One row per requested hunt, each carrying the server clock, so the clock and the
+	// rows come from the same round trip.
+	q := `SELECT b.h, now64(6), l.hunt_id != '', toInt64(l.fire), l.owner, l.claim_id, l.claimed, l.until,
+       w.hunt_id != '', toInt64(w.watermark)
+FROM (SELECT arrayJoin({ids:Array(String)}) AS h) AS b
+LEFT JOIN (` + NewestLeaseSQL(s.database, "ids") + `) AS l ON l.hunt_id = b.h
+LEFT JOIN (` + NewestWatermarkSQL(s.database, "ids") + `) AS w ON w.hunt_id = b.h`
+	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"join_use_nulls": 0}))
+	rows, err := s.conn.Query(ctx, q, clickhouse.Named("ids", uniq(hunts)))
+	if err != nil {
+		return v, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			h, owner           string
+			now, claimed, till time.Time
+			hasL, hasW         bool
+			fire, wm           int64
+			id                 uuid.UUID
+		)
+		if err := rows.Scan(&h, &now, &hasL, &fire, &owner, &id, &claimed, &till, &hasW, &wm); err != nil {
+			return v, err
+		}
+		v.Now = now
+		if hasL {
+			v.Leases[h] = Row{HuntID: h, Fire: fire, Owner: owner, ClaimID: id, Claimed: claimed, Until: till}
+		}
+		if hasW {
+			v.Watermarks[h] = wm
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return v, err
+	}
+	if v.Now.IsZero() {
+		return v, errors.New("no rows from read")
+	}
+	return v, nil
+}
+
+func (s chStore) InsertClaims(ctx context.Context, claims []Row, lease time.Duration) error {
+	ids := make([]string, len(claims))
+	fires := make([]int64, len(claims))
+	claimIDs := make([]string, len(claims))
+	for i, c := range claims {
+		ids[i], fires[i], claimIDs[i] = c.HuntID, c.Fire, c.ClaimID.String()
+	}
+	// The WHERE re-checks freeness on the server at the moment the rows are written: a
+	// claimer that read a hunt as free cannot then overwrite a claim that landed since.
+	q := `INSERT INTO ` + s.table(TableLease) + ` (hunt_id, fire, owner, claim_id, claimed, lease_until)
+SELECT b.h, toDateTime(b.f, 'UTC'), {owner:String}, toUUID(b.cid), now64(6),
+       now64(3) + toIntervalMillisecond({lease_ms:Int64})
+FROM (SELECT c.1 AS h, c.2 AS f, c.3 AS cid
+      FROM (SELECT arrayJoin(arrayZip({ids:Array(String)}, {fires:Array(Int64)}, {claims:Array(String)})) AS c)) AS b
+LEFT JOIN (` + NewestLeaseSQL(s.database, "ids") + `) AS l ON l.hunt_id = b.h
+LEFT JOIN (` + NewestWatermarkSQL(s.database, "ids") + `) AS w ON w.hunt_id = b.h
+WHERE l.until <= now64(3) AND toInt64(w.watermark) < b.f`
+	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(writeSettings(batchToken(claimIDs))))
+	return s.conn.Exec(ctx, q,
+		clickhouse.Named("owner", claims[0].Owner),
+		clickhouse.Named("lease_ms", lease.Milliseconds()),
+		clickhouse.Named("ids", ids),
+		clickhouse.Named("fires", fires),
+		clickhouse.Named("claims", claimIDs),
+	)
+}
+
+func (s chStore) Release(ctx context.Context, leases []Lease) error {
+	ids := make([]string, len(leases))
+	claimIDs := make([]string, len(leases))
+	for i, l := range leases {
+		ids[i], claimIDs[i] = l.HuntID, l.ClaimID.String()
+	}
+	return s.writeFenced(ctx, ids, claimIDs, "now64(3)", "", "release:"+batchToken(claimIDs))
+}
+
+// writeFenced inserts, for each hunt whose newest lease row carries one of claimIDs, a copy
+// of that row with a fresh claimed and lease_until = untilExpr. extraWhere narrows further.
+func (s chStore) writeFenced(ctx context.Context, ids, claimIDs []string, untilExpr, extraWhere, token string) error {
+	q := `INSERT INTO ` + s.table(TableLease) + ` (hunt_id, fire, owner, claim_id, claimed, lease_until)
+SELECT hunt_id, fire, owner, claim_id, now64(6), ` + untilExpr + `
+FROM (` + NewestLeaseSQL(s.database, "ids") + `)
+WHERE has(arrayMap(x -> toUUID(x), {claims:Array(String)}), claim_id)` + extraWhere
+	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(writeSettings(token)))
+	return s.conn.Exec(ctx, q,
+		clickhouse.Named("ids", uniq(ids)),
+		clickhouse.Named("claims", claimIDs),
+	)
+}
+
+// batchToken derives one deduplication token from a batch's fresh claim ids.
+func batchToken(claimIDs []string) string {
+	h := sha256.New()
+	for _, id := range claimIDs {
+		h.Write([]byte(id))
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+func uniq(ss []string) []string {
+	seen := make(map[string]bool, len(ss))
+	out := make([]string, 0, len(ss))
+	for _, s := range ss {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// renew extends l if its row is still the newest of the hunt and live, then reads back.
+func (s chStore) renew(ctx context.Context, l Lease, lease time.Duration) (Lease, error) {
+	token := fmt.Sprintf("renew:%s:%d", l.ClaimID, time.Now().UnixNano())
+	until := fmt.Sprintf("now64(3) + toIntervalMillisecond(%d)", lease.Milliseconds())
+	// Renewing an expired lease could overlap a peer's claim that read the hunt as free.
+	if err := s.writeFenced(ctx, []string{l.HuntID}, []string{l.ClaimID.String()}, until, " AND until > now64(3)", token); err != nil {
+		return l, fmt.Errorf("lease: renew %s: %w", l.HuntID, err)
+	}
+	v, err := s.Read(ctx, []string{l.HuntID})
+	if err != nil {
+		return l, fmt.Errorf("lease: renew read-back %s: %w", l.HuntID, err)
+	}
+	cur, ok := v.Leases[l.HuntID]
+	switch {
+	case !ok || cur.ClaimID != l.ClaimID:
+		return l, fmt.Errorf("%w: hunt %s fire %d: newest claim is %s", ErrLost, l.HuntID, l.Fire, cur.ClaimID)
+	case !cur.Until.After(v.Now):
+		return l, fmt.Errorf("%w: hunt %s fire %d: expired at %s", ErrLost, l.HuntID, l.Fire, cur.Until.UTC().Format(time.RFC3339Nano))
+	case !cur.Claimed.After(l.Claimed):
+		// Still ours and live, but the renewal row is not visible (yet): try again later.
+		return l, fmt.Errorf("lease: renewal of hunt %s not visible yet, lease live until %s", l.HuntID, cur.Until.UTC().Format(time.RFC3339Nano))
+	}
+	l.Claimed, l.Until = cur.Claimed, cur.Until
+	return l, nil
+}

@@ -1,0 +1,328 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/google/uuid"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/lease"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// testDB is a fresh database with the coordination tables.
+func testDB(t testing.TB) *chtest.DB {
+	t.Helper()
+	db := chtest.New(t)
+	if _, err := chstore.Apply(context.Background(), db.Conn, db.Name, chstore.TopologySingle, ""); err != nil {
+		t.Fatalf("apply schema: %v", err)
+	}
+	return db
+}
+
+func newCoord(t testing.TB, db *chtest.DB, owner string, leaseDur, settle time.Duration) *lease.Coordinator {
+	t.Helper()
+	c, err := lease.New(db.Conn, lease.Options{Owner: owner, Lease: leaseDur, Settle: settle, Database: db.Name, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// serverNow reads the engine clock, the only clock fires are computed from.
+func serverNow(t testing.TB, db *chtest.DB) int64 {
+	t.Helper()
+	var now time.Time
+	if err := db.Conn.QueryRow(context.Background(), "SELECT now()").Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	return now.Unix()
+}
+
+func writeWatermark(t testing.TB, db *chtest.DB, hunt string, wm int64) {
+	t.Helper()
+	err := db.Conn.Exec(context.Background(),
+		"INSERT INTO "+db.Name+".hunt_watermark (hunt_id, watermark, claim_id, updated) SELECT {h:String}, toDateTime({w:Int64}, 'UTC'), generateUUIDv4(), now64(6)",
+		clickhouse.Named("h", hunt), clickhouse.Named("w", wm))
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// leaseRows returns every hunt_lease row of hunt, oldest first.
+func leaseRows(t testing.TB, db *chtest.DB, hunt string) []lease.Row {
+	t.Helper()
+	rows, err := db.Conn.Query(context.Background(),
+		"SELECT hunt_id, toInt64(fire), owner, claim_id, claimed, lease_until FROM "+db.Name+".hunt_lease WHERE hunt_id = {h:String} ORDER BY claimed, claim_id",
+		clickhouse.Named("h", hunt))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []lease.Row
+	for rows.Next() {
+		var r lease.Row
+		if err := rows.Scan(&r.HuntID, &r.Fire, &r.Owner, &r.ClaimID, &r.Claimed, &r.Until); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func TestOptionsValidation(t *testing.T) {
+	cases := []struct {
+		name string
+		opts lease.Options
+		ok   bool
+	}{
+		{"defaults", lease.Options{Owner: "a"}, true},
+		{"no owner", lease.Options{}, false},
+		{"negative settle", lease.Options{Owner: "a", Settle: -time.Second}, false},
+		{"lease under 4x settle", lease.Options{Owner: "a", Lease: 3 * time.Second, Settle: time.Second}, false},
+		{"lease exactly 4x settle", lease.Options{Owner: "a", Lease: 4 * time.Second, Settle: time.Second}, true},
+		{"default lease vs huge settle", lease.Options{Owner: "a", Settle: 2 * time.Minute}, false},
+	}
+	conn := fakeConnForValidation()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := lease.New(conn, tc.opts)
+			if (err == nil) != tc.ok {
+				t.Fatalf("New(%+v) error = %v, want ok=%v", tc.opts, err, tc.ok)
+			}
+			if tc.ok {
+				o := c.Options()
+				if o.Lease < 4*o.Settle || o.Database == "" || o.Logger == nil {
+					t.Fatalf("defaults not applied: %+v", o)
+				}
+			}
+		})
+	}
+	if _, err := lease.New(nil, lease.Options{Owner: "a"}); err == nil {
+		t.Fatal("New(nil conn) succeeded")
+	}
+}
+
+func TestClaimRenewRelease(t *testing.T) {
+	db := testDB(t)
+	ctx := context.Background()
+	c := newCoord(t, db, "pod-a", 10*time.Second, time.Second)
+	now := serverNow(t, db)
+	f := lease.Fire{HuntID: "h1", Fire: now - 5}
+
+	res, err := c.Claim(ctx, []lease.Fire{f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Won) != 1 {
+		t.Fatalf("claim of a free fire: %+v", res)
+	}
+	won := res.Won[0]
+	if won.HuntID != f.HuntID || won.Fire != f.Fire || won.Owner != "pod-a" || won.ClaimID == uuid.Nil {
+		t.Fatalf("won lease = %+v", won)
+	}
+	if d := won.Until.Sub(won.Claimed); d < 9*time.Second || d > 11*time.Second {
+		t.Fatalf("lease length %s, want ~10s", d)
+	}
+
+	// A second claim of the held fire, by anyone, loses without writing.
+	other := newCoord(t, db, "pod-b", 10*time.Second, time.Second)
+	before := len(leaseRows(t, db, "h1"))
+	res, err = other.Claim(ctx, []lease.Fire{f})
+	if err != nil || len(res.Lost) != 1 || len(res.Won) != 0 {
+		t.Fatalf("claim of a held fire: %+v, %v", res, err)
+	}
+	if after := len(leaseRows(t, db, "h1")); after != before {
+		t.Fatalf("a claim of a held fire wrote %d rows", after-before)
+	}
+
+	renewed, err := c.Renew(ctx, won)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if renewed.ClaimID != won.ClaimID || !renewed.Claimed.After(won.Claimed) || renewed.Until.Before(won.Until) {
+		t.Fatalf("renewed = %+v from %+v", renewed, won)
+	}
+
+	if err := c.Release(ctx, renewed); err != nil {
+		t.Fatal(err)
+	}
+	rows := leaseRows(t, db, "h1")
+	last := rows[len(rows)-1]
+	if last.ClaimID != won.ClaimID || last.Until.After(last.Claimed.Add(time.Millisecond)) {
+		t.Fatalf("release row = %+v", last)
+	}
+	// Released: the next claim wins at once.
+	res, err = other.Claim(ctx, []lease.Fire{f})
+	if err != nil || len(res.Won) != 1 {
+		t.Fatalf("claim after release: %+v, %v", res, err)
+	}
+	// The released lease can no longer be renewed: a peer holds the hunt.
+	if _, err := c.Renew(ctx, renewed); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("renew after a peer took over: %v, want ErrLost", err)
+	}
+	// And releasing it again writes nothing over the peer's lease.
+	n := len(leaseRows(t, db, "h1"))
+	if err := c.Release(ctx, renewed); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(leaseRows(t, db, "h1")); got != n {
+		t.Fatalf("stale release wrote %d rows", got-n)
+	}
+}
+
+func TestExpiredLeaseIsReclaimable(t *testing.T) {
+	db := testDB(t)
+	ctx := context.Background()
+	a := newCoord(t, db, "pod-a", 4*time.Second, time.Second)
+	b := newCoord(t, db, "pod-b", 10*time.Second, time.Second)
+	f := lease.Fire{HuntID: "h", Fire: serverNow(t, db)}
+	res, err := a.Claim(ctx, []lease.Fire{f})
+	if err != nil || len(res.Won) != 1 {
+		t.Fatalf("first claim: %+v, %v", res, err)
+	}
+	held := res.Won[0]
+	// Wait on the server clock, not ours, for the lease to end.
+	waitServerPast(t, db, held.Until)
+	if _, err := a.Renew(ctx, held); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("renew of an expired lease: %v, want ErrLost", err)
+	}
+	res, err = b.Claim(ctx, []lease.Fire{f})
+	if err != nil || len(res.Won) != 1 {
+		t.Fatalf("claim of an expired lease: %+v, %v", res, err)
+	}
+	if res.Won[0].Owner != "pod-b" {
+		t.Fatalf("winner %+v", res.Won[0])
+	}
+}
+
+func waitServerPast(t testing.TB, db *chtest.DB, until time.Time) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		var now time.Time
+		if err := db.Conn.QueryRow(context.Background(), "SELECT now64(3)").Scan(&now); err != nil {
+			t.Fatal(err)
+		}
+		if now.After(until) {
+			return
+		}
+		time.Sleep(until.Sub(now) + 10*time.Millisecond)
+	}
+	t.Fatalf("server clock never passed %s", until)
+}
+
+func TestAlreadyRun(t *testing.T) {
+	db := testDB(t)
+	ctx := context.Background()
+	c := newCoord(t, db, "pod-a", 10*time.Second, time.Second)
+	now := serverNow(t, db)
+	writeWatermark(t, db, "done", now-10)
+	writeWatermark(t, db, "behind", now-100)
+	res, err := c.Claim(ctx, []lease.Fire{{HuntID: "done", Fire: now - 10}, {HuntID: "behind", Fire: now - 10}, {HuntID: "new", Fire: now - 10}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.AlreadyRun) != 1 || res.AlreadyRun[0].HuntID != "done" || len(res.Won) != 2 {
+		t.Fatalf("result %+v", res)
+	}
+	if rows := leaseRows(t, db, "done"); len(rows) != 0 {
+		t.Fatalf("an already-run fire was claimed: %+v", rows)
+	}
+}
+
+// A peer finishes the fire (writes its watermark) between our free read and our verify:
+// the claim still wins the row but is reported AlreadyRun and released.
+func TestAlreadyRunDuringSettle(t *testing.T) {
+	db := testDB(t)
+	ctx := context.Background()
+	c := newCoord(t, db, "pod-a", 10*time.Second, 2*time.Second)
+	now := serverNow(t, db)
+	f := lease.Fire{HuntID: "h", Fire: now - 1}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Wait until our claim row exists, then finish the fire "as a peer".
+		for len(leaseRows(t, db, "h")) == 0 {
+			time.Sleep(20 * time.Millisecond)
+		}
+		writeWatermark(t, db, "h", f.Fire)
+	}()
+	res, err := c.Claim(ctx, []lease.Fire{f})
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.AlreadyRun) != 1 || len(res.Won) != 0 {
+		t.Fatalf("result %+v", res)
+	}
+	rows := leaseRows(t, db, "h")
+	if len(rows) != 2 || rows[1].ClaimID != rows[0].ClaimID || rows[1].Until.After(rows[1].Claimed.Add(time.Millisecond)) {
+		t.Fatalf("want claim then fenced release, got %+v", rows)
+	}
+}
+
+// Two coordinators claim the same 200 due fires at once: every fire is won exactly once.
+func TestConcurrentClaimsWinOnce(t *testing.T) {
+	db := testDB(t)
+	ctx := context.Background()
+	now := serverNow(t, db)
+	fires := make([]lease.Fire, 200)
+	for i := range fires {
+		fires[i] = lease.Fire{HuntID: fmt.Sprintf("hunt-%03d", i), Fire: now - int64(i%60)}
+	}
+	for round := range 3 {
+		var wg sync.WaitGroup
+		results := make([]lease.Result, 2)
+		errs := make([]error, 2)
+		for i := range 2 {
+			c := newCoord(t, db, fmt.Sprintf("pod-%d-%d", round, i), time.Minute, time.Second)
+			wg.Go(func() { results[i], errs[i] = c.Claim(ctx, fires) })
+		}
+		wg.Wait()
+		wins := map[lease.Fire]int{}
+		for i, r := range results {
+			if errs[i] != nil {
+				t.Fatalf("round %d claimer %d: %v", round, i, errs[i])
+			}
+			if got := len(r.Won) + len(r.Lost) + len(r.AlreadyRun) + len(r.Failed); got != len(fires) {
+				t.Fatalf("round %d claimer %d accounted for %d of %d fires", round, i, got, len(fires))
+			}
+			for _, l := range r.Won {
+				wins[lease.Fire{HuntID: l.HuntID, Fire: l.Fire}]++
+			}
+		}
+		for f, n := range wins {
+			if n > 1 {
+				t.Fatalf("round %d: %+v won %d times", round, f, n)
+			}
+		}
+		if round == 0 && len(wins) != len(fires) {
+			// Both claimers saw every hunt free; at least one of them must have won each.
+			t.Fatalf("round 0: %d of %d fires won", len(wins), len(fires))
+		}
+		if round > 0 && len(wins) != 0 {
+			t.Fatalf("round %d won %d fires that are still leased", round, len(wins))
+		}
+	}
+}
+
+// fakeConnForValidation is a real client pointed nowhere: New must not touch the network.
+func fakeConnForValidation() driver.Conn {
+	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{"127.0.0.1:1"}})
+	if err != nil {
+		panic(err)
+	}
+	return conn
+}

@@ -1,0 +1,206 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Row is one hunt_lease row as a reader sees it.
+type Row struct {
+	HuntID  string
+	Fire    int64
+	Owner   string
+	ClaimID uuid.UUID
+	Claimed time.Time
+	Until   time.Time
+}
+
+// Newer reports whether a orders after b by (claimed, claim_id): the order every reader
+// uses to pick the newest lease row of a hunt, so all readers that see the same rows agree.
+func Newer(a, b Row) bool {
+	if !a.Claimed.Equal(b.Claimed) {
+		return a.Claimed.After(b.Claimed)
+	}
+	return uuidLess(b.ClaimID, a.ClaimID)
+}
+
+// uuidLess orders UUIDs the way ClickHouse compares UUID values: as two UInt64 halves,
+// high half first. That equals byte order of the canonical text form.
+func uuidLess(a, b uuid.UUID) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return false
+}
+
+// View is what one read of the store saw.
+type View struct {
+	Now        time.Time        // the store's clock when it read
+	Leases     map[string]Row   // newest lease row per hunt; absent = never leased
+	Watermarks map[string]int64 // newest watermark per hunt; absent = never run
+}
+
+// Store is what the claim protocol needs from the database. The ClickHouse implementation
+// lives in this package; the simulation tests drive the same protocol through an in-memory
+// Store with replica lag. Every method is one round trip whatever the number of hunts.
+type Store interface {
+	// Read returns the store clock and the newest lease row and watermark of each hunt.
+	Read(ctx context.Context, hunts []string) (View, error)
+	// InsertClaims writes, in one conditional statement, a row for each claim whose hunt the
+	// store still sees as free when the statement runs: no live lease (newest lease_until <=
+	// now) and watermark < fire. The store sets Claimed (its clock) and Until (Claimed+lease).
+	InsertClaims(ctx context.Context, claims []Row, lease time.Duration) error
+	// Release writes, for each lease whose row is still the newest of its hunt, a row with the
+	// same claim id ending it now. Leases that are no longer newest are left alone.
+	Release(ctx context.Context, leases []Lease) error
+}
+
+// protocol is the claim protocol over any Store. Time is the process clock (time.Now and
+// timers) only for measuring this claimer's own round trips and waiting the settle; every
+// lease comparison uses the store's clock.
+type protocol struct {
+	store  Store
+	owner  string
+	lease  time.Duration
+	settle time.Duration
+	log    *slog.Logger
+	newID  func() uuid.UUID
+}
+
+func newProtocol(st Store, o Options) *protocol {
+	return &protocol{store: st, owner: o.Owner, lease: o.Lease, settle: o.Settle, log: o.Logger, newID: uuid.New}
+}
+
+// claim runs one batch: free read, one conditional insert, one settle, one verify read (which
+// carries the watermark re-check), and one fenced release of fires a peer finished meanwhile.
+func (p *protocol) claim(ctx context.Context, fires []Fire) (Result, error) {
+	var res Result
+	batch := make([]Fire, 0, len(fires))
+	seen := make(map[string]bool, len(fires))
+	for _, f := range fires {
+		// One lease row per hunt: a second fire of the same hunt in one batch cannot be held
+		// at the same time, so it waits for a later tick.
+		if seen[f.HuntID] {
+			res.Lost = append(res.Lost, f)
+			continue
+		}
+		seen[f.HuntID] = true
+		batch = append(batch, f)
+	}
+	if len(batch) == 0 {
+		return res, nil
+	}
+
+	freeRead := time.Now()
+	free, err := p.store.Read(ctx, huntIDs(batch))
+	if err != nil {
+		return p.fail(res, batch, fmt.Errorf("lease: free read: %w", err))
+	}
+	claims := make([]Row, 0, len(batch))
+	for _, f := range batch {
+		if wm, ok := free.Watermarks[f.HuntID]; ok && wm >= f.Fire {
+			res.AlreadyRun = append(res.AlreadyRun, f)
+			continue
+		}
+		if l, ok := free.Leases[f.HuntID]; ok && l.Until.After(free.Now) {
+			res.Lost = append(res.Lost, f)
+			continue
+		}
+		claims = append(claims, Row{HuntID: f.HuntID, Fire: f.Fire, Owner: p.owner, ClaimID: p.newID()})
+	}
+	if len(claims) == 0 {
+		return res, nil
+	}
+
+	if err := p.store.InsertClaims(ctx, claims, p.lease); err != nil {
+		// The server may have applied the insert; those rows hold their hunts until they
+		// expire, which is the price of an ambiguous failure. They are never released.
+		return p.fail(res, rowFires(claims), fmt.Errorf("lease: claim insert: %w", err))
+	}
+	if took := time.Since(freeRead); took >= p.settle {
+		// Our rows may have landed after a peer verified: the settle no longer covers them.
+		p.log.WarnContext(ctx, "claim acknowledged too late to count", "fires", len(claims),
+			"took", took, "settle", p.settle)
+		res.Lost = append(res.Lost, rowFires(claims)...)
+		return res, nil
+	}
+
+	t := time.NewTimer(p.settle)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return p.fail(res, rowFires(claims), fmt.Errorf("lease: settle: %w", ctx.Err()))
+	case <-t.C:
+	}
+
+	verify, err := p.store.Read(ctx, rowIDs(claims))
+	if err != nil {
+		return p.fail(res, rowFires(claims), fmt.Errorf("lease: verify read: %w", err))
+	}
+	var finished []Lease
+	for _, c := range claims {
+		f := Fire{HuntID: c.HuntID, Fire: c.Fire}
+		l, ok := verify.Leases[c.HuntID]
+		if !ok || l.ClaimID != c.ClaimID {
+			res.Lost = append(res.Lost, f)
+			p.log.DebugContext(ctx, "claim lost", "hunt_id", c.HuntID, "fire", c.Fire, "claim_id", c.ClaimID)
+			continue
+		}
+		won := Lease{HuntID: l.HuntID, Fire: l.Fire, Owner: l.Owner, ClaimID: l.ClaimID, Claimed: l.Claimed, Until: l.Until}
+		if wm, ok := verify.Watermarks[c.HuntID]; ok && wm >= c.Fire {
+			// A peer finished this fire between our free read and now.
+			finished = append(finished, won)
+			res.AlreadyRun = append(res.AlreadyRun, f)
+			continue
+		}
+		res.Won = append(res.Won, won)
+	}
+	if len(finished) > 0 {
+		if err := p.store.Release(ctx, finished); err != nil {
+			// Not fatal: the leases expire on their own.
+			p.log.WarnContext(ctx, "release of already-run fires failed", "fires", len(finished), "error", err)
+		}
+	}
+	return res, nil
+}
+
+// fail marks fires Failed with err. The batch error is also returned when nothing else in
+// the batch got a definite outcome, so callers can tell a dead store from a partial failure.
+func (p *protocol) fail(res Result, fires []Fire, err error) (Result, error) {
+	res.Failed = append(res.Failed, fires...)
+	res.Err = err
+	if len(res.Won)+len(res.Lost)+len(res.AlreadyRun) == 0 {
+		return res, err
+	}
+	return res, nil
+}
+
+func huntIDs(fires []Fire) []string {
+	out := make([]string, len(fires))
+	for i, f := range fires {
+		out[i] = f.HuntID
+	}
+	return out
+}
+
+func rowIDs(rows []Row) []string {
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = r.HuntID
+	}
+	return out
+}
+
+func rowFires(rows []Row) []Fire {
+	out := make([]Fire, len(rows))
+	for i, r := range rows {
+		out[i] = Fire{HuntID: r.HuntID, Fire: r.Fire}
+	}
+	return out
+}
