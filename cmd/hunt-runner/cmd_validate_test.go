@@ -159,3 +159,38 @@ func TestValidateWithServer(t *testing.T) {
 		t.Errorf("exit %d, output:\n%s", exitCode(err), out)
 	}
 }
+
+// TestHuntSource: the shared source builder other commands use.
+func TestHuntSource(t *testing.T) {
+	try := func(args ...string) (string, error) {
+		var got string
+		app := &cli.App{Name: "x", Commands: []*cli.Command{{Name: "c", Flags: sourceFlags(), Action: func(c *cli.Context) error {
+			src, err := huntSource(c, newLogger(c))
+			if src != nil {
+				got = src.String()
+			}
+			return err
+		}}}}
+		app.ExitErrHandler = func(*cli.Context, error) {}
+		err := app.Run(append([]string{"x", "c"}, args...))
+		return got, err
+	}
+	if got, err := try("--hunts-dir", "/srv/hunts"); err != nil || got != "dir:/srv/hunts" {
+		t.Errorf("dir: %q %v", got, err)
+	}
+	if got, err := try("--git-url", "https://git.example.com/h.git", "--git-ref", "v2", "--git-path", "hunts"); err != nil || got != "git:https://git.example.com/h.git@v2:hunts" {
+		t.Errorf("git: %q %v", got, err)
+	}
+	if _, err := try("--hunts-dir", "/a", "--git-url", "file:///b"); exitCode(err) != exitUsage {
+		t.Errorf("both: %v", err)
+	}
+	if _, err := try(); exitCode(err) != exitUsage {
+		t.Errorf("neither: %v", err)
+	}
+	if _, err := try("--git-url", "https://u:secret@git.example.com/h.git"); exitCode(err) != exitUsage || strings.Contains(err.Error(), "secret") {
+		t.Errorf("password in URL: %v", err)
+	}
+	if _, err := try("--hunts-dir", "/a", "--spread-fraction", "1.5"); exitCode(err) != exitUsage {
+		t.Errorf("bad spread fraction: %v", err)
+	}
+}
