@@ -242,7 +242,7 @@ func (s *Server) Queries() int64 { return s.queries.Load() }
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		if s.http != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()
 			if err := s.http.Shutdown(ctx); err != nil {
 				s.closeErr = fmt.Errorf("chlocal: shutdown: %w", err)
@@ -254,16 +254,32 @@ func (s *Server) Close() error {
 	return s.closeErr
 }
 
+// closeWait bounds how long Close waits for a running query: chDB cannot
+// cancel one, and a stuck statement must not keep a test process alive.
+const closeWait = 5 * time.Second
+
 func (s *Server) cleanup() {
-	s.mu.Lock()
+	deadline := time.Now().Add(closeWait)
+	for !s.mu.TryLock() {
+		if time.Now().After(deadline) {
+			s.closeErr = errors.Join(s.closeErr, fmt.Errorf("chlocal: a query was still running after %v; engine left open", closeWait))
+			s.removeTempData()
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	defer s.mu.Unlock()
 	if s.eng != nil {
 		s.eng.close()
 		s.eng = nil
 	}
+	s.removeTempData()
+}
+
+func (s *Server) removeTempData() {
 	if s.tempData {
-		if err := os.RemoveAll(s.opts.DataPath); err != nil && s.closeErr == nil {
-			s.closeErr = fmt.Errorf("chlocal: remove data dir: %w", err)
+		if err := os.RemoveAll(s.opts.DataPath); err != nil {
+			s.closeErr = errors.Join(s.closeErr, fmt.Errorf("chlocal: remove data dir: %w", err))
 		}
 		s.tempData = false
 	}
