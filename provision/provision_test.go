@@ -122,8 +122,10 @@ func TestSourceDatabases(t *testing.T) {
 			"WHERE q.name = 'FROM quoted.string' AND q.x IN (SELECT y FROM \"quoted db\".t)",
 		"c": "SELECT * FROM remote('h', db.t) UNION ALL SELECT * FROM bare_table FINAL",
 		"d": "SELECT * FROM (SELECT 1 FROM numbers(3)) /* FROM block.comment */ LEFT ANY JOIN geo.ip USING (x)",
+		"e": "SELECT extract(day FROM e.ts), trim(BOTH ' ' FROM s.name), substring(x FROM 2) FROM sample.events AS e " +
+			"WHERE exists(SELECT 1 FROM intel.iocs i WHERE i.v = e.ip) AND e.id IN (SELECT id FROM final.ids)",
 	})
-	if got, want := strings.Join(dbs, ","), "dns,edr,geo,logs,net,quoted db"; got != want {
+	if got, want := strings.Join(dbs, ","), "dns,edr,final,geo,intel,logs,net,quoted db,sample"; got != want {
 		t.Errorf("databases %q, want %q", got, want)
 	}
 	joined := strings.Join(notes, "\n")

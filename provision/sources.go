@@ -58,14 +58,41 @@ func tableRefs(q string) (refs []tableRef, funcs []string) {
 			ctes[toks[i].text] = true
 		}
 	}
+	// FROM also appears inside function calls (extract(day FROM ts), trim(BOTH ' ' FROM s),
+	// substring(s FROM 2)); only a FROM outside a call, or inside a parenthesised query,
+	// introduces tables.
+	const (
+		parenGroup = iota
+		parenCall
+		parenQuery
+	)
+	var parens []int
+	inCall := make([]bool, len(toks))
+	for i, t := range toks {
+		switch {
+		case t.text == "(":
+			kind := parenGroup
+			if i > 0 && toks[i-1].ident && (toks[i-1].quoted || !notCall[strings.ToUpper(toks[i-1].text)]) {
+				kind = parenCall
+			}
+			parens = append(parens, kind)
+		case t.text == ")":
+			if len(parens) > 0 {
+				parens = parens[:len(parens)-1]
+			}
+		case isKw(t, "SELECT") && len(parens) > 0:
+			parens[len(parens)-1] = parenQuery
+		}
+		inCall[i] = len(parens) > 0 && parens[len(parens)-1] == parenCall
+	}
 	for i := 0; i < len(toks); i++ {
-		if !isKw(toks[i], "FROM") && !isKw(toks[i], "JOIN") {
+		if !isKw(toks[i], "FROM") && !isKw(toks[i], "JOIN") || inCall[i] {
 			continue
 		}
 		for j := i + 1; j < len(toks); {
 			// one table expression: ident [. ident] [ ( … ) ]
 			t := toks[j]
-			if !t.ident || isReserved(t) {
+			if !t.ident || isKw(t, "SELECT") {
 				break
 			}
 			name, db := t.text, ""
@@ -134,6 +161,14 @@ var reserved = map[string]bool{
 	"SETTINGS": true, "FORMAT": true, "UNION": true, "EXCEPT": true, "INTERSECT": true, "WINDOW": true,
 	"QUALIFY": true, "FINAL": true, "SAMPLE": true, "SELECT": true, "AS": true, "WITH": true, "LATERAL": true,
 	"PASTE": true, "OUTER": true,
+}
+
+// notCall are words that may precede "(" without making it a function call.
+var notCall = map[string]bool{
+	"IN": true, "AND": true, "OR": true, "NOT": true, "ON": true, "USING": true, "AS": true, "FROM": true,
+	"JOIN": true, "WHERE": true, "SELECT": true, "WITH": true, "WHEN": true, "THEN": true, "ELSE": true,
+	"CASE": true, "IS": true, "LIKE": true, "ILIKE": true, "BETWEEN": true, "HAVING": true, "BY": true,
+	"UNION": true, "ALL": true, "DISTINCT": true, "EXCEPT": true, "INTERSECT": true, "PREWHERE": true, "LIMIT": true,
 }
 
 func isReserved(t lexTok) bool { return t.ident && !t.quoted && reserved[strings.ToUpper(t.text)] }

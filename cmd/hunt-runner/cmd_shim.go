@@ -1,10 +1,131 @@
 package main
 
-import "github.com/urfave/cli/v2"
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
 
-// shimCommand is wired in main.go; its owner replaces this placeholder.
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/urfave/cli/v2"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/shim"
+)
+
 func shimCommand() *cli.Command {
-	return &cli.Command{Name: "shim", Usage: "(not built yet)", Action: func(*cli.Context) error {
-		return cli.Exit("hunt-runner shim is not built yet", exitError)
-	}}
+	return &cli.Command{
+		Name:  "shim",
+		Usage: "serve the due backlog (and other catalogue queries) to KEDA's metrics-api scaler",
+		Description: `Endpoints (JSON, always 200 with a number unless the request itself is wrong):
+  GET /keda/hunt-backlog          {"value": N}  hunts due now, from the hunt_backlog_v1 view
+  GET /keda/pressure?service=S    {"value": N}  highest 1-minute average of S's *scaling_pressure gauges, 0..100
+  GET /q/NAME?PARAM=VALUE…        any query of the catalogue
+  /healthz  /readyz  /metrics
+
+When ClickHouse fails (down, slow, bad answer) the shim answers 200 with the last good value, or
+the query's cold_hold when it has none, so a ClickHouse fault never scales the runner. Unknown
+queries are 404, missing or invalid parameters 400; both are configuration mistakes.
+
+Connect as the scaler identity from "hunt-runner provision --role scaler", never the runner's:
+its password comes from HUNT_RUNNER_CLICKHOUSE_PASSWORD or --clickhouse-password-file (a mounted
+Secret). --queries FILE is deep-merged over the built-in catalogue (--print-queries shows it); a
+catalogue that does not parse or validate stops the shim at start.`,
+		Flags: concat(clickhouseFlags(), []cli.Flag{
+			&cli.StringFlag{Name: "listen", Value: shim.DefaultListen, EnvVars: envFor("listen"),
+				Usage: "address to serve on"},
+			&cli.StringFlag{Name: "queries", EnvVars: envFor("queries"),
+				Usage: "YAML catalogue deep-merged over the built-in one (adds queries, changes fields)"},
+			&cli.StringFlag{Name: "token-file", EnvVars: envFor("token-file"),
+				Usage: "file holding a bearer token that /keda/* and /q/* then require (KEDA authMode: bearer)"},
+			&cli.DurationFlag{Name: "timeout", Value: shim.DefaultTimeout, EnvVars: envFor("timeout"),
+				Usage: "client deadline of queries that set none; keep it below the KEDA trigger's timeout (3s by default)"},
+			&cli.DurationFlag{Name: "max-stale", Value: shim.DefaultMaxStale, EnvVars: envFor("max-stale"),
+				Usage: "age past which a held value is reported stale (it is still served); per query: max_stale"},
+			&cli.StringFlag{Name: "otel-database", Value: "otel", EnvVars: envFor("otel-database"),
+				Usage: "database of the OpenTelemetry exporter's otel_metrics_gauge ($otel in the catalogue)"},
+			&cli.BoolFlag{Name: "print-queries", EnvVars: envFor("print-queries"),
+				Usage: "print the built-in catalogue and exit"},
+		}),
+		Action: runShim,
+	}
+}
+
+func runShim(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return cli.Exit(fmt.Sprintf("shim takes no arguments, got %q", c.Args().Slice()), exitUsage)
+	}
+	if c.Bool("print-queries") {
+		_, err := c.App.Writer.Write(shim.BuiltinCatalogue())
+		return err
+	}
+	log := newLogger(c)
+	o, err := clickhouseOptions(c).WithDefaults()
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("ClickHouse settings: %v", err), exitUsage)
+	}
+	chOpts, err := o.ClickHouseOptions()
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("ClickHouse settings: %v", err), exitUsage)
+	}
+	var override []byte
+	source := ""
+	if path := c.String("queries"); path != "" {
+		if override, err = os.ReadFile(path); err != nil {
+			return cli.Exit(fmt.Sprintf("--queries: %v", err), exitUsage)
+		}
+		source = path
+	}
+	token := ""
+	if path := c.String("token-file"); path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return cli.Exit(fmt.Sprintf("--token-file: %v", err), exitUsage)
+		}
+		if token = strings.TrimSpace(string(b)); token == "" {
+			return cli.Exit(fmt.Sprintf("--token-file %s is empty", path), exitUsage)
+		}
+	}
+	// No ping: the shim must come up, be ready and answer cold_hold while ClickHouse is down.
+	// clickhouse.Open dials lazily, on the first query.
+	conn, err := clickhouse.Open(chOpts)
+	if err != nil {
+		return fmt.Errorf("ClickHouse at %s: %w", chstore.Redact(o.URL), err)
+	}
+	defer conn.Close()
+	if chOpts.Auth.Username == "default" {
+		log.Warn("the shim connects as ClickHouse's default user; give it the scaler identity (hunt-runner provision --role scaler)")
+	}
+	log.Info("KEDA shim using ClickHouse", "clickhouse_url", chstore.Redact(o.URL), "user", chOpts.Auth.Username,
+		"database", o.Database, "otel_database", c.String("otel-database"))
+
+	s, err := shim.New(shim.Options{
+		Conn:           conn,
+		Database:       o.Database,
+		OtelDatabase:   c.String("otel-database"),
+		Override:       override,
+		OverrideSource: source,
+		Timeout:        c.Duration("timeout"),
+		MaxStale:       c.Duration("max-stale"),
+		Listen:         c.String("listen"),
+		Token:          token,
+		Logger:         log,
+		Redact:         []string{o.Password},
+	})
+	if errors.Is(err, shim.ErrCatalogue) {
+		return cli.Exit(err.Error(), exitUsage)
+	}
+	if err != nil {
+		return err
+	}
+	if c.Duration("timeout") >= 3*time.Second {
+		log.Warn("--timeout is not below KEDA's default trigger timeout (3s); raise the trigger's timeout or KEDA may give up first",
+			"timeout", c.Duration("timeout"))
+	}
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return s.Start(ctx)
 }

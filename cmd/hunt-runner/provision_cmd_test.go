@@ -1,0 +1,154 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
+)
+
+func TestProvisionPrintsReviewableSQLWithoutConnecting(t *testing.T) {
+	dead := "http://" + closedPort(t)
+	out, err := runApp(t, "provision", "--role", "scaler", "--clickhouse-url", dead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden, err := os.ReadFile(filepath.Join("..", "..", "provision", "testdata", "scaler.golden.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != string(golden) {
+		t.Fatalf("printed SQL differs from provision/testdata/scaler.golden.sql:\n%s", out)
+	}
+	// The last line is the SHA-256 of everything above it.
+	body, last, _ := strings.Cut(strings.TrimSuffix(out, "\n"), "\n-- sha256: ")
+	sum := sha256.Sum256([]byte(body + "\n"))
+	if hex.EncodeToString(sum[:]) != last {
+		t.Fatalf("hash line %s is not the SHA-256 of the text above it", last)
+	}
+	if _, err := runApp(t, "provision", "--role", "scaler", "--expect-sha256", last); err != nil {
+		t.Errorf("--expect-sha256 with the right hash: %v", err)
+	}
+	if _, err := runApp(t, "provision", "--role", "scaler", "--expect-sha256", strings.Repeat("0", 64)); err == nil {
+		t.Error("--expect-sha256 with another hash succeeded")
+	}
+	t.Setenv(provisionPasswordEnv, "")
+	if _, err := runApp(t, "provision", "--role", "scaler", "--apply", "--clickhouse-url", dead); err == nil ||
+		!strings.Contains(err.Error(), provisionPasswordEnv) {
+		t.Errorf("--apply without a password: %v", err)
+	}
+	if _, err := runApp(t, "provision", "--role", "auditor"); err == nil {
+		t.Error("unknown role accepted")
+	}
+}
+
+func TestProvisionRunnerFindsSourceDatabases(t *testing.T) {
+	dir := t.TempDir()
+	hunt := "id: h1\ninterval: 5m\nquery: |\n  SELECT host FROM edr.process AS p JOIN logs.auth a ON a.host = p.host\n" +
+		"  WHERE p.ts >= {window_start:DateTime64(3)} AND p.ts < {window_end:DateTime64(3)}\n"
+	if err := os.WriteFile(filepath.Join(dir, "h1.yaml"), []byte(hunt), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runApp(t, "provision", "--role", "runner", "--hunts-dir", dir, "--source-database", "extra")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"SELECT ON `edr`.*", "SELECT ON `logs`.*", "SELECT ON `extra`.*", "-- source databases: edr, extra, logs"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("runner SQL lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestProvisionApplyOnEngine(t *testing.T) {
+	db := chtest.New(t)
+	const secret = "N3w-Sc4ler-P4ss'word"
+	t.Setenv(provisionPasswordEnv, secret)
+	if _, err := runApp(t, "schema", "--clickhouse-url", db.URL, "--database", db.Name, "--topology", "single"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runApp(t, "provision", "--role", "scaler", "--apply", "--clickhouse-url", db.URL, "--database", db.Name)
+	if strings.Contains(out, secret) || (err != nil && strings.Contains(err.Error(), secret)) {
+		t.Fatal("the password was printed")
+	}
+	if os.Getenv(chtest.EnvURL) == "" {
+		// chDB has no access storage: the view is created, the profile statement is refused.
+		if err == nil || !strings.Contains(err.Error(), "statement 2 (profile)") {
+			t.Fatalf("apply on chDB: %v", err)
+		}
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	var v uint64
+	if err := db.Conn.QueryRow(t.Context(), "SELECT value FROM "+db.Name+".hunt_backlog_v1").Scan(&v); err != nil {
+		t.Fatalf("the view was not created: %v", err)
+	}
+}
+
+func TestShimCommandServesColdHoldWithClickHouseDown(t *testing.T) {
+	dead := "http://" + closedPort(t)
+	listen := closedPort(t)
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("tok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := runApp(t, "shim", "--clickhouse-url", dead, "--listen", listen, "--token-file", token, "--timeout", "500ms")
+		done <- err
+	}()
+	var resp *http.Response
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+listen+"/keda/hunt-backlog", nil)
+		req.Header.Set("Authorization", "Bearer tok")
+		var err error
+		if resp, err = http.DefaultClient.Do(req); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("shim never listened: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var body map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || body["value"] != float64(0) || body["cold"] != true {
+		t.Errorf("shim with ClickHouse down = %d %v, want 200 cold 0", resp.StatusCode, body)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("shim exited with %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("shim did not stop on SIGINT")
+	}
+}
+
+func TestShimCommandRefusesBadCatalogue(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "queries.yaml")
+	if err := os.WriteFile(bad, []byte("queries:\n  pressure:\n    clamp_min: 5\n    clamp_max: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := runApp(t, "shim", "--queries", bad, "--listen", closedPort(t))
+	if err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), "clamp_min") {
+		t.Fatalf("bad catalogue: %v", err)
+	}
+	out, err := runApp(t, "shim", "--print-queries")
+	if err != nil || !strings.Contains(out, "hunt-backlog:") {
+		t.Fatalf("--print-queries: %v\n%s", err, out)
+	}
+}
