@@ -197,7 +197,7 @@ func Open(ctx context.Context, o Options, log *slog.Logger) (driver.Conn, error)
 		version = v.Version.String()
 	}
 	log.Info("connected to ClickHouse", "database", o.Database, "server_version", version,
-		"took", time.Since(start).Round(time.Millisecond))
+		"took", time.Since(start).Round(time.Millisecond).String())
 	return conn, nil
 }
 

@@ -9,6 +9,9 @@ import (
 	"testing"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
 // runApp runs the real app with args and returns what it wrote to stdout.
@@ -59,5 +62,27 @@ func TestSchemaPrintFlags(t *testing.T) {
 	}
 	if _, err := runApp(t, "schema", "--print", "--topology", "sharded"); err == nil {
 		t.Error("unknown topology accepted")
+	}
+}
+
+func TestSchemaAppliedTwiceOnEngine(t *testing.T) {
+	db := chtest.New(t)
+	name := db.Name + "_cli"
+	t.Cleanup(func() { _ = db.Conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+name) })
+	t.Setenv(passwordEnv, "")
+	args := []string{"schema", "--clickhouse-url", db.URL, "--database", name, "--clickhouse-connect-timeout", "10s"}
+	out, err := runApp(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "topology single") || strings.Count(out, "  created  ") != 1+len(chstore.TableNames()) {
+		t.Errorf("first run should create the database and every table:\n%s", out)
+	}
+	out, err = runApp(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out, "schema up to date: nothing to do") {
+		t.Errorf("second run changed something:\n%s", out)
 	}
 }

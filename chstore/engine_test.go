@@ -1,0 +1,242 @@
+package chstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/google/uuid"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
+)
+
+// freshDatabase returns a database name that does not exist yet, dropped at cleanup, so Apply
+// has the database itself to create.
+func freshDatabase(t *testing.T, db *chtest.DB) string {
+	t.Helper()
+	name := db.Name + "_schema"
+	t.Cleanup(func() {
+		if err := db.Conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+chstore.QuoteIdent(name)); err != nil {
+			t.Errorf("drop %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+func TestApplyTwiceIsNoOp(t *testing.T) {
+	db := chtest.New(t)
+	ctx := context.Background()
+	// replicated and cluster run through chlocal's rewrite of Replicated engines and ON CLUSTER
+	// (on by default in cmd/chlocal); on a real single server they would need Keeper.
+	topologies := []chstore.Topology{chstore.TopologyAuto, chstore.TopologySingle, chstore.TopologyReplicated, chstore.TopologyCluster, chstore.TopologyCloud}
+	for _, topo := range topologies {
+		t.Run(string(topo), func(t *testing.T) {
+			name := freshDatabase(t, db)
+			want := []string{"database " + name}
+			for _, tb := range chstore.TableNames() {
+				want = append(want, "table "+name+"."+tb)
+			}
+			rep, err := chstore.Apply(ctx, db.Conn, name, topo, "default")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(rep.Created, want) || len(rep.Existing) != 0 {
+				t.Fatalf("first Apply: created %v existing %v, want created %v", rep.Created, rep.Existing, want)
+			}
+			if topo == chstore.TopologyAuto && rep.Topology != chstore.TopologySingle {
+				t.Errorf("auto resolved to %s on a single engine", rep.Topology)
+			}
+			rep, err = chstore.Apply(ctx, db.Conn, name, topo, "default")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Created) != 0 || !slices.Equal(rep.Existing, want) {
+				t.Fatalf("second Apply: created %v existing %v, want nothing created", rep.Created, rep.Existing)
+			}
+			// Every table exists with the engine family the contract names.
+			for _, tb := range chstore.TableNames() {
+				var engine, sortingKey string
+				if err := db.Conn.QueryRow(ctx, "SELECT engine, sorting_key FROM system.tables WHERE database = ? AND name = ?", name, tb).
+					Scan(&engine, &sortingKey); err != nil {
+					t.Fatalf("%s: %v", tb, err)
+				}
+				if !strings.HasSuffix(engine, "MergeTree") || sortingKey == "" {
+					t.Errorf("%s: engine %q sorting key %q", tb, engine, sortingKey)
+				}
+			}
+		})
+	}
+}
+
+func TestDetectTopologySingleEngine(t *testing.T) {
+	db := chtest.New(t)
+	topo, err := chstore.DetectTopology(context.Background(), db.Conn, db.Name, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if topo != chstore.TopologySingle {
+		t.Errorf("DetectTopology = %s on a single engine", topo)
+	}
+}
+
+// sample returns a non-zero value of a schema column type, chosen to catch truncation
+// (high bits, sub-second precision, NUL and quotes in strings).
+func sample(t *testing.T, typ, col string, now time.Time) any {
+	switch typ {
+	case "String":
+		return "v-" + col + "\x00'\"\n\tü"
+	case "LowCardinality(String)":
+		return "lc-" + col
+	case "UInt8":
+		return uint8(1)
+	case "UInt32":
+		return uint32(4_000_000_000)
+	case "UInt64":
+		return uint64(1<<63 + 12345)
+	case "UUID":
+		return uuid.New()
+	case "DateTime('UTC')":
+		return now.Truncate(time.Second)
+	case "DateTime64(6, 'UTC')":
+		return now.Truncate(time.Microsecond)
+	case "DateTime64(3, 'UTC')":
+		return now.Truncate(time.Millisecond)
+	case "Map(String, String)":
+		return map[string]string{"env": "prod", "quote": "it's"}
+	}
+	t.Fatalf("no sample for column type %s; add one", typ)
+	return nil
+}
+
+func TestEveryTableRoundTripsEveryColumnType(t *testing.T) {
+	db := chtest.New(t)
+	ctx := context.Background()
+	if _, err := chstore.Apply(ctx, db.Conn, db.Name, chstore.TopologySingle, ""); err != nil {
+		t.Fatal(err)
+	}
+	// Rows near now, so that no TTL considers them expired.
+	now := time.Now().UTC().Add(time.Minute)
+	for _, table := range chstore.TableNames() {
+		t.Run(table, func(t *testing.T) {
+			cols := columns(t, db.Conn, db.Name, table)
+			row := make([]any, len(cols))
+			for i, c := range cols {
+				row[i] = sample(t, c[1], c[0], now)
+			}
+			batch, err := db.Conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.%s", chstore.QuoteIdent(db.Name), table))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := batch.Append(row...); err != nil {
+				t.Fatal(err)
+			}
+			if err := batch.Send(); err != nil {
+				t.Fatal(err)
+			}
+			names := make([]string, len(cols))
+			dest := make([]any, len(cols))
+			for i, c := range cols {
+				names[i] = c[0]
+				dest[i] = reflect.New(reflect.TypeOf(row[i])).Interface()
+			}
+			query := fmt.Sprintf("SELECT %s FROM %s.%s", strings.Join(names, ", "), chstore.QuoteIdent(db.Name), table)
+			if err := db.Conn.QueryRow(ctx, query).Scan(dest...); err != nil {
+				t.Fatal(err)
+			}
+			for i := range cols {
+				got := reflect.ValueOf(dest[i]).Elem().Interface()
+				if gt, ok := got.(time.Time); ok {
+					if !gt.Equal(row[i].(time.Time)) {
+						t.Errorf("%s %s: got %v, want %v", cols[i][0], cols[i][1], gt, row[i])
+					}
+					continue
+				}
+				if !reflect.DeepEqual(got, row[i]) {
+					t.Errorf("%s %s: got %#v, want %#v", cols[i][0], cols[i][1], got, row[i])
+				}
+			}
+		})
+	}
+}
+
+// columns lists (name, type) of a table in order, as the server reports them.
+func columns(t *testing.T, conn driver.Conn, database, table string) [][2]string {
+	t.Helper()
+	rows, err := conn.Query(context.Background(),
+		"SELECT name, type FROM system.columns WHERE database = ? AND table = ? ORDER BY position", database, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out [][2]string
+	for rows.Next() {
+		var c [2]string
+		if err := rows.Scan(&c[0], &c[1]); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(out) == 0 {
+		t.Fatalf("table %s has no columns", table)
+	}
+	return out
+}
+
+func TestOpenOnEngine(t *testing.T) {
+	db := chtest.New(t)
+	ctx := context.Background()
+	conn, err := chstore.Open(ctx, chstore.Options{URL: db.URL, Database: db.Name, ConnectTimeout: 10 * time.Second}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var one uint8
+	if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
+		t.Fatalf("SELECT 1: %v %d", err, one)
+	}
+}
+
+func TestOpenUnknownDatabase(t *testing.T) {
+	db := chtest.New(t)
+	ctx := context.Background()
+	missing := db.Name + "_missing"
+	cases := map[string]chstore.Options{
+		// The server refuses the connection's default database (code 81).
+		"URL path": {URL: strings.TrimSuffix(db.URL, "/") + "/" + missing},
+		// The server is fine but the coordination database was never created.
+		"coordination database": {URL: db.URL, Database: missing},
+	}
+	for name, o := range cases {
+		t.Run(name, func(t *testing.T) {
+			o.ConnectTimeout = 10 * time.Second
+			start := time.Now()
+			_, err := chstore.Open(ctx, o, nil)
+			if !errors.Is(err, chstore.ErrUnknownDatabase) {
+				t.Fatalf("got %v, want ErrUnknownDatabase", err)
+			}
+			if !strings.Contains(err.Error(), "hunt-runner schema") {
+				t.Errorf("no hint in %v", err)
+			}
+			if time.Since(start) > 5*time.Second {
+				t.Errorf("an unknown database was retried")
+			}
+			t.Logf("error: %v", err)
+		})
+	}
+	// schema connects before the database exists.
+	conn, err := chstore.Open(ctx, chstore.Options{URL: db.URL, Database: missing, AllowMissingDatabase: true}, nil)
+	if err != nil {
+		t.Fatalf("AllowMissingDatabase: %v", err)
+	}
+	conn.Close()
+}
