@@ -1,0 +1,297 @@
+package watermark
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/google/uuid"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/lease"
+)
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func testDB(t testing.TB) *chtest.DB {
+	t.Helper()
+	db := chtest.New(t)
+	if _, err := chstore.Apply(context.Background(), db.Conn, db.Name, chstore.TopologySingle, ""); err != nil {
+		t.Fatalf("apply schema: %v", err)
+	}
+	return db
+}
+
+func coord(t testing.TB, db *chtest.DB, owner string, leaseDur time.Duration) *lease.Coordinator {
+	t.Helper()
+	c, err := lease.New(db.Conn, lease.Options{Owner: owner, Lease: leaseDur, Settle: time.Second, Database: db.Name, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func serverNow(t testing.TB, db *chtest.DB) int64 {
+	t.Helper()
+	var now time.Time
+	if err := db.Conn.QueryRow(context.Background(), "SELECT now()").Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	return now.Unix()
+}
+
+func claimOne(t testing.TB, c *lease.Coordinator, hunt string, fire int64) lease.Lease {
+	t.Helper()
+	res, err := c.Claim(context.Background(), []lease.Fire{{HuntID: hunt, Fire: fire}})
+	if err != nil || len(res.Won) != 1 {
+		t.Fatalf("claim %s@%d: %+v, %v", hunt, fire, res, err)
+	}
+	return res.Won[0]
+}
+
+func watermarkOf(t testing.TB, s *Store, hunt string) (int64, bool) {
+	t.Helper()
+	snap, err := s.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := snap.Hunts[hunt]
+	return h.Watermark, h.HasWatermark
+}
+
+func TestAdvanceFenced(t *testing.T) {
+	db := testDB(t)
+	ctx := context.Background()
+	s := New(db.Conn, db.Name)
+	now := serverNow(t, db)
+	a := coord(t, db, "pod-a", 10*time.Second)
+	b := coord(t, db, "pod-b", 10*time.Second)
+
+	held := claimOne(t, a, "h", now-1)
+	if err := s.Advance(ctx, held, now-1); err != nil {
+		t.Fatalf("holder's advance: %v", err)
+	}
+	if wm, ok := watermarkOf(t, s, "h"); !ok || wm != now-1 {
+		t.Fatalf("watermark = %d, %v", wm, ok)
+	}
+
+	// A claim that never won (a loser's id) cannot write.
+	loser := held
+	loser.ClaimID, loser.Owner = uuid.New(), "pod-b"
+	if err := s.Advance(ctx, loser, now+100); !errors.Is(err, ErrFenced) {
+		t.Fatalf("loser's advance: %v, want ErrFenced", err)
+	}
+	// Nor can the holder write for another fire than the one it holds.
+	if err := s.Advance(ctx, lease.Lease{HuntID: "h", Fire: now + 60, ClaimID: held.ClaimID}, now+60); !errors.Is(err, ErrFenced) {
+		t.Fatalf("advance for a fire not held: %v, want ErrFenced", err)
+	}
+
+	// After release, a peer claims the next fire; the old holder is fenced out.
+	if err := a.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	next := claimOne(t, b, "h", now)
+	if err := s.Advance(ctx, held, now+200); !errors.Is(err, ErrFenced) {
+		t.Fatalf("old holder's advance after takeover: %v, want ErrFenced", err)
+	}
+	if err := s.Advance(ctx, next, now); err != nil {
+		t.Fatalf("new holder's advance: %v", err)
+	}
+	if wm, _ := watermarkOf(t, s, "h"); wm != now {
+		t.Fatalf("watermark = %d, want %d", wm, now)
+	}
+}
+
+func TestAdvanceExpiredHolderFenced(t *testing.T) {
+	db := testDB(t)
+	ctx := context.Background()
+	s := New(db.Conn, db.Name)
+	a := coord(t, db, "pod-a", 4*time.Second)
+	held := claimOne(t, a, "h", serverNow(t, db))
+	for {
+		var now time.Time
+		if err := db.Conn.QueryRow(ctx, "SELECT now64(3)").Scan(&now); err != nil {
+			t.Fatal(err)
+		}
+		if now.After(held.Until) {
+			break
+		}
+		time.Sleep(held.Until.Sub(now) + 10*time.Millisecond)
+	}
+	// Nobody took over, but the lease expired: a peer may be claiming right now.
+	if err := s.Advance(ctx, held, held.Fire); !errors.Is(err, ErrFenced) {
+		t.Fatalf("expired holder's advance: %v, want ErrFenced", err)
+	}
+	if _, ok := watermarkOf(t, s, "h"); ok {
+		t.Fatal("an expired holder wrote a watermark")
+	}
+}
+
+func TestSnapshot(t *testing.T) {
+	db := testDB(t)
+	ctx := context.Background()
+	s := New(db.Conn, db.Name)
+	now := serverNow(t, db)
+	a := coord(t, db, "pod-a", time.Minute)
+
+	// h1: ran to now-60, now leased for now; failing state.
+	l1 := claimOne(t, a, "h1", now-60)
+	if err := s.Advance(ctx, l1, now-60); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx, l1); err != nil {
+		t.Fatal(err)
+	}
+	held := claimOne(t, a, "h1", now)
+	if err := s.SetState(ctx, State{HuntID: "h1", Status: "failing", ConsecutiveFailures: 1, LastError: "boom", LastFire: now - 60}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetState(ctx, State{HuntID: "h1", Status: "failing", ConsecutiveFailures: 2, LastError: "boom twice", LastFire: now - 60}); err != nil {
+		t.Fatal(err)
+	}
+	// h2: two requests, one already covered by its watermark, two pending: the newest counts.
+	l2 := claimOne(t, a, "h2", now-30)
+	if err := s.Advance(ctx, l2, now-30); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []int64{now - 40, now - 10, now - 5} {
+		if err := s.Request(ctx, "h2", f, "alice"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// h3: only a request, never run.
+	if err := s.Request(ctx, "h3", now-7, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	// h4: a request fully covered by the watermark is not pending.
+	l4 := claimOne(t, a, "h4", now-3)
+	if err := s.Advance(ctx, l4, now-3); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Request(ctx, "h4", now-3, "carol"); err != nil {
+		t.Fatal(err)
+	}
+
+	var snaps []Snapshot
+	for _, how := range []newest{newestArgMax, newestFinal, newestLimitBy} {
+		snap, err := s.snapshot(ctx, how)
+		if err != nil {
+			t.Fatalf("strategy %d: %v", how, err)
+		}
+		snaps = append(snaps, snap)
+	}
+	snap := snaps[0]
+	if d := time.Duration(snap.Now.Unix()-now) * time.Second; d < 0 || d > time.Minute {
+		t.Fatalf("snapshot clock %s vs %d", snap.Now, now)
+	}
+	h1 := snap.Hunts["h1"]
+	want1 := HuntState{Watermark: now - 60, HasWatermark: true, LeaseOwner: "pod-a", LeaseFire: now, LeaseClaimID: held.ClaimID,
+		LeaseUntil: held.Until, HasLease: true, Status: "failing", ConsecutiveFailures: 2, LastError: "boom twice", LastFire: now - 60}
+	if !h1.LeaseUntil.Equal(want1.LeaseUntil) {
+		t.Fatalf("h1 lease until %s, want %s", h1.LeaseUntil, want1.LeaseUntil)
+	}
+	h1.LeaseUntil = want1.LeaseUntil
+	if !reflect.DeepEqual(h1, want1) {
+		t.Fatalf("h1 = %+v\nwant %+v", h1, want1)
+	}
+	if h2 := snap.Hunts["h2"]; !h2.HasRequest || h2.RequestedFire != now-5 || h2.Watermark != now-30 {
+		t.Fatalf("h2 = %+v", h2)
+	}
+	if h3 := snap.Hunts["h3"]; !h3.HasRequest || h3.RequestedFire != now-7 || h3.HasWatermark || h3.HasLease {
+		t.Fatalf("h3 = %+v", h3)
+	}
+	if h4 := snap.Hunts["h4"]; h4.HasRequest {
+		t.Fatalf("h4 has a covered request pending: %+v", h4)
+	}
+	for i, other := range snaps[1:] {
+		for id, h := range snap.Hunts {
+			o := other.Hunts[id]
+			o.LeaseUntil, h.LeaseUntil = time.Time{}, time.Time{}
+			if !reflect.DeepEqual(h, o) {
+				t.Fatalf("strategy %d disagrees on %s: %+v vs %+v", i+1, id, o, h)
+			}
+		}
+		if len(other.Hunts) != len(snap.Hunts) {
+			t.Fatalf("strategy %d: %d hunts vs %d", i+1, len(other.Hunts), len(snap.Hunts))
+		}
+	}
+}
+
+func TestSnapshotEmpty(t *testing.T) {
+	db := testDB(t)
+	snap, err := New(db.Conn, db.Name).Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Now.IsZero() || len(snap.Hunts) != 0 {
+		t.Fatalf("empty snapshot = %+v", snap)
+	}
+}
+
+func TestRecordRun(t *testing.T) {
+	db := testDB(t)
+	ctx := context.Background()
+	s := New(db.Conn, db.Name)
+	started := time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC)
+	run := Run{HuntID: "h", Fire: 1700000000, RunID: uuid.New(), Owner: "pod-a", Status: StatusSucceeded,
+		WindowStart: 1699999940, WindowEnd: 1700000000, RowsWritten: 42, Started: started, Finished: started.Add(1500 * time.Millisecond)}
+	if err := s.RecordRun(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RecordRun(ctx, Run{HuntID: "h", Status: "completed"}); err == nil {
+		t.Fatal("an unknown status was accepted")
+	}
+	var got Run
+	err := db.Conn.QueryRow(ctx, "SELECT hunt_id, toInt64(fire), run_id, owner, toString(status), toInt64(window_start), toInt64(window_end), rows_written, started, finished, error FROM "+db.Name+".hunt_run").
+		Scan(&got.HuntID, &got.Fire, &got.RunID, &got.Owner, &got.Status, &got.WindowStart, &got.WindowEnd, &got.RowsWritten, &got.Started, &got.Finished, &got.Error)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Started, got.Finished = got.Started.UTC(), got.Finished.UTC()
+	if !reflect.DeepEqual(got, run) {
+		t.Fatalf("hunt_run row = %+v\nwant %+v", got, run)
+	}
+}
+
+func TestRequestAndStateEscaping(t *testing.T) {
+	db := testDB(t)
+	ctx := context.Background()
+	s := New(db.Conn, db.Name)
+	odd := "it's a \\ \"hunt\"\twith\nodd chars"
+	if err := s.Request(ctx, odd, 1700000000, "o'brien"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetState(ctx, State{HuntID: odd, Status: "ok", LastError: "line1\nline2 'q'"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Request(ctx, "", 1, "x"); err == nil {
+		t.Fatal("empty hunt id accepted")
+	}
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, ok := snap.Hunts[odd]
+	if !ok || !h.HasRequest || h.RequestedFire != 1700000000 || h.LastError != "line1\nline2 'q'" {
+		t.Fatalf("snapshot of %q = %+v (hunts %v)", odd, h, keys(snap.Hunts))
+	}
+	var by string
+	if err := db.Conn.QueryRow(ctx, "SELECT requested_by FROM "+db.Name+".hunt_request WHERE hunt_id = {h:String}", clickhouse.Named("h", odd)).Scan(&by); err != nil || by != "o'brien" {
+		t.Fatalf("requested_by = %q, %v", by, err)
+	}
+}
+
+func keys(m map[string]HuntState) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, fmt.Sprintf("%q", k))
+	}
+	return out
+}
