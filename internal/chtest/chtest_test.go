@@ -182,3 +182,28 @@ func TestMissingEngine(t *testing.T) {
 		t.Fatalf("with CI=true: want a failure, got %v\n%s", err, out)
 	}
 }
+
+// TestServerURLFromEnvironment points a re-run of this binary at a server
+// through HUNT_RUNNER_TEST_CLICKHOUSE, without the chDB library: New uses
+// that server instead of starting chlocal.
+func TestServerURLFromEnvironment(t *testing.T) {
+	if os.Getenv(chtest.EnvURL) != "" {
+		t.Skip("already running against " + chtest.EnvURL)
+	}
+	s := chtest.Start(t)
+	before := chtest.Queries(t, s.URL)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestNewGivesFreshDatabase$", "-test.v", "-test.count=1")
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); k != chtest.EnvLib && k != chtest.EnvURL {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, chtest.EnvURL+"="+s.URL)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestNewGivesFreshDatabase") {
+		t.Fatalf("run against %s: %v\n%s", s.URL, err, out)
+	}
+	if chtest.Queries(t, s.URL) <= before {
+		t.Fatal("the re-run did not use the server from " + chtest.EnvURL)
+	}
+}
