@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
@@ -14,7 +15,8 @@ var ErrTopology = errors.New("cannot work out the ClickHouse topology")
 
 // DetectTopology asks the server which engines the coordination tables need, first match wins:
 //
-//  1. ClickHouse Cloud (cloud_mode setting, or the database's engine is Shared) → TopologyCloud;
+//  1. ClickHouse Cloud (cloud_mode setting, SharedMergeTree available, or the database's engine
+//     is Shared) → TopologyCloud;
 //  2. database already exists with the Replicated engine → TopologyReplicated;
 //  3. system.macros defines shard and replica, and system.clusters has cluster → TopologyCluster
 //     (macros without that cluster is an ErrTopology: creating single-node tables on one
@@ -22,8 +24,10 @@ var ErrTopology = errors.New("cannot work out the ClickHouse topology")
 //  4. otherwise TopologySingle.
 func DetectTopology(ctx context.Context, conn driver.Conn, database, cluster string) (Topology, error) {
 	var cloud uint64
+	// Cloud says so in a setting, and is the only build shipping SharedMergeTree.
 	if err := conn.QueryRow(ctx,
-		"SELECT count() FROM system.settings WHERE name = 'cloud_mode' AND value IN ('1', 'true')").Scan(&cloud); err != nil {
+		"SELECT (SELECT count() FROM system.settings WHERE name = 'cloud_mode' AND value IN ('1', 'true'))"+
+			" + (SELECT count() FROM system.table_engines WHERE name = 'SharedMergeTree')").Scan(&cloud); err != nil {
 		return "", fmt.Errorf("detect topology: read system.settings: %w", err)
 	}
 	if cloud > 0 {
@@ -64,6 +68,10 @@ type Report struct {
 	Database string
 	Created  []string // objects that did not exist before, in DDL order ("table hunt_runner.hunt_lease")
 	Existing []string // objects that were already there
+	// Mismatched lists tables whose engine is not what Topology asks for ("table db.t: engine
+	// ReplacingMergeTree, want ReplicatedReplacingMergeTree"), e.g. tables created on one node
+	// before the cluster was set up. Apply never alters them; an operator must migrate them.
+	Mismatched []string
 }
 
 // Apply creates database and the coordination tables for topology t (TopologyAuto: asks
@@ -91,6 +99,9 @@ func Apply(ctx context.Context, conn driver.Conn, database string, t Topology, c
 	if err != nil {
 		return rep, err
 	}
+	if rep.Mismatched, err = mismatched(ctx, conn, database, rep.Topology); err != nil {
+		return rep, err
+	}
 	for _, s := range stmts {
 		switch {
 		case before[s.Name]:
@@ -103,6 +114,40 @@ func Apply(ctx context.Context, conn driver.Conn, database string, t Topology, c
 		}
 	}
 	return rep, nil
+}
+
+// mismatched compares the engines in system.tables with the ones topology t asks for.
+func mismatched(ctx context.Context, conn driver.Conn, database string, t Topology) ([]string, error) {
+	rows, err := conn.Query(ctx, "SELECT name, engine FROM system.tables WHERE database = ?", database)
+	if err != nil {
+		return nil, fmt.Errorf("apply schema: read system.tables: %w", err)
+	}
+	defer rows.Close()
+	engines := map[string]string{}
+	for rows.Next() {
+		var name, engine string
+		if err := rows.Scan(&name, &engine); err != nil {
+			return nil, fmt.Errorf("apply schema: read system.tables: %w", err)
+		}
+		engines[name] = engine
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("apply schema: read system.tables: %w", err)
+	}
+	var out []string
+	for _, tb := range tables {
+		got, ok := engines[tb.name]
+		if !ok {
+			continue
+		}
+		want := tb.engineName(t)
+		// Cloud turns Replicated*MergeTree into Shared*MergeTree.
+		if got == want || (t == TopologyCloud && got == "Shared"+strings.TrimPrefix(want, "Replicated")) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("table %s.%s: engine %s, want %s", database, tb.name, got, want))
+	}
+	return out, nil
 }
 
 // existing returns the Statement names of the objects that exist now.

@@ -201,17 +201,22 @@ func (tb table) create(database string, t Topology, onCluster string) string {
 	return b.String()
 }
 
-func (tb table) engine(database string, t Topology) string {
+// engineName is the engine as system.tables reports it.
+func (tb table) engineName(t Topology) string {
 	family := "MergeTree"
 	if tb.version != "" {
 		family = "ReplacingMergeTree"
 	}
+	if t == TopologySingle || t == TopologyAuto {
+		return family
+	}
+	return "Replicated" + family
+}
+
+func (tb table) engine(database string, t Topology) string {
+	family := tb.engineName(t)
 	var args []string
-	switch t {
-	case TopologyReplicated, TopologyCloud:
-		family = "Replicated" + family
-	case TopologyCluster:
-		family = "Replicated" + family
+	if t == TopologyCluster {
 		args = append(args, quoteString("/clickhouse/tables/{shard}/"+database+"/"+tb.name), "'{replica}'")
 	}
 	if tb.version != "" {

@@ -60,7 +60,10 @@ func TestApplyTwiceIsNoOp(t *testing.T) {
 			if len(rep.Created) != 0 || !slices.Equal(rep.Existing, want) {
 				t.Fatalf("second Apply: created %v existing %v, want nothing created", rep.Created, rep.Existing)
 			}
-			// Every table exists with the engine family the contract names.
+			// Mismatched must say exactly which tables lack the topology's engine. Through
+			// chlocal's rewrite that is every table of the replicated topologies; on a real
+			// replicated server, none.
+			wantMismatch := 0
 			for _, tb := range chstore.TableNames() {
 				var engine, sortingKey string
 				if err := db.Conn.QueryRow(ctx, "SELECT engine, sorting_key FROM system.tables WHERE database = ? AND name = ?", name, tb).
@@ -70,6 +73,16 @@ func TestApplyTwiceIsNoOp(t *testing.T) {
 				if !strings.HasSuffix(engine, "MergeTree") || sortingKey == "" {
 					t.Errorf("%s: engine %q sorting key %q", tb, engine, sortingKey)
 				}
+				replicated := strings.HasPrefix(engine, "Replicated") || strings.HasPrefix(engine, "Shared")
+				if replicated != (rep.Topology != chstore.TopologySingle) {
+					wantMismatch++
+				}
+			}
+			if len(rep.Mismatched) != wantMismatch {
+				t.Errorf("Mismatched = %q, want %d entries", rep.Mismatched, wantMismatch)
+			}
+			if rep.Topology == chstore.TopologySingle && len(rep.Mismatched) != 0 {
+				t.Errorf("single topology on a single engine reported mismatches: %q", rep.Mismatched)
 			}
 		})
 	}

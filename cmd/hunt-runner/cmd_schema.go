@@ -15,7 +15,9 @@ func schemaCommand() *cli.Command {
 		Usage: "create hunt-runner's coordination tables in ClickHouse, or print their DDL",
 		Description: `Creates the database (--database) and every coordination table with CREATE … IF NOT EXISTS,
 then reports what it created. Re-running changes nothing and prints
-"schema up to date: nothing to do". Existing tables are never altered.
+"schema up to date: nothing to do". Existing tables are never altered; a table whose engine does
+not match the topology (e.g. created on one node before replication was set up) is listed and
+the command exits 1.
 
 The table engines depend on the topology:
   single      one node: ReplacingMergeTree / MergeTree
@@ -77,6 +79,13 @@ func runSchema(c *cli.Context) error {
 	log.Info("schema applied", "database", rep.Database, "topology", string(rep.Topology),
 		"created", len(rep.Created), "existing", len(rep.Existing))
 	writeReport(c.App.Writer, rep)
+	if len(rep.Mismatched) > 0 {
+		for _, m := range rep.Mismatched {
+			log.Warn("coordination table has the wrong engine for the topology", "table", m, "topology", string(rep.Topology))
+		}
+		return cli.Exit(fmt.Sprintf("%d tables have engines that do not match topology %s (listed above); "+
+			"schema never alters tables: migrate them, or pass the --topology they were created with", len(rep.Mismatched), rep.Topology), exitError)
+	}
 	return nil
 }
 
@@ -90,16 +99,24 @@ func printSchema(w io.Writer, database string, topo chstore.Topology, cluster st
 }
 
 func writeReport(w io.Writer, rep chstore.Report) {
-	if len(rep.Created) == 0 {
+	switch {
+	case len(rep.Created) == 0 && len(rep.Mismatched) == 0:
 		fmt.Fprintf(w, "schema up to date: nothing to do (database %s, topology %s, %d objects)\n",
 			rep.Database, rep.Topology, len(rep.Existing))
 		return
+	case len(rep.Created) == 0:
+		fmt.Fprintf(w, "schema: nothing created (database %s, topology %s, %d objects)\n",
+			rep.Database, rep.Topology, len(rep.Existing))
+	default:
+		fmt.Fprintf(w, "schema applied (database %s, topology %s):\n", rep.Database, rep.Topology)
+		for _, name := range rep.Created {
+			fmt.Fprintf(w, "  created  %s\n", name)
+		}
+		if len(rep.Existing) > 0 {
+			fmt.Fprintf(w, "  %d objects already existed\n", len(rep.Existing))
+		}
 	}
-	fmt.Fprintf(w, "schema applied (database %s, topology %s):\n", rep.Database, rep.Topology)
-	for _, name := range rep.Created {
-		fmt.Fprintf(w, "  created  %s\n", name)
-	}
-	if len(rep.Existing) > 0 {
-		fmt.Fprintf(w, "  %d objects already existed\n", len(rep.Existing))
+	for _, m := range rep.Mismatched {
+		fmt.Fprintf(w, "  WRONG ENGINE  %s\n", m)
 	}
 }

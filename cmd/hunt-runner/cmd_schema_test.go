@@ -86,3 +86,22 @@ func TestSchemaAppliedTwiceOnEngine(t *testing.T) {
 		t.Errorf("second run changed something:\n%s", out)
 	}
 }
+
+func TestSchemaReportsTablesWithTheWrongEngine(t *testing.T) {
+	db := chtest.New(t)
+	t.Setenv(passwordEnv, "")
+	base := []string{"schema", "--clickhouse-url", db.URL, "--database", db.Name}
+	if _, err := runApp(t, append(base, "--topology", "single")...); err != nil {
+		t.Fatal(err)
+	}
+	// Tables made on one node, then the operator declares a replicated setup: schema must not
+	// call that "up to date".
+	out, err := runApp(t, append(base, "--topology", "replicated")...)
+	if err == nil {
+		t.Fatalf("a topology mismatch exited 0:\n%s", out)
+	}
+	if n := strings.Count(out, "WRONG ENGINE"); n != len(chstore.TableNames()) {
+		t.Errorf("%d tables flagged, want %d:\n%s", n, len(chstore.TableNames()), out)
+	}
+	t.Logf("%s\n%v", out, err)
+}
