@@ -12,6 +12,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -170,6 +171,9 @@ func Binary(t testing.TB) string {
 	return bin
 }
 
+// buildBinary builds cmd/chlocal once per test binary. Binaries are kept in
+// one directory under the temporary directory, named by content hash, so
+// that repeated test runs do not leave a new 11 MB file each.
 func buildBinary() (string, error) {
 	built.once.Do(func() {
 		root, err := moduleRoot()
@@ -177,16 +181,35 @@ func buildBinary() (string, error) {
 			built.err = err
 			return
 		}
-		dir, err := os.MkdirTemp("", "chtest-bin-")
+		dir := filepath.Join(os.TempDir(), "hunt-runner-chtest")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			built.err = err
+			return
+		}
+		tmp, err := os.CreateTemp(dir, "build-*")
 		if err != nil {
 			built.err = err
 			return
 		}
-		bin := filepath.Join(dir, "chlocal")
-		cmd := exec.Command("go", "build", "-o", bin, "./cmd/chlocal")
+		tmp.Close()
+		defer os.Remove(tmp.Name())
+		cmd := exec.Command("go", "build", "-o", tmp.Name(), "./cmd/chlocal")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			built.err = fmt.Errorf("build chlocal: %w\n%s", err, out)
+			return
+		}
+		b, err := os.ReadFile(tmp.Name())
+		if err != nil {
+			built.err = err
+			return
+		}
+		sum := sha256.Sum256(b)
+		bin := filepath.Join(dir, "chlocal-"+hex.EncodeToString(sum[:8]))
+		// Same name, same content: a concurrent rename by another test
+		// binary is harmless.
+		if err := os.Rename(tmp.Name(), bin); err != nil {
+			built.err = err
 			return
 		}
 		built.path = bin
