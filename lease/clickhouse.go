@@ -187,7 +187,8 @@ func uniq(ss []string) []string {
 }
 
 // renew extends l if its row is still the newest of the hunt and live, then reads back.
-func (s chStore) renew(ctx context.Context, l Lease, lease time.Duration) (Lease, error) {
+func (s chStore) renew(ctx context.Context, l Lease, lease, settle time.Duration) (Lease, error) {
+	start := time.Now()
 	token := fmt.Sprintf("renew:%s:%d", l.ClaimID, time.Now().UnixNano())
 	until := fmt.Sprintf("now64(3) + toIntervalMillisecond(%d)", lease.Milliseconds())
 	// Renewing an expired lease could overlap a peer's claim that read the hunt as free.
@@ -208,6 +209,6 @@ func (s chStore) renew(ctx context.Context, l Lease, lease time.Duration) (Lease
 		// Still ours and live, but the renewal row is not visible (yet): try again later.
 		return l, fmt.Errorf("lease: renewal of hunt %s not visible yet, lease live until %s", l.HuntID, cur.Until.UTC().Format(time.RFC3339Nano))
 	}
-	l.Claimed, l.Until = cur.Claimed, cur.Until
+	l.Claimed, l.Until, l.Trusted = cur.Claimed, cur.Until, start.Add(lease-settle)
 	return l, nil
 }

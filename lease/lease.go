@@ -24,8 +24,12 @@ type Lease struct {
 	Fire    int64
 	Owner   string
 	ClaimID uuid.UUID
-	Claimed time.Time
-	Until   time.Time
+	Claimed time.Time // server clock of the newest row (the claim or the latest renewal)
+	Until   time.Time // server clock
+	// Trusted is a process-clock deadline: past it, without a successful Renew, the holder
+	// must stop writing. It is the start of the claim or renewal that produced this Lease
+	// plus Lease minus Settle, so a slow round trip never stretches trust past Until.
+	Trusted time.Time
 }
 
 // Outcome is how one fire of a Claim batch ended; runner uses it as a metric label.
@@ -139,7 +143,7 @@ func (c *Coordinator) Claim(ctx context.Context, fires []Fire) (Result, error) {
 // Renew extends l by Options.Lease if it is still the newest row for its hunt and live.
 // It returns ErrLost when it is not.
 func (c *Coordinator) Renew(ctx context.Context, l Lease) (Lease, error) {
-	return c.store.renew(ctx, l, c.opts.Lease)
+	return c.store.renew(ctx, l, c.opts.Lease, c.opts.Settle)
 }
 
 // Release ends l now, fenced on its claim id: nothing is written unless l is still newest.

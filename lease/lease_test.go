@@ -135,6 +135,10 @@ func TestClaimRenewRelease(t *testing.T) {
 	if d := won.Until.Sub(won.Claimed); d < 9*time.Second || d > 11*time.Second {
 		t.Fatalf("lease length %s, want ~10s", d)
 	}
+	// Trust ends before the lease does, on the local clock: at most lease − settle from now.
+	if d := time.Until(won.Trusted); d <= 0 || d > 9*time.Second {
+		t.Fatalf("trusted for %s more, want within (0, lease−settle]", d)
+	}
 
 	// A second claim of the held fire, by anyone, loses without writing.
 	other := newCoord(t, db, "pod-b", 10*time.Second, time.Second)
@@ -151,7 +155,7 @@ func TestClaimRenewRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if renewed.ClaimID != won.ClaimID || !renewed.Claimed.After(won.Claimed) || renewed.Until.Before(won.Until) {
+	if renewed.ClaimID != won.ClaimID || !renewed.Claimed.After(won.Claimed) || renewed.Until.Before(won.Until) || !renewed.Trusted.After(won.Trusted) {
 		t.Fatalf("renewed = %+v from %+v", renewed, won)
 	}
 

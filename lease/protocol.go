@@ -152,7 +152,8 @@ func (p *protocol) claim(ctx context.Context, fires []Fire) (Result, error) {
 			p.log.DebugContext(ctx, "claim lost", "hunt_id", c.HuntID, "fire", c.Fire, "claim_id", c.ClaimID)
 			continue
 		}
-		won := Lease{HuntID: l.HuntID, Fire: l.Fire, Owner: l.Owner, ClaimID: l.ClaimID, Claimed: l.Claimed, Until: l.Until}
+		won := Lease{HuntID: l.HuntID, Fire: l.Fire, Owner: l.Owner, ClaimID: l.ClaimID, Claimed: l.Claimed, Until: l.Until,
+			Trusted: freeRead.Add(p.lease - p.settle)}
 		if wm, ok := verify.Watermarks[c.HuntID]; ok && wm >= c.Fire {
 			// A peer finished this fire between our free read and now.
 			finished = append(finished, won)
