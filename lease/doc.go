@@ -15,10 +15,10 @@
 //
 // # States
 //
-//	        free ──claim lands, still newest after settle──▶ held (Won)
-//	         ▲                                                  │
-//	         │  release (fenced) / lease_until passes           │ renew every lease/3 (fenced)
-//	         └──────────────────────────────────────────────────┘
+//	free ──claim lands, still newest after settle──▶ held (Won)
+//	 ▲                                                  │
+//	 │  release (fenced) / lease_until passes           │ renew every lease/3 (fenced)
+//	 └──────────────────────────────────────────────────┘
 //
 // A claim whose row is not the newest after the settle, or whose insert was acknowledged
 // settle or more after the free read, is Lost. A Lost claim is never released: its row may
