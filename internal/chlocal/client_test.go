@@ -569,3 +569,27 @@ func TestHelperClientProcess(t *testing.T) {
 	}
 	fmt.Println("helper ok")
 }
+
+func TestDatabaseSQL(t *testing.T) {
+	db := chtest.New(t)
+	ctx := ctxT(t)
+	sqlDB := clickhouse.OpenDB(db.Options)
+	defer sqlDB.Close()
+	if _, err := sqlDB.ExecContext(ctx, "CREATE TABLE s (id UInt32, name String) ENGINE = MergeTree ORDER BY id"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sqlDB.ExecContext(ctx, "INSERT INTO s VALUES (?, ?), (?, ?)", 1, "one", 2, "two"); err != nil {
+		t.Fatal(err)
+	}
+	var name string
+	if err := sqlDB.QueryRowContext(ctx, "SELECT name FROM s WHERE id = ?", 2).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	if name != "two" {
+		t.Fatalf("name = %q, want two", name)
+	}
+	var ex *clickhouse.Exception
+	if _, err := sqlDB.ExecContext(ctx, "INSERT INTO missing VALUES (1)"); !errors.As(err, &ex) || ex.Code != 60 {
+		t.Fatalf("insert into a missing table: %v, want code 60", err)
+	}
+}
