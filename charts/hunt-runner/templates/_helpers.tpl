@@ -345,3 +345,15 @@ helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
   {{- end }}
 {{- end }}
 {{- end -}}
+
+{{/*
+A Go duration of one unit ("750ms", "2s", "1m") in milliseconds, or "" when it has another shape
+(then the render-time comparison that uses it is skipped).
+*/}}
+{{- define "hunt-runner.durationMs" -}}
+{{- $d := toString . -}}
+{{- if regexMatch "^[0-9]+ms$" $d -}}{{ trimSuffix "ms" $d }}
+{{- else if regexMatch "^[0-9]+s$" $d -}}{{ mul (trimSuffix "s" $d | int) 1000 }}
+{{- else if regexMatch "^[0-9]+m$" $d -}}{{ mul (trimSuffix "m" $d | int) 60000 }}
+{{- end -}}
+{{- end -}}

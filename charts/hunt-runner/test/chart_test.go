@@ -112,7 +112,7 @@ huntRunner:
 				if labels.SelectorFromSet(runner.Spec.Selector.MatchLabels).Matches(labels.Set(shim.Spec.Template.Labels)) {
 					t.Error("the runner's selector must not match shim pods")
 				}
-				if args := shim.Spec.Template.Spec.Containers[0].Args; !slices.Equal(args, []string{"shim", "--listen=:8081"}) {
+				if args := shim.Spec.Template.Spec.Containers[0].Args; !slices.Equal(args, []string{"shim", "--listen=:8081", "--timeout=2s", "--otel-database=otel"}) {
 					t.Errorf("shim args %v", args)
 				}
 				if u := env(shim.Spec.Template.Spec.Containers[0], "HUNT_RUNNER_CLICKHOUSE_USER"); u == nil || u.Value != "hunt_scaler" {
@@ -499,6 +499,7 @@ func TestRenderRefuses(t *testing.T) {
 		{"volume without source", base + "---\n" + "hunts: {source: volume}\n", "needs hunts.volume.source"},
 		{"shim auth without secret", base + "---\n" + "shim: {enabled: true, auth: {enabled: true}}\n", "needs shim.auth.existingSecret"},
 		{"schema with only a plain password", base + "---\n" + "clickhouse: {password: x}\nschema: {enabled: true}\n", "schema.clickhouse.existingSecret"},
+		{"shim deadline not below KEDA's", base + "---\n" + "huntRunner: {autoscaling: {enabled: true, timeout: 2s}}\nshim: {timeout: 2000ms}\n", "must be below huntRunner.autoscaling.timeout"},
 		{"autoscaling without runner", base + "---\n" + "huntRunner: {enabled: false, autoscaling: {enabled: true}}\n", "no runner Deployment to scale"},
 	}
 	for _, c := range cases {
