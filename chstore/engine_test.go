@@ -1,9 +1,13 @@
 package chstore_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -252,4 +256,42 @@ func TestOpenUnknownDatabase(t *testing.T) {
 		t.Fatalf("AllowMissingDatabase: %v", err)
 	}
 	conn.Close()
+}
+
+// On the success path too, a password given in any form never reaches the log. (chlocal ignores
+// credentials, so every form connects.)
+func TestOpenOnEngineNeverLogsPassword(t *testing.T) {
+	db := chtest.New(t)
+	pwFile := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pwFile, []byte("File-S3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	withUser := strings.Replace(db.URL, "://", "://bob:Url-S3cret@", 1)
+	cases := map[string]struct {
+		secret string
+		opts   chstore.Options
+	}{
+		"URL":     {"Url-S3cret", chstore.Options{URL: withUser}},
+		"file":    {"File-S3cret", chstore.Options{URL: db.URL, PasswordFile: pwFile}},
+		"Options": {"Env-S3cret", chstore.Options{URL: db.URL, Password: "Env-S3cret"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var buf bytes.Buffer
+			log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			tc.opts.Database = db.Name
+			conn, err := chstore.Open(context.Background(), tc.opts, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn.Close()
+			log.Info("opened", "options", tc.opts)
+			if !strings.Contains(buf.String(), "connected to ClickHouse") {
+				t.Errorf("no connection log line:\n%s", buf.String())
+			}
+			if strings.Contains(buf.String(), tc.secret) {
+				t.Errorf("password in the log:\n%s", buf.String())
+			}
+		})
+	}
 }

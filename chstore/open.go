@@ -116,7 +116,7 @@ func classify(err error, url string, secrets ...string) *ConnectError {
 		ce.Kind = ErrRefused
 	case errors.As(err, &unknownCA), errors.As(err, &hostErr), errors.As(err, &invalidCert),
 		errors.As(err, &verifyErr), errors.As(err, &recordErr),
-		strings.Contains(msg, "x509:"), strings.Contains(msg, "tls:"):
+		strings.Contains(msg, "x509:"), strings.Contains(msg, "tls:"), strings.Contains(msg, "HTTP response to HTTPS client"):
 		ce.Kind = ErrTLS
 	}
 	return ce

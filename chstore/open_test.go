@@ -3,8 +3,11 @@ package chstore
 import (
 	"bytes"
 	"context"
+	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
+	stdlog "log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -195,5 +198,49 @@ func TestOpenHonoursContext(t *testing.T) {
 	}
 	if took := time.Since(start); took > 3*time.Second {
 		t.Errorf("ignored the context for %v", took)
+	}
+}
+
+// tlsAuthServer is echoingServer over TLS; its certificate is written to a CA file.
+func tlsAuthServer(t *testing.T) (url, caFile string) {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-ClickHouse-Exception-Code", "516")
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprintln(w, "Code: 516. DB::Exception: Authentication failed. (AUTHENTICATION_FAILED)")
+	}))
+	// Failed handshakes are the point of the test; keep them out of the output.
+	srv.Config.ErrorLog = stdlog.New(io.Discard, "", 0)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	caFile = filepath.Join(t.TempDir(), "ca.pem")
+	block := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	if err := os.WriteFile(caFile, block, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return srv.URL, caFile
+}
+
+func TestOpenTLS(t *testing.T) {
+	url, ca := tlsAuthServer(t)
+	ctx := context.Background()
+	// Reaching the server's authentication check proves the handshake verified.
+	if _, err := Open(ctx, Options{URL: url, TLSCAFile: ca, ConnectTimeout: 2 * time.Second}, nil); !errors.Is(err, ErrAuth) {
+		t.Errorf("with the CA file: got %v, want ErrAuth (TLS verified)", err)
+	}
+	if _, err := Open(ctx, Options{URL: url, ConnectTimeout: 2 * time.Second}, nil); !errors.Is(err, ErrTLS) {
+		t.Errorf("without the CA file: got %v, want ErrTLS", err)
+	}
+	log, buf := capture()
+	if _, err := Open(ctx, Options{URL: url, TLSSkipVerify: true, ConnectTimeout: 2 * time.Second}, log); !errors.Is(err, ErrAuth) {
+		t.Errorf("skip-verify: got %v, want ErrAuth", err)
+	}
+	if !strings.Contains(buf.String(), `"level":"WARN"`) || !strings.Contains(buf.String(), "verification is disabled") {
+		t.Errorf("skip-verify was not logged as a warning:\n%s", buf)
+	}
+	// A plain-text server on a TLS URL.
+	plain := echoingServer(t, new(atomic.Int32))
+	if _, err := Open(ctx, Options{URL: strings.Replace(plain.URL, "http://", "https://", 1), ConnectTimeout: 2 * time.Second}, nil); !errors.Is(err, ErrTLS) {
+		t.Errorf("https to a plain server: got %v, want ErrTLS", err)
 	}
 }

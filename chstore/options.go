@@ -245,10 +245,22 @@ func (o Options) ClickHouseOptions() (*clickhouse.Options, error) {
 	}
 	// The driver parses the remaining parameters (settings, compress, timeouts); it is given
 	// a URL with no credentials, so its errors cannot echo them.
-	clean := url.URL{Scheme: "clickhouse", Host: strings.Join(ep.Addr, ","), RawQuery: ep.Query.Encode()}
+	q := url.Values{}
+	for k, v := range ep.Query {
+		q[k] = v
+	}
+	clean := url.URL{Scheme: "clickhouse", Host: strings.Join(ep.Addr, ",")}
 	if ep.Protocol == clickhouse.HTTP {
 		clean.Scheme = "http"
 	}
+	if ep.Secure {
+		// The driver keeps the DSN's scheme for HTTP requests: it must say https.
+		q.Set("secure", "true")
+		if ep.Protocol == clickhouse.HTTP {
+			clean.Scheme = "https"
+		}
+	}
+	clean.RawQuery = q.Encode()
 	ch, err := clickhouse.ParseDSN(clean.String())
 	if err != nil {
 		return nil, fmt.Errorf("%w: ClickHouse URL %q: %w", ErrConfig, Redact(o.URL), err)
