@@ -53,23 +53,35 @@ func ids(s *Set) string {
 // way the kubelet does (symlink to a temp name, then rename over ..data), then links each key.
 func configMapVersion(t testing.TB, dir string, n int, files map[string]string) {
 	t.Helper()
+	if err := configMapSwap(dir, n, files); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func configMapSwap(dir string, n int, files map[string]string) error {
 	ts := fmt.Sprintf("..2026_11_29_10_%02d_00.%d", n%60, n)
 	for name, content := range files {
-		writeFile(t, filepath.Join(dir, ts, name), content)
+		p := filepath.Join(dir, ts, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			return err
+		}
 	}
 	tmp := filepath.Join(dir, "..data_tmp")
 	if err := os.Symlink(ts, tmp); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	old, _ := os.Readlink(filepath.Join(dir, "..data"))
 	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	for name := range files {
 		link := filepath.Join(dir, name)
 		if _, err := os.Lstat(link); err != nil {
 			if err := os.Symlink(filepath.Join("..data", name), link); err != nil {
-				t.Fatal(err)
+				return err
 			}
 		}
 	}
@@ -81,10 +93,9 @@ func configMapVersion(t testing.TB, dir string, n int, files map[string]string) 
 		}
 	}
 	if old != "" {
-		if err := os.RemoveAll(filepath.Join(dir, old)); err != nil {
-			t.Fatal(err)
-		}
+		return os.RemoveAll(filepath.Join(dir, old))
 	}
+	return nil
 }
 
 func TestDirConfigMapSwap(t *testing.T) {
@@ -138,7 +149,10 @@ func TestDirConfigMapSwapConcurrent(t *testing.T) {
 				return
 			case <-time.After(time.Millisecond):
 			}
-			configMapVersion(t, dir, n, version(n))
+			if err := configMapSwap(dir, n, version(n)); err != nil {
+				t.Error(err)
+				return
+			}
 			swaps.Add(1)
 		}
 	})

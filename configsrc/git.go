@@ -32,7 +32,9 @@ type GitOptions struct {
 	URL  string // https://, ssh:// (or scp-like user@host:path) or file://; no credentials in it
 	Ref  string // branch, tag, full ref name or 40-hex commit SHA; default "main"
 	Path string // directory inside the repository holding the hunts; default the root
-	// CacheDir holds the clone (a bare repository); default <user cache dir>/hunt-runner/git/<hash of URL>.
+	// CacheDir holds the clone, a bare repository in a subdirectory named after the URL (so a
+	// broken clone can be wiped without touching anything else); default
+	// <user cache dir>/hunt-runner/git.
 	CacheDir string
 	// TokenFile holds an HTTPS access token, sent as basic-auth password with TokenUser
 	// (default "git"). Read on every fetch, so a rotated token is picked up.
@@ -51,8 +53,9 @@ var shaRe = regexp.MustCompile(`^[0-9a-f]{40}$`)
 const targetRef = plumbing.ReferenceName("refs/hunt-runner/target")
 
 type gitSource struct {
-	opts GitOptions
-	mu   sync.Mutex
+	opts    GitOptions
+	repoDir string // CacheDir/<hash of URL>
+	mu      sync.Mutex
 }
 
 // NewGit returns a source that fetches opts.Ref from opts.URL (shallow) on every Load and reads
@@ -90,10 +93,10 @@ func NewGit(opts GitOptions) (Source, error) {
 		if err != nil {
 			base = os.TempDir()
 		}
-		sum := sha256.Sum256([]byte(opts.URL))
-		opts.CacheDir = filepath.Join(base, "hunt-runner", "git", hex.EncodeToString(sum[:8]))
+		opts.CacheDir = filepath.Join(base, "hunt-runner", "git")
 	}
-	return &gitSource{opts: opts}, nil
+	sum := sha256.Sum256([]byte(opts.URL))
+	return &gitSource{opts: opts, repoDir: filepath.Join(opts.CacheDir, "repo-"+hex.EncodeToString(sum[:8]))}, nil
 }
 
 func (g *gitSource) String() string {
@@ -144,7 +147,7 @@ func (g *gitSource) Load(ctx context.Context) (*Set, error) {
 	if errors.Is(err, errLocal) {
 		// The remote answered but the cached clone could not take the fetch (a shallow
 		// history broken by a force-push, a corrupt cache): start from a fresh clone.
-		if rmErr := os.RemoveAll(g.opts.CacheDir); rmErr == nil {
+		if rmErr := os.RemoveAll(g.repoDir); rmErr == nil {
 			commit, err = g.fetch(ctx, auth)
 		}
 	}
@@ -163,25 +166,25 @@ var errLocal = errors.New("local clone")
 
 // fetch brings the ref's commit into the cache (depth 1) and returns it.
 func (g *gitSource) fetch(ctx context.Context, auth transport.AuthMethod) (*object.Commit, error) {
-	repo, err := git.PlainOpen(g.opts.CacheDir)
+	repo, err := git.PlainOpen(g.repoDir)
 	if errors.Is(err, git.ErrRepositoryNotExists) {
-		if err := os.MkdirAll(g.opts.CacheDir, 0o700); err != nil {
+		if err := os.MkdirAll(g.repoDir, 0o700); err != nil {
 			return nil, fmt.Errorf("create cache dir: %w", err)
 		}
-		repo, err = git.PlainInit(g.opts.CacheDir, true)
+		repo, err = git.PlainInit(g.repoDir, true)
 		if err == nil {
 			_, err = repo.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{g.opts.URL}})
 		}
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: open cache %s: %w", errLocal, g.opts.CacheDir, err)
+		return nil, fmt.Errorf("%w: open cache %s: %w", errLocal, g.repoDir, err)
 	}
 	remote, err := repo.Remote("origin")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errLocal, err)
 	}
 	if cfg := remote.Config(); len(cfg.URLs) != 1 || cfg.URLs[0] != g.opts.URL {
-		return nil, fmt.Errorf("%w: cache %s belongs to another URL", errLocal, g.opts.CacheDir)
+		return nil, fmt.Errorf("%w: cache %s belongs to another URL", errLocal, g.repoDir)
 	}
 
 	var spec config.RefSpec

@@ -128,7 +128,7 @@ func TestGitSource(t *testing.T) {
 			if set.Commit != c1 || ids(set) != "a,dns" || len(set.Problems) != 0 {
 				t.Fatalf("first load: commit %s (want %s) hunts %s problems %v", set.Commit, c1, ids(set), set.Problems)
 			}
-			if _, err := os.Stat(filepath.Join(opts.CacheDir, "shallow")); err != nil {
+			if _, err := os.Stat(filepath.Join(src.(*gitSource).repoDir, "shallow")); err != nil {
 				t.Errorf("the clone is not shallow: %v", err)
 			}
 			if h, _ := set.Get("dns"); h.File != "net/dns.yml" {
@@ -243,5 +243,27 @@ func TestNewGitRejectsCredentialsInURL(t *testing.T) {
 	}
 	if _, err := NewGit(GitOptions{URL: "ssh://git@git.example.com/hunts.git", SSHKeyFile: "/k"}); err == nil {
 		t.Fatal("SSH key without known_hosts accepted")
+	}
+}
+
+// TestGitBrokenCacheRecovers: a cache that lost its objects (disk trouble, an interrupted
+// write) is wiped and cloned again instead of failing forever.
+func TestGitBrokenCacheRecovers(t *testing.T) {
+	repo := newGitRepo(t)
+	repo.commit("v1", map[string]string{"a.yaml": huntYAML("5m", "v1")})
+	src, _ := NewGit(GitOptions{URL: "file://" + repo.origin, CacheDir: t.TempDir()})
+	mustLoad(t, src)
+	objects := filepath.Join(src.(*gitSource).repoDir, "objects")
+	if err := os.RemoveAll(objects); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(objects, 0o755)
+	c2 := repo.commit("v2", map[string]string{"a.yaml": huntYAML("5m", "v2")})
+	set, err := src.Load(context.Background())
+	if err != nil {
+		t.Fatalf("broken cache not recovered: %v", err)
+	}
+	if a, _ := set.Get("a"); set.Commit != c2 || !strings.Contains(a.Query, "'v2'") {
+		t.Errorf("commit %s (want %s), a = %s", set.Commit, c2, a.Query)
 	}
 }
