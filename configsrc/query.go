@@ -328,7 +328,11 @@ func checkQuery(q string) (queryInfo, []queryIssue) {
 					issues = append(issues, queryIssue{t.pos, "INTO OUTFILE writes a file; remove it (hunt-runner stores findings in hunt_findings)"})
 				}
 			case "FORMAT":
-				if depth == 0 {
+				// The clause is FORMAT <name> at the end (maybe before SETTINGS); a column
+				// that happens to be called format is not one.
+				n1, ok1 := next(1)
+				n2, ok2 := next(2)
+				if depth == 0 && ok1 && n1.kind == tkWord && (!ok2 || (n2.kind == tkWord && strings.EqualFold(n2.text, "SETTINGS"))) {
 					issues = append(issues, queryIssue{t.pos, "FORMAT clause: remove it; hunt-runner inserts the rows into hunt_findings itself"})
 				}
 			case "SETTINGS":

@@ -1,0 +1,65 @@
+package configsrc
+
+import (
+	"strings"
+	"testing"
+)
+
+const win = " WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}"
+
+// TestCheckQuery covers what the corpus does not: look-alikes that must pass, and clause forms.
+func TestCheckQuery(t *testing.T) {
+	for _, tc := range []struct {
+		q, want string // want "" = accepted
+	}{
+		{"SELECT format, settings FROM t" + win, ""},
+		{"SELECT x AS format FROM t" + win + " ORDER BY format", ""},
+		{"SELECT URLHierarchy(u), decodeURLComponent(u), fileName FROM t" + win, ""},
+		{"SELECT dictGet('geo', 'country', ip) FROM t" + win, ""},
+		{"SELECT 'url(x); DROP' FROM t" + win + " -- s3('x')", ""},
+		{"(SELECT 1 FROM t" + win + ") UNION ALL (SELECT 2 FROM t" + win + ")", ""},
+		{"SELECT 1 FROM t" + win + ";  -- trailing\n", ""},
+		{"SELECT * FROM merge(currentDatabase(), '^events')" + win, ""},
+		{"SELECT 1 FROM t" + win + " FORMAT JSON", "FORMAT clause"},
+		{"SELECT 1 FROM t" + win + " FORMAT JSON SETTINGS max_threads = 1", "FORMAT clause"},
+		{"SELECT 1 FROM t" + win + " SETTINGS Readonly = 0", "SETTINGS Readonly is not allowed"},
+		{"SELECT * FROM REMOTE('h', db.t)" + win, "queries another ClickHouse server"},
+		{"SELECT * FROM clusterAllReplicas('c', db.t)" + win, "fans the query out"},
+		{"SELECT * FROM icebergS3('https://b/x')" + win, "data lake"},
+		{"SELECT * FROM postgresql('h:5432', 'db', 't', 'u', 'p')" + win, "PostgreSQL"},
+		{"SELECT * FROM executable('x.sh', TabSeparated, 'a String')" + win, "runs a program"},
+		{"SELECT * FROM input('a String')" + win, "reads data sent by the client"},
+		{"INSERT INTO x SELECT 1", "an INSERT statement"},
+		{"SET readonly = 0", "a SET statement"},
+		{"SYSTEM FLUSH LOGS", "a SYSTEM statement"},
+		{"SHOW TABLES", `must start with SELECT or WITH, not "SHOW"`},
+		{"SELECT 1 /* open", "unterminated /* comment"},
+		{"SELECT `col FROM t", "unterminated quoted identifier"},
+		{"-- only a comment", "only comments"},
+		{"SELECT 1; SELECT 2", "found 2"},
+		{"SELECT 1 FROM t WHERE ts >= {window_start:DateTime64(3)}", "does not use both"},
+	} {
+		_, issues := checkQuery(tc.q)
+		var msgs []string
+		for _, is := range issues {
+			msgs = append(msgs, is.msg)
+		}
+		got := strings.Join(msgs, " | ")
+		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%q:\n got  %q\n want %q", tc.q, got, tc.want)
+		}
+	}
+}
+
+func TestExpandWindow(t *testing.T) {
+	q := "SELECT 1 FROM t WHERE {window} AND x = '{window}' OR {window}"
+	info, issues := checkQuery(q)
+	if len(issues) != 0 {
+		t.Fatal(issues)
+	}
+	got := expandWindow(q, info.windowTokens, "`event time`")
+	want := "SELECT 1 FROM t WHERE (`event time` >= {window_start:DateTime64(3)} AND `event time` < {window_end:DateTime64(3)}) AND x = '{window}' OR (`event time` >= {window_start:DateTime64(3)} AND `event time` < {window_end:DateTime64(3)})"
+	if got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
