@@ -156,7 +156,41 @@ func (d *decoder) yamlError(err error) {
 			return
 		}
 	}
+	if open, at := unclosedFlow(d.lines, line); open != 0 {
+		d.addf(line, 1, "YAML syntax: %s (the %c on line %d is never closed)", msg, open, at)
+		return
+	}
 	d.addf(line, 1, "YAML syntax: %s", msg)
+}
+
+// unclosedFlow finds a flow collection ({…} or […]) opened on a line before upTo and not
+// closed on that line, the usual cause of a confusing error further down.
+func unclosedFlow(lines []string, upTo int) (open rune, line int) {
+	for i := 0; i < upTo-1 && i < len(lines); i++ {
+		var stack []rune
+		quote := rune(0)
+	scan:
+		for _, r := range lines[i] {
+			switch {
+			case quote != 0:
+				if r == quote {
+					quote = 0
+				}
+			case r == '\'' || r == '"':
+				quote = r
+			case r == '#':
+				break scan
+			case r == '{' || r == '[':
+				stack = append(stack, r)
+			case (r == '}' || r == ']') && len(stack) > 0:
+				stack = stack[:len(stack)-1]
+			}
+		}
+		if len(stack) > 0 {
+			return stack[0], i + 1
+		}
+	}
+	return 0, 0
 }
 
 func invalidUTF8Pos(data []byte) (line, col int) {
