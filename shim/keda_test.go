@@ -70,7 +70,7 @@ func TestKedaReaderSemantics(t *testing.T) {
 func TestKedaReadsTheShim(t *testing.T) {
 	e := startEngine(t)
 	coordination(t, e.conn, e.db, "a", "b")
-	s := startShim(t, Options{Conn: e.conn, Database: e.db, OtelDatabase: e.db, Token: "tok", Timeout: 400 * time.Millisecond, RetryBackoff: time.Nanosecond})
+	s := startShim(t, Options{Conn: e.conn, Database: e.db, OtelDatabase: e.db, Token: "tok", RetryBackoff: time.Nanosecond})
 	auth := []string{"Authorization", "Bearer tok"}
 	read := func(path string, activation float64, header ...string) (float64, bool, error) {
 		r := s.get(t, path, header...)

@@ -336,7 +336,7 @@ func (s *Server) settle(e *entry, v float64, err error) answer {
 		} else {
 			attrs = append(attrs, "cold_hold", e.query.ColdHold)
 		}
-		s.log.Warn("ClickHouse query failed; holding the last good value (no scaling change)", attrs...)
+		s.log.Warn("ClickHouse query failed; holding the last good value, or cold_hold when there is none (no scaling change)", attrs...)
 	}
 	return s.heldLocked(e, now)
 }
