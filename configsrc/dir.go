@@ -120,6 +120,19 @@ func (d *dirSource) Load(ctx context.Context) (*Set, error) {
 			continue
 		}
 		d.remember(files, d.opts.Now())
+		if hasUnsettled(files) {
+			// Typically a git-sync or editor write just happened: wait out Settle once and
+			// read again, so one reload yields a clean set instead of a burst of problems.
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(d.opts.Settle):
+			}
+			if again, err := readTree(root, d.settled); err == nil {
+				files = again
+				d.remember(files, d.opts.Now())
+			}
+		}
 		return buildSet(files, d.opts.SpreadFraction, d.String(), ""), nil
 	}
 	return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, d.dir, lastErr)
@@ -248,4 +261,13 @@ func readStable(p, rel string) (rawFile, bool, error) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return rawFile{rel: rel, problem: "file kept changing while it was read; it is read again on the next reload"}, false, nil
+}
+
+func hasUnsettled(files []rawFile) bool {
+	for _, f := range files {
+		if f.unsettled {
+			return true
+		}
+	}
+	return false
 }

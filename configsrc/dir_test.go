@@ -298,14 +298,15 @@ func TestDirRootSymlinkSwap(t *testing.T) {
 	writeFile(t, filepath.Join(base, "wt2", "hunts", "b.yaml"), huntYAML("5m", "2"))
 	link := filepath.Join(base, "current")
 	os.Symlink("wt1", link)
-	src, _ := NewDir(filepath.Join(link, "hunts"), Options{Settle: -1})
-	if got := ids(mustLoad(t, src)); got != "a" {
-		t.Fatalf("before swap: %s", got)
+	// Freshly written files: one Load waits out Settle and returns a clean set.
+	src, _ := NewDir(filepath.Join(link, "hunts"), Options{Settle: 200 * time.Millisecond})
+	if set := mustLoad(t, src); ids(set) != "a" || len(set.Problems) != 0 {
+		t.Fatalf("before swap: %s %v", ids(set), set.Problems)
 	}
 	os.Symlink("wt2", link+".tmp")
 	os.Rename(link+".tmp", link)
-	if got := ids(mustLoad(t, src)); got != "b" {
-		t.Fatalf("after swap: %s", got)
+	if set := mustLoad(t, src); ids(set) != "b" || len(set.Problems) != 0 {
+		t.Fatalf("after swap: %s %v", ids(set), set.Problems)
 	}
 }
 
