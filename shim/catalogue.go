@@ -81,6 +81,7 @@ func (d *duration) UnmarshalYAML(n *yaml.Node) error {
 // Query is one resolved, validated catalogue entry.
 type Query struct {
 	Name     string
+	Builtin  string            // the builtin the SQL comes from, "" for catalogue SQL
 	SQL      string            // with __DB__ resolved
 	Database string            // resolved database name
 	Params   []string          // request parameters, sorted
@@ -285,7 +286,7 @@ func resolveQuery(name string, s *querySpec, o CatalogueOptions) (*Query, error)
 		if q.Database == "" {
 			return nil, bad("builtin %q needs a database", *s.Builtin)
 		}
-		q.SQL = gen(q.Database)
+		q.SQL, q.Builtin = gen(q.Database), *s.Builtin
 	case s.SQL != nil:
 		sql := strings.TrimSpace(*s.SQL)
 		if sql == "" {

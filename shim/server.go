@@ -184,8 +184,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ReadHeaderTimeout: 5 * time.Second,
 		IdleTimeout:       90 * time.Second,
 	}
+	backlog, _ := s.cat.Lookup(BacklogQuery)
+	source := backlog.Builtin
+	if source == "" {
+		source = "sql"
+	}
 	s.log.Info("KEDA shim listening", "addr", ln.Addr().String(), "queries", strings.Join(s.cat.Names(), ","),
-		"auth", s.opts.Token != "")
+		"backlog_source", source, "auth", s.opts.Token != "")
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {
