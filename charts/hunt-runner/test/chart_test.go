@@ -316,6 +316,7 @@ networkPolicy:
 					"runner":      one[appsv1.Deployment](t, r, runnerName).Spec.Template.Labels,
 					"shim":        one[appsv1.Deployment](t, r, shimName).Spec.Template.Labels,
 					"materialise": one[batchv1.Job](t, r, matName).Spec.Template.Labels,
+					"helm test":   one[corev1.Pod](t, r, runnerName+"-test").Labels,
 				}
 				for comp, l := range pods {
 					n := 0

@@ -60,6 +60,12 @@ func checkInvariants(t *testing.T, r *rendered, ns string) {
 			t.Errorf("Job/%s: restartPolicy %q", j.Name, j.Spec.Template.Spec.RestartPolicy)
 		}
 	}
+	for _, p := range all[corev1.Pod](r) {
+		checkPodTemplate(t, "Pod/"+p.Name, corev1.PodTemplateSpec{ObjectMeta: p.ObjectMeta, Spec: p.Spec}, false)
+		if p.Annotations["helm.sh/hook"] != "test" {
+			t.Errorf("Pod/%s: the only bare Pod is the helm test hook", p.Name)
+		}
+	}
 	for _, c := range all[batchv1.CronJob](r) {
 		checkPodTemplate(t, "CronJob/"+c.Name, c.Spec.JobTemplate.Spec.Template, false)
 		if c.Spec.ConcurrencyPolicy != batchv1.ForbidConcurrent {

@@ -147,6 +147,8 @@ func decode(source string, raw []byte) (object, error) {
 		obj = &corev1.Secret{}
 	case "v1/ConfigMap":
 		obj = &corev1.ConfigMap{}
+	case "v1/Pod":
+		obj = &corev1.Pod{}
 	case "batch/v1/Job":
 		obj = &batchv1.Job{}
 	case "batch/v1/CronJob":
