@@ -4,7 +4,8 @@
 // Connection: Options names the server by URL (clickhouse:// for the native protocol, http(s)://
 // for HTTP), the user, and a password that comes from the environment or a file, never a flag.
 // Open retries only what waiting can fix (DNS, refused, timeouts) within ConnectTimeout and
-// classifies failures as ErrDNS, ErrRefused, ErrAuth, ErrUnknownDatabase, ErrTLS or ErrConfig.
+// classifies failures as ErrDNS, ErrRefused, ErrTimeout, ErrAuth, ErrUnknownDatabase, ErrTLS or
+// ErrConfig.
 // The password never appears in a log line or an error: URLs are shown through Redact and
 // driver errors are scrubbed before they leave this package.
 //

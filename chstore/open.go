@@ -16,8 +16,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
-// What a failed connection attempt was, for errors.Is. Open retries ErrDNS and ErrRefused (a
-// server or its DNS record may still be coming up) and timeouts; it never retries ErrAuth,
+// What a failed connection attempt was, for errors.Is. Open retries ErrDNS, ErrRefused and
+// ErrTimeout (a server or its DNS record may still be coming up); it never retries ErrAuth,
 // ErrUnknownDatabase, ErrTLS or ErrConfig, which waiting cannot fix.
 var (
 	ErrDNS             = errors.New("ClickHouse host name does not resolve")
@@ -25,6 +25,7 @@ var (
 	ErrAuth            = errors.New("ClickHouse authentication failed")
 	ErrUnknownDatabase = errors.New("ClickHouse database does not exist")
 	ErrTLS             = errors.New("ClickHouse TLS handshake failed")
+	ErrTimeout         = errors.New("ClickHouse did not answer in time")
 )
 
 // ClickHouse exception codes Open classifies.
@@ -79,13 +80,15 @@ func hint(kind error) string {
 		return "create it with `hunt-runner schema`, or fix --database / the URL path"
 	case ErrTLS:
 		return "check --clickhouse-ca-file, the server certificate, and that the port speaks TLS"
+	case ErrTimeout:
+		return "is a firewall dropping packets, or does the port speak another protocol (9000 native, 8123 HTTP)?"
 	}
 	return ""
 }
 
 // retryable reports whether waiting may help.
 func retryable(kind error) bool {
-	return kind == nil || kind == ErrDNS || kind == ErrRefused
+	return kind == nil || kind == ErrDNS || kind == ErrRefused || kind == ErrTimeout
 }
 
 // classify turns a driver error into a ConnectError with the secrets scrubbed.
@@ -118,6 +121,9 @@ func classify(err error, url string, secrets ...string) *ConnectError {
 		errors.As(err, &verifyErr), errors.As(err, &recordErr),
 		strings.Contains(msg, "x509:"), strings.Contains(msg, "tls:"), strings.Contains(msg, "HTTP response to HTTPS client"):
 		ce.Kind = ErrTLS
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, clickhouse.ErrAcquireConnTimeout),
+		strings.Contains(msg, "i/o timeout"), strings.Contains(msg, "acquire conn timeout"):
+		ce.Kind = ErrTimeout
 	}
 	return ce
 }
@@ -148,39 +154,51 @@ func Open(ctx context.Context, o Options, log *slog.Logger) (driver.Conn, error)
 		log.Warn("TLS certificate verification is disabled for ClickHouse; anyone on the path can impersonate the server")
 	}
 
-	conn, err := clickhouse.Open(chOpts)
+	start := time.Now()
+	deadline := start.Add(o.ConnectTimeout)
+	// Attempts run on a throwaway client whose timeouts fit the attempt: the driver bounds the
+	// native handshake by DialTimeout alone, ignoring the context, and the long-lived client
+	// keeps the driver's generous DialTimeout because it doubles as the pool wait.
+	attemptTimeout := min(o.DialTimeout, o.ConnectTimeout)
+	probeOpts := *chOpts
+	probeOpts.DialTimeout = attemptTimeout
+	probeOpts.DialContext = dialer(attemptTimeout, chOpts.TLS, chOpts.Protocol == clickhouse.Native)
+	probe, err := clickhouse.Open(&probeOpts)
 	if err != nil {
 		return nil, classify(err, safeURL, secrets...)
 	}
-	start := time.Now()
-	deadline := start.Add(o.ConnectTimeout)
+	defer probe.Close()
 	backoff := 250 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		attemptTimeout := min(o.DialTimeout, time.Until(deadline))
-		actx, cancel := context.WithTimeout(ctx, max(attemptTimeout, 10*time.Millisecond))
-		err = conn.Ping(actx)
+		actx, cancel := context.WithTimeout(ctx, max(min(2*attemptTimeout, time.Until(deadline)), 10*time.Millisecond))
+		err = probe.Ping(actx)
 		cancel()
 		if err == nil {
 			break
 		}
 		if ctx.Err() != nil {
-			_ = conn.Close()
 			return nil, fmt.Errorf("connect to ClickHouse at %s: %w", safeURL, ctx.Err())
 		}
 		ce := classify(err, safeURL, secrets...)
 		ce.Attempts = attempt
 		if !retryable(ce.Kind) || time.Until(deadline) < backoff {
-			_ = conn.Close()
 			return nil, ce
 		}
 		log.Warn("ClickHouse not reachable yet; retrying", "attempt", attempt, "retry_in", backoff.String(), "err", ce.cause)
 		select {
 		case <-ctx.Done():
-			_ = conn.Close()
 			return nil, fmt.Errorf("connect to ClickHouse at %s: %w", safeURL, ctx.Err())
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 5*time.Second)
+	}
+	conn, err := clickhouse.Open(chOpts)
+	if err != nil {
+		return nil, classify(err, safeURL, secrets...)
+	}
+	if err := conn.Ping(ctx); err != nil {
+		_ = conn.Close()
+		return nil, classify(err, safeURL, secrets...)
 	}
 	if !o.AllowMissingDatabase {
 		if err := checkDatabase(ctx, conn, o.Database); err != nil {

@@ -244,3 +244,50 @@ func TestOpenTLS(t *testing.T) {
 		t.Errorf("https to a plain server: got %v, want ErrTLS", err)
 	}
 }
+
+// The native protocol over TLS goes through chstore's own dialer; it must verify the server.
+func TestOpenNativeTLS(t *testing.T) {
+	url, ca := tlsAuthServer(t)
+	native := strings.Replace(url, "https://", "clickhouse://", 1) + "?secure=true"
+	ctx := context.Background()
+	_, err := Open(ctx, Options{URL: native, ConnectTimeout: time.Second}, nil)
+	if !errors.Is(err, ErrTLS) {
+		t.Errorf("untrusted certificate: got %v, want ErrTLS", err)
+	}
+	// With the CA the handshake passes and the failure comes later (an HTTP server cannot
+	// speak the native protocol).
+	_, err = Open(ctx, Options{URL: native, TLSCAFile: ca, ConnectTimeout: time.Second}, nil)
+	if err == nil || errors.Is(err, ErrTLS) {
+		t.Errorf("trusted certificate: got %v, want a non-TLS failure", err)
+	}
+}
+
+// A server that accepts TCP and never answers must not hold Open past its ConnectTimeout, on
+// either protocol (the native handshake is bounded by the probe client's short DialTimeout).
+func TestOpenBlackholeBounded(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	for _, scheme := range []string{"http", "clickhouse"} {
+		start := time.Now()
+		_, err = Open(context.Background(), Options{URL: scheme + "://" + l.Addr().String(), ConnectTimeout: 1500 * time.Millisecond, DialTimeout: 500 * time.Millisecond}, nil)
+		if !errors.Is(err, ErrTimeout) {
+			t.Errorf("%s: got %v, want ErrTimeout", scheme, err)
+		}
+		if took := time.Since(start); took > 4*time.Second {
+			t.Errorf("%s: took %v, ConnectTimeout was 1.5s", scheme, took)
+		}
+		t.Logf("%s after %v: %v", scheme, time.Since(start).Round(time.Millisecond), err)
+	}
+}

@@ -1,6 +1,7 @@
 package chstore
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -53,7 +54,7 @@ type Options struct {
 	// ConnectTimeout bounds how long Open keeps retrying the first connection.
 	// Default DefaultConnectTimeout.
 	ConnectTimeout time.Duration
-	// DialTimeout bounds one connection attempt. Default DefaultDialTimeout.
+	// DialTimeout bounds one TCP connect (and TLS handshake). Default DefaultDialTimeout.
 	DialTimeout time.Duration
 	// AllowMissingDatabase lets Open succeed while Database does not exist yet (for `schema`).
 	// Otherwise Open fails with ErrUnknownDatabase, so a runner started before the schema says
@@ -287,7 +288,12 @@ func (o Options) ClickHouseOptions() (*clickhouse.Options, error) {
 		}
 		ch.TLS = cfg
 	}
-	ch.DialTimeout = o.DialTimeout
+	// The driver's own native dialer ignores the context; this one honours it, so Open's
+	// per-attempt deadline and a caller's cancellation cut a hanging connect short.
+	ch.DialContext = dialer(o.DialTimeout, ch.TLS, ch.Protocol == clickhouse.Native)
+	// The driver also uses DialTimeout as the wait for a free pooled connection, so it stays
+	// at the driver's default unless the per-connect timeout is longer.
+	ch.DialTimeout = max(o.DialTimeout, poolWait)
 	if o.MaxOpenConns > 0 {
 		ch.MaxOpenConns = o.MaxOpenConns
 		if ch.MaxIdleConns == 0 || ch.MaxIdleConns > o.MaxOpenConns {
@@ -295,6 +301,33 @@ func (o Options) ClickHouseOptions() (*clickhouse.Options, error) {
 		}
 	}
 	return ch, nil
+}
+
+// poolWait is how long a query may wait for a free pooled connection (the driver's default).
+const poolWait = 30 * time.Second
+
+// dialer connects one TCP connection within timeout and the context, adding TLS for the native
+// protocol (HTTP's transport adds it itself from the TLS config).
+func dialer(timeout time.Duration, cfg *tls.Config, native bool) func(context.Context, string) (net.Conn, error) {
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		d := net.Dialer{Timeout: timeout}
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil || !native || cfg == nil {
+			return conn, err
+		}
+		c := cfg.Clone()
+		if c.ServerName == "" {
+			c.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		hctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		tc := tls.Client(conn, c)
+		if err := tc.HandshakeContext(hctx); err != nil {
+			conn.Close()
+			return nil, err
+		}
+		return tc, nil
+	}
 }
 
 // String shows the options with the password redacted.

@@ -153,8 +153,8 @@ func TestClickHouseOptions(t *testing.T) {
 	if ch.Settings["max_execution_time"] != 60 || ch.Compression == nil || ch.Compression.Method != clickhouse.CompressionLZ4 {
 		t.Errorf("URL parameters lost: settings %v compression %v", ch.Settings, ch.Compression)
 	}
-	if ch.DialTimeout != time.Second {
-		t.Errorf("dial timeout %v", ch.DialTimeout)
+	if ch.DialContext == nil || ch.DialTimeout < 30*time.Second {
+		t.Errorf("want a context-aware dialer and the driver's 30s pool wait, got %v", ch.DialTimeout)
 	}
 	ch, err = Options{URL: "clickhouse://h/hunt_runner", AllowMissingDatabase: true}.ClickHouseOptions()
 	if err != nil {
