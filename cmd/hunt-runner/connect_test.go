@@ -151,3 +151,27 @@ func TestBuildLogger(t *testing.T) {
 		t.Errorf("text logger with a bad level:\n%s", buf.String())
 	}
 }
+
+func TestLogLevelIsReadFromTheGlobalFlagOrEnv(t *testing.T) {
+	run := func(args ...string) string {
+		var got string
+		app := &cli.App{
+			Name: "hunt-runner", Flags: []cli.Flag{logLevelFlag},
+			Commands: []*cli.Command{{Name: "probe", Action: func(c *cli.Context) error {
+				got = lookupString(c, "log-level")
+				return nil
+			}}},
+		}
+		if err := app.Run(append([]string{"hunt-runner"}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := run("--log-level", "debug", "probe"); got != "debug" {
+		t.Errorf("global flag: got %q", got)
+	}
+	t.Setenv("HUNT_RUNNER_LOG_LEVEL", "warn")
+	if got := run("probe"); got != "warn" {
+		t.Errorf("env: got %q", got)
+	}
+}
