@@ -47,20 +47,24 @@ func TestApplyTwiceIsNoOp(t *testing.T) {
 			for _, tb := range chstore.TableNames() {
 				want = append(want, "table "+name+"."+tb)
 			}
+			start := time.Now()
 			rep, err := chstore.Apply(ctx, db.Conn, name, topo, "default")
 			if err != nil {
 				t.Fatal(err)
 			}
+			first := time.Since(start)
 			if !slices.Equal(rep.Created, want) || len(rep.Existing) != 0 {
 				t.Fatalf("first Apply: created %v existing %v, want created %v", rep.Created, rep.Existing, want)
 			}
 			if topo == chstore.TopologyAuto && rep.Topology != chstore.TopologySingle {
 				t.Errorf("auto resolved to %s on a single engine", rep.Topology)
 			}
+			start = time.Now()
 			rep, err = chstore.Apply(ctx, db.Conn, name, topo, "default")
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Logf("Apply: first %v, no-op %v", first.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 			if len(rep.Created) != 0 || !slices.Equal(rep.Existing, want) {
 				t.Fatalf("second Apply: created %v existing %v, want nothing created", rep.Created, rep.Existing)
 			}
