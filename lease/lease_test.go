@@ -291,7 +291,9 @@ func TestConcurrentClaimsWinOnce(t *testing.T) {
 		results := make([]lease.Result, 2)
 		errs := make([]error, 2)
 		for i := range 2 {
-			c := newCoord(t, db, fmt.Sprintf("pod-%d-%d", round, i), time.Minute, time.Second)
+			// A generous settle: the liveness check below (every fire won once) needs each
+			// insert acknowledged within it even on a loaded test machine.
+			c := newCoord(t, db, fmt.Sprintf("pod-%d-%d", round, i), time.Minute, 3*time.Second)
 			wg.Go(func() { results[i], errs[i] = c.Claim(ctx, fires) })
 		}
 		wg.Wait()

@@ -150,10 +150,14 @@ const (
 	newestArgMax  newest = iota // argMax(tuple, version) GROUP BY hunt_id
 	newestFinal                 // FROM t FINAL (ties on the version resolved by insert order)
 	newestLimitBy               // ORDER BY version DESC LIMIT 1 BY hunt_id
+	newestMixed                 // FINAL, except LIMIT 1 BY for hunt_lease (exact claim_id tie-break)
 )
 
-// snapshotNewest is the form Snapshot uses (see BenchmarkSnapshot).
-const snapshotNewest = newestArgMax
+// snapshotNewest is the form Snapshot uses. BenchmarkSnapshot (10,000 hunts, 5 unmerged
+// parts, chDB, interleaved, median): FINAL 78 ms, FINAL with LIMIT 1 BY for the lease 73 ms,
+// LIMIT 1 BY 86 ms, argMax 96 ms. FINAL alone breaks ties on the version by insert order;
+// LIMIT 1 BY on (claimed, claim_id) keeps the lease order every claimer uses, at no cost.
+const snapshotNewest = newestMixed
 
 // newestRows returns a subquery with columns hunt_id and the named cols of the newest row
 // per hunt_id of table by version (a tuple expression for ties).
@@ -161,7 +165,7 @@ func newestRows(database, table string, cols []string, version string, how newes
 	tbl := lease.QuoteIdent(database) + "." + table
 	list := strings.Join(cols, ", ")
 	switch how {
-	case newestFinal:
+	case newestFinal, newestMixed:
 		return "SELECT hunt_id, " + list + " FROM " + tbl + " FINAL"
 	case newestLimitBy:
 		return "SELECT hunt_id, " + list + " FROM " + tbl + " ORDER BY hunt_id, " + version + " DESC LIMIT 1 BY hunt_id"
@@ -181,7 +185,11 @@ func snapshotSQL(database string, how newest) string {
 	if how == newestLimitBy {
 		leaseVersion = "claimed DESC, claim_id"
 	}
-	ls := newestRows(database, "hunt_lease", []string{"fire", "owner", "claim_id", "claimed", "lease_until"}, leaseVersion, how)
+	leaseHow := how
+	if how == newestMixed {
+		leaseHow, leaseVersion = newestLimitBy, "claimed DESC, claim_id"
+	}
+	ls := newestRows(database, "hunt_lease", []string{"fire", "owner", "claim_id", "claimed", "lease_until"}, leaseVersion, leaseHow)
 	st := newestRows(database, "hunt_state", []string{"status", "consecutive_failures", "last_error", "last_fire", "updated"}, "updated", how)
 	const nilID = "toUUID('00000000-0000-0000-0000-000000000000')"
 	const zeroTS = "toDateTime64(0, 6, 'UTC')"

@@ -180,7 +180,7 @@ func TestSnapshot(t *testing.T) {
 	}
 
 	var snaps []Snapshot
-	for _, how := range []newest{newestArgMax, newestFinal, newestLimitBy} {
+	for _, how := range []newest{newestArgMax, newestFinal, newestLimitBy, newestMixed} {
 		snap, err := s.snapshot(ctx, how)
 		if err != nil {
 			t.Fatalf("strategy %d: %v", how, err)
