@@ -93,6 +93,9 @@ func ParseURL(raw string) (Endpoint, error) {
 		// url.Error echoes the input; report only the redacted form.
 		return e, fmt.Errorf("%w: cannot parse ClickHouse URL %q (URL-encode special characters in the user and password)", ErrConfig, Redact(raw))
 	}
+	if suspiciousURL(raw, u) {
+		return e, fmt.Errorf("%w: ClickHouse URL %q: a '#' or '?' in the user or password must be URL-encoded (%%23, %%3F)", ErrConfig, Redact(raw))
+	}
 	secure := false
 	switch u.Scheme {
 	case "clickhouse", "tcp":
@@ -357,7 +360,7 @@ const redacted = "xxxxx"
 // Redact returns the URL with any password (userinfo or ?password=) replaced by xxxxx. It works on
 // URLs that do not parse too, masking too much rather than too little.
 func Redact(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
+	if u, err := url.Parse(raw); err == nil && !suspiciousURL(raw, u) {
 		if u.User != nil {
 			if _, ok := u.User.Password(); ok {
 				u.User = url.UserPassword(u.User.Username(), redacted)
@@ -370,6 +373,21 @@ func Redact(raw string) string {
 		return u.String()
 	}
 	return redactRaw(raw)
+}
+
+// suspiciousURL reports a URL that parsed, but not as its author meant: an unescaped '#' or '?'
+// in the password ends the host early, so the rest of the password lands in the fragment or
+// the query where nothing would redact it.
+func suspiciousURL(raw string, u *url.URL) bool {
+	if u.Fragment != "" || strings.HasSuffix(raw, "#") {
+		return true
+	}
+	if u.User == nil {
+		if i := strings.Index(u.RawQuery, "@"); i >= 0 && !strings.Contains(u.RawQuery[:i], "=") {
+			return true
+		}
+	}
+	return false
 }
 
 func redactQuery(q string) string {

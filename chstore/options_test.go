@@ -62,6 +62,9 @@ func TestParseURLErrors(t *testing.T) {
 		"https://u:" + secret + "@h?secure=false",
 		"http://u:" + secret + "@h:port/x",
 		"clickhouse://u:" + secret + "@h?secure=maybe",
+		// Unescaped '#' or '?' in a numeric-looking password: parses, but wrongly.
+		"clickhouse://u:12#" + secret + "@h",
+		"clickhouse://u:12?" + secret + "@h",
 	} {
 		_, err := ParseURL(raw)
 		if err == nil {
@@ -88,6 +91,8 @@ func TestRedact(t *testing.T) {
 		// Unparseable: masked on the raw text.
 		{"http://bob:hun:ter/2@h:bad/db", "http://bob:xxxxx@h:bad/db"},
 		{"http://h:bad/?password=hunter2", "http://h:bad/?xxxxx"},
+		{"clickhouse://u:12#hunter2@h", "clickhouse://u:xxxxx@h"},
+		{"clickhouse://u:12?hunter2@h/db", "clickhouse://u:xxxxx@h/db"},
 	}
 	for _, tt := range tests {
 		if got := Redact(tt.in); got != tt.want {
