@@ -491,6 +491,7 @@ func TestRenderRefuses(t *testing.T) {
 			"needs materialise.enabled: KEDA reads the due backlog from hunt_schedule"},
 		{"no ClickHouse URL", "{}", "clickhouse.url is required"},
 		{"password in the URL", "clickhouse: {url: \"clickhouse://u:secret@ch:9000\"}\n", "must not carry a password"},
+		{"password in the URL query", "clickhouse: {url: \"http://ch:8123/?user=u&password=secret\"}\n", "must not carry a password"},
 		{"min above max", base + "---\n" + "huntRunner: {autoscaling: {enabled: true, minReplicaCount: 6}}\n", "must not exceed maxReplicaCount"},
 		{"native trigger without host", base + "---\n" + "huntRunner: {autoscaling: {enabled: true, source: clickhouse, clickhouse: {existingSecret: s}}}\n", "needs huntRunner.autoscaling.clickhouse.host"},
 		{"native trigger without secret", base + "---\n" + "huntRunner: {autoscaling: {enabled: true, source: clickhouse, clickhouse: {host: ch}}}\n", "needs huntRunner.autoscaling.clickhouse.existingSecret"},
