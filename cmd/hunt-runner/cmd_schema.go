@@ -57,11 +57,17 @@ func runSchema(c *cli.Context) error {
 		return cli.Exit("--topology cluster needs --cluster", exitUsage)
 	}
 	if c.Bool("print") {
-		o, err := clickhouseOptions(c).WithDefaults()
-		if err != nil {
-			return cli.Exit(err.Error(), exitUsage)
+		// Only the database name matters here; a password file or TLS setting that would fail
+		// to connect must not stop a review of the DDL.
+		o := clickhouseOptions(c)
+		database := o.Database
+		if ep, err := chstore.ParseURL(o.URL); database == "" && err == nil {
+			database = ep.Database
 		}
-		return printSchema(c.App.Writer, o.Database, topo, cluster)
+		if database == "" {
+			database = chstore.DefaultDatabase
+		}
+		return printSchema(c.App.Writer, database, topo, cluster)
 	}
 
 	log := newLogger(c)

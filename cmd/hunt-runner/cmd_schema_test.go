@@ -56,6 +56,10 @@ func TestSchemaPrintFlags(t *testing.T) {
 		!strings.Contains(out, "'/clickhouse/tables/{shard}/sec/hunt_lease'") {
 		t.Errorf("--database/--cluster not honoured:\n%s", out)
 	}
+	out, err = runApp(t, "schema", "--print", "--clickhouse-url", "clickhouse://ch/fromurl", "--clickhouse-password-file", "/nonexistent")
+	if err != nil || !strings.Contains(out, "CREATE DATABASE IF NOT EXISTS `fromurl`") {
+		t.Errorf("--print should take the database from the URL and ignore connection settings: %v\n%s", err, out)
+	}
 	out, err = runApp(t, "schema", "--print")
 	if err != nil || !strings.Contains(out, "topology single") || strings.Contains(out, "Replicated") {
 		t.Errorf("--print with auto topology should print single: %v\n%s", err, out)
