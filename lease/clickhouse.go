@@ -72,8 +72,34 @@ type chStore struct {
 
 func (s chStore) table(name string) string { return QuoteIdent(s.database) + "." + name }
 
+// maxStatement caps the hunts bound into one statement. Parameters travel in the URL over
+// HTTP, and servers cap its size (http_max_uri_size, 1 MiB by default): 2,000 hunts with
+// long ids and their claim ids stay well under it. A larger batch costs its round trips once
+// per 2,000 hunts; the protocol still waits one settle.
+const maxStatement = 2000
+
+func chunks[T any](all []T) [][]T {
+	var out [][]T
+	for len(all) > maxStatement {
+		out = append(out, all[:maxStatement])
+		all = all[maxStatement:]
+	}
+	return append(out, all)
+}
+
 func (s chStore) Read(ctx context.Context, hunts []string) (View, error) {
 	v := View{Leases: make(map[string]Row, len(hunts)), Watermarks: make(map[string]int64, len(hunts))}
+	for _, part := range chunks(uniq(hunts)) {
+		if err := s.read(ctx, part, &v); err != nil {
+			return v, err
+		}
+	}
+	return v, nil
+}
+
+// read adds part's rows to v. v.Now is the first chunk's clock: the earliest, so a lease
+// that expires between chunks still counts as live (the conservative side).
+func (s chStore) read(ctx context.Context, hunts []string, v *View) error {
 	// One row per requested hunt, each carrying the server clock, so the clock and the
 	// rows come from the same round trip.
 	q := `SELECT b.h, now64(6), l.hunt_id != '', toInt64(l.fire), l.owner, l.claim_id, l.claimed, l.until,
@@ -82,10 +108,11 @@ FROM (SELECT arrayJoin({ids:Array(String)}) AS h) AS b
 LEFT JOIN (` + NewestLeaseSQL(s.database, "ids") + `) AS l ON l.hunt_id = b.h
 LEFT JOIN (` + NewestWatermarkSQL(s.database, "ids") + `) AS w ON w.hunt_id = b.h`
 	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"join_use_nulls": 0}))
-	rows, err := s.conn.Query(ctx, q, clickhouse.Named("ids", uniq(hunts)))
+	rows, err := s.conn.Query(ctx, q, clickhouse.Named("ids", hunts))
 	if err != nil {
-		return v, err
+		return err
 	}
+	first := v.Now.IsZero()
 	defer rows.Close()
 	for rows.Next() {
 		var (
@@ -96,9 +123,11 @@ LEFT JOIN (` + NewestWatermarkSQL(s.database, "ids") + `) AS w ON w.hunt_id = b.
 			id                 uuid.UUID
 		)
 		if err := rows.Scan(&h, &now, &hasL, &fire, &owner, &id, &claimed, &till, &hasW, &wm); err != nil {
-			return v, err
+			return err
 		}
-		v.Now = now
+		if first {
+			v.Now = now
+		}
 		if hasL {
 			v.Leases[h] = Row{HuntID: h, Fire: fire, Owner: owner, ClaimID: id, Claimed: claimed, Until: till}
 		}
@@ -107,15 +136,24 @@ LEFT JOIN (` + NewestWatermarkSQL(s.database, "ids") + `) AS w ON w.hunt_id = b.
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return v, err
+		return err
 	}
 	if v.Now.IsZero() {
-		return v, errors.New("no rows from read")
+		return errors.New("no rows from read")
 	}
-	return v, nil
+	return nil
 }
 
 func (s chStore) InsertClaims(ctx context.Context, claims []Row, lease time.Duration) error {
+	for _, part := range chunks(claims) {
+		if err := s.insertClaims(ctx, part, lease); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s chStore) insertClaims(ctx context.Context, claims []Row, lease time.Duration) error {
 	ids := make([]string, len(claims))
 	fires := make([]int64, len(claims))
 	claimIDs := make([]string, len(claims))
@@ -143,6 +181,15 @@ WHERE l.until <= now64(3) AND toInt64(w.watermark) < b.f`
 }
 
 func (s chStore) Release(ctx context.Context, leases []Lease) error {
+	for _, part := range chunks(leases) {
+		if err := s.release(ctx, part); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s chStore) release(ctx context.Context, leases []Lease) error {
 	ids := make([]string, len(leases))
 	claimIDs := make([]string, len(leases))
 	for i, l := range leases {

@@ -118,12 +118,14 @@ func (p *protocol) claim(ctx context.Context, fires []Fire) (Result, error) {
 		return res, nil
 	}
 
+	readDone := time.Now()
 	if err := p.store.InsertClaims(ctx, claims, p.lease); err != nil {
 		// The server may have applied the insert; those rows hold their hunts until they
 		// expire, which is the price of an ambiguous failure. They are never released.
 		return p.fail(res, rowFires(claims), fmt.Errorf("lease: claim insert: %w", err))
 	}
-	if took := time.Since(freeRead); took >= p.settle {
+	acked := time.Now()
+	if took := acked.Sub(freeRead); took >= p.settle {
 		// Our rows may have landed after a peer verified: the settle no longer covers them.
 		p.log.WarnContext(ctx, "claim acknowledged too late to count", "fires", len(claims),
 			"took", took, "settle", p.settle)
@@ -139,7 +141,9 @@ func (p *protocol) claim(ctx context.Context, fires []Fire) (Result, error) {
 	case <-t.C:
 	}
 
+	verifyStart := time.Now()
 	verify, err := p.store.Read(ctx, rowIDs(claims))
+	verified := time.Now()
 	if err != nil {
 		return p.fail(res, rowFires(claims), fmt.Errorf("lease: verify read: %w", err))
 	}
@@ -168,6 +172,9 @@ func (p *protocol) claim(ctx context.Context, fires []Fire) (Result, error) {
 			p.log.WarnContext(ctx, "release of already-run fires failed", "fires", len(finished), "error", err)
 		}
 	}
+	p.log.DebugContext(ctx, "claim batch", "fires", len(fires), "won", len(res.Won), "lost", len(res.Lost),
+		"already_run", len(res.AlreadyRun), "free_read", readDone.Sub(freeRead), "insert", acked.Sub(readDone),
+		"verify", verified.Sub(verifyStart), "total", time.Since(freeRead))
 	return res, nil
 }
 
