@@ -51,6 +51,8 @@ func newApp() *cli.App {
 			"HUNT_RUNNER_CLICKHOUSE_PASSWORD or --clickhouse-password-file, never from a flag value.",
 		Flags:                []cli.Flag{logLevelFlag},
 		EnableBashCompletion: true,
+		// run() prints and maps errors itself; the default handler would os.Exit mid-test.
+		ExitErrHandler: func(*cli.Context, error) {},
 		Commands: []*cli.Command{
 			runCommand(),
 			materialiseCommand(),
