@@ -31,101 +31,107 @@ func quoteIdent(name string) string {
 	return "`" + r.Replace(name) + "`"
 }
 
-// dueForm names a way to read the newest row per hunt. The forms give identical answers (the
-// parity test runs every one of them); DueCountSQL uses the fastest, chosen by
-// BenchmarkDueSQL.
+// dueForm names a way to resolve "newest row per hunt" and combine the tables. Every form gives
+// the same answer (the parity test compares each one per hunt with IsDue); DueCountSQL uses
+// formLive, the fastest in BenchmarkDueSQL, and DueListSQL formFinal, which also reports the
+// lease.
 type dueForm int
 
 const (
-	// formUnion reads the four tables once, as one UNION ALL stream, and resolves every "newest
-	// row" in a single GROUP BY hunt_id: one hash aggregation instead of four plus three joins.
-	formUnion dueForm = iota
-	// formFinal reads hunt_schedule and hunt_watermark with FINAL (ReplacingMergeTree keeps the
-	// newest by updated) and the lease and request tables with one GROUP BY each, then joins.
+	// formLive reads hunt_schedule and hunt_watermark with FINAL (ReplacingMergeTree keeps the
+	// newest by updated; WHERE applies after the merge, so an old enabled row under a newer
+	// tombstone is never seen) and joins them with a sort-merge join — both streams come out of
+	// FINAL in hunt_id order. Leases are not joined at all: a hunt is held only if its newest
+	// lease is live, and a newest live lease is itself a live row, so the few hunts with any
+	// lease_until > now are the only candidates; their newest row by (claimed, claim_id) is
+	// resolved exactly, and the due hunts are those NOT IN that small set.
+	formLive dueForm = iota
+	// formFinal is the same FINAL reads with the lease table resolved per hunt by
+	// ORDER BY claimed DESC, claim_id DESC LIMIT 1 BY hunt_id (FINAL alone breaks claimed ties
+	// by insertion order, not claim_id), then hash joins.
 	formFinal
-	// formLimitBy picks newest rows with ORDER BY … DESC LIMIT 1 BY hunt_id, then joins.
-	formLimitBy
 	// formArgMax is the earlier Python runner's shape: argMax … GROUP BY per table, then joins
-	// (plus requests). Kept as the benchmark's baseline.
+	// (plus requests, which it ignored). It is the benchmark's baseline.
 	formArgMax
 )
 
-var dueForms = map[dueForm]string{formUnion: "union", formFinal: "final", formLimitBy: "limitby", formArgMax: "argmax"}
+var dueForms = map[dueForm]string{formLive: "live", formFinal: "final", formArgMax: "argmax"}
 
 // dueCore returns a query yielding one row per due hunt with columns
 // hunt_id String, fire Int64, has_wm UInt8, wm Int64, has_lease UInt8, lu_ms Int64,
-// has_req UInt8, rf Int64 — the same predicate as IsDue. nowExpr is a DateTime or an integer of
-// epoch seconds; it is evaluated once per query.
+// has_req UInt8, rf Int64 — the same predicate as IsDue. formLive does not read lease rows of
+// due hunts and reports has_lease 0. nowExpr is a DateTime or an integer of epoch seconds,
+// evaluated once per query.
 //
-// Tombstones (enabled=0, interval 0) are dropped in an inner subquery before any arithmetic so
-// that interval 0 never reaches intDiv; the outer filter repeats interval_seconds > 0 only as a
-// guard against a hand-written enabled row with interval 0.
+// Tombstones (enabled=0, interval 0) are dropped in an inner subquery before any arithmetic, so
+// interval 0 never reaches intDiv; the outer `i > 0` only guards against a hand-written enabled
+// row with interval 0. LEFT JOIN fills misses with 0 (join_use_nulls off): the has_* columns
+// tell "no row" from a zero value, so the SQL assumes nothing about now or the data.
 func dueCore(form dueForm, database, nowExpr string) string {
 	db := quoteIdent(database)
 	t := func(name string) string { return db + "." + name }
 	now := "toInt64(" + nowExpr + ")"
-	var from string
+	var sched, wm, lease string
 	switch form {
-	case formUnion:
-		from = fmt.Sprintf(`(
-  SELECT hunt_id,
-    argMaxIf(interval_seconds, v, k = 0) AS i, argMaxIf(phase_offset, v, k = 0) AS p, argMaxIf(enabled, v, k = 0) AS e,
-    countIf(k = 1) > 0 AS has_wm, argMaxIf(x, v, k = 1) AS wm,
-    countIf(k = 2) > 0 AS has_lease, argMaxIf(x, (v, c), k = 2) AS lu_ms,
-    countIf(k = 3) > 0 AS has_req, maxIf(x, k = 3) AS rf
-  FROM (
-    SELECT 0 AS k, hunt_id, updated AS v, toUUID('00000000-0000-0000-0000-000000000000') AS c, interval_seconds, phase_offset, enabled, toInt64(0) AS x FROM %[1]s
-    UNION ALL SELECT 1, hunt_id, updated, toUUID('00000000-0000-0000-0000-000000000000'), 0, 0, 0, toInt64(watermark) FROM %[2]s
-    UNION ALL SELECT 2, hunt_id, claimed, claim_id, 0, 0, 0, toUnixTimestamp64Milli(lease_until) FROM %[3]s
-    UNION ALL SELECT 3, hunt_id, toDateTime64(0, 6, 'UTC'), toUUID('00000000-0000-0000-0000-000000000000'), 0, 0, 0, toInt64(requested_fire) FROM %[4]s
-  )
-  GROUP BY hunt_id
-  HAVING countIf(k = 0) > 0 AND e = 1 AND i > 0
-)`, t(tableSchedule), t(tableWatermark), t(tableLease), t(tableRequest))
-	default:
-		var sched, wm, lease, req string
-		switch form {
-		case formFinal:
-			sched = fmt.Sprintf(`SELECT hunt_id, interval_seconds AS i, phase_offset AS p FROM %s FINAL WHERE enabled = 1 AND interval_seconds > 0`, t(tableSchedule))
-			wm = fmt.Sprintf(`SELECT hunt_id, 1 AS has_wm, toInt64(watermark) AS wm FROM %s FINAL`, t(tableWatermark))
-			lease = fmt.Sprintf(`SELECT hunt_id, 1 AS has_lease, toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) AS lu_ms FROM %s GROUP BY hunt_id`, t(tableLease))
-		case formLimitBy:
-			sched = fmt.Sprintf(`SELECT hunt_id, i, p FROM (SELECT hunt_id, interval_seconds AS i, phase_offset AS p, enabled FROM %s ORDER BY hunt_id, updated DESC LIMIT 1 BY hunt_id) WHERE enabled = 1 AND i > 0`, t(tableSchedule))
-			wm = fmt.Sprintf(`SELECT hunt_id, 1 AS has_wm, toInt64(watermark) AS wm FROM %s ORDER BY hunt_id, updated DESC LIMIT 1 BY hunt_id`, t(tableWatermark))
-			lease = fmt.Sprintf(`SELECT hunt_id, 1 AS has_lease, toUnixTimestamp64Milli(lease_until) AS lu_ms FROM %s ORDER BY hunt_id, claimed DESC, claim_id DESC LIMIT 1 BY hunt_id`, t(tableLease))
-		case formArgMax:
-			sched = fmt.Sprintf(`SELECT hunt_id, i, p FROM (SELECT hunt_id, argMax(interval_seconds, updated) AS i, argMax(phase_offset, updated) AS p, argMax(enabled, updated) AS e FROM %s GROUP BY hunt_id) WHERE e = 1 AND i > 0`, t(tableSchedule))
-			wm = fmt.Sprintf(`SELECT hunt_id, 1 AS has_wm, toInt64(argMax(watermark, updated)) AS wm FROM %s GROUP BY hunt_id`, t(tableWatermark))
-			lease = fmt.Sprintf(`SELECT hunt_id, 1 AS has_lease, toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) AS lu_ms FROM %s GROUP BY hunt_id`, t(tableLease))
-		}
-		req = fmt.Sprintf(`SELECT hunt_id, 1 AS has_req, toInt64(max(requested_fire)) AS rf FROM %s GROUP BY hunt_id`, t(tableRequest))
-		from = fmt.Sprintf(`(%s) AS s
-LEFT JOIN (%s) AS w USING (hunt_id)
-LEFT JOIN (%s) AS l USING (hunt_id)
-LEFT JOIN (%s) AS r USING (hunt_id)`, sched, wm, lease, req)
+	case formLive, formFinal:
+		sched = fmt.Sprintf(`SELECT hunt_id, interval_seconds AS i, phase_offset AS p FROM %s FINAL WHERE enabled = 1 AND interval_seconds > 0`, t(tableSchedule))
+		wm = fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS has_wm, toInt64(watermark) AS wm FROM %s FINAL`, t(tableWatermark))
+		lease = fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS has_lease, toUnixTimestamp64Milli(lease_until) AS lu_ms FROM %s ORDER BY hunt_id, claimed DESC, claim_id DESC LIMIT 1 BY hunt_id`, t(tableLease))
+	case formArgMax:
+		sched = fmt.Sprintf(`SELECT hunt_id, i, p FROM (SELECT hunt_id, argMax(interval_seconds, updated) AS i, argMax(phase_offset, updated) AS p, argMax(enabled, updated) AS e FROM %s GROUP BY hunt_id) WHERE e = 1 AND i > 0`, t(tableSchedule))
+		wm = fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS has_wm, toInt64(argMax(watermark, updated)) AS wm FROM %s GROUP BY hunt_id`, t(tableWatermark))
+		lease = fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS has_lease, toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) AS lu_ms FROM %s GROUP BY hunt_id`, t(tableLease))
 	}
-	// LEFT JOIN fills misses with 0 (join_use_nulls is off); the has_* columns tell "no row" from
-	// a zero value, so the SQL needs no assumption about now or the data.
-	return fmt.Sprintf(`SELECT hunt_id, fire, has_wm, wm, has_lease, lu_ms, has_req, rf FROM (
-  SELECT hunt_id, has_wm, wm, has_lease, lu_ms, has_req, rf,
-    toInt64(i) AS iv, intDiv(%[2]s, iv) * iv + toInt64(p) %% iv AS cur,
-    if(%[2]s >= cur, cur, cur - iv) AS fire
-  FROM %[1]s
+	req := fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS has_req, toInt64(max(requested_fire)) AS rf FROM %s GROUP BY hunt_id`, t(tableRequest))
+	fire := fmt.Sprintf(`toInt64(i) AS iv, intDiv(%[1]s, iv) * iv + toInt64(p) %% iv AS cur,
+    if(%[1]s >= cur, cur, cur - iv) AS fire`, now)
+	owed := `(has_wm = 0 OR wm < fire OR (has_req = 1 AND rf > wm))`
+	if form == formLive {
+		live := fmt.Sprintf(`SELECT hunt_id FROM %[1]s
+    WHERE hunt_id IN (SELECT hunt_id FROM %[1]s WHERE toUnixTimestamp64Milli(lease_until) > %[2]s * 1000)
+    GROUP BY hunt_id
+    HAVING toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) > %[2]s * 1000`, t(tableLease), now)
+		return fmt.Sprintf(`SELECT hunt_id, fire, has_wm, wm, toUInt8(0) AS has_lease, toInt64(0) AS lu_ms, has_req, rf FROM (
+  SELECT hunt_id, has_wm, wm, has_req, rf, %[4]s
+  FROM (%[1]s) AS s
+  LEFT JOIN (%[2]s) AS w USING (hunt_id)
+  LEFT JOIN (%[3]s) AS r USING (hunt_id)
   WHERE i > 0
 )
-WHERE (has_lease = 0 OR lu_ms <= %[2]s * 1000)
-  AND (has_wm = 0 OR wm < fire OR (has_req = 1 AND rf > wm))`, from, now)
+WHERE %[5]s
+  AND hunt_id NOT IN (
+    %[6]s
+  )`, sched, wm, req, fire, owed, live)
+	}
+	return fmt.Sprintf(`SELECT hunt_id, fire, has_wm, wm, has_lease, lu_ms, has_req, rf FROM (
+  SELECT hunt_id, has_wm, wm, has_lease, lu_ms, has_req, rf, %[5]s
+  FROM (%[1]s) AS s
+  LEFT JOIN (%[2]s) AS w USING (hunt_id)
+  LEFT JOIN (%[3]s) AS l USING (hunt_id)
+  LEFT JOIN (%[4]s) AS r USING (hunt_id)
+  WHERE i > 0
+)
+WHERE (has_lease = 0 OR lu_ms <= %[6]s * 1000)
+  AND %[7]s`, sched, wm, lease, req, fire, now, owed)
+}
+
+// dueSettings is the SETTINGS clause a form needs on the outermost query.
+func dueSettings(form dueForm) string {
+	if form == formLive {
+		return "\nSETTINGS join_algorithm = 'full_sorting_merge'"
+	}
+	return ""
 }
 
 func dueCountSQL(form dueForm, database, nowExpr string) string {
-	return "SELECT toUInt64(count()) AS due FROM (\n" + dueCore(form, database, nowExpr) + "\n)"
+	return "SELECT toUInt64(count()) AS due FROM (\n" + dueCore(form, database, nowExpr) + "\n)" + dueSettings(form)
 }
 
 // DueCountSQL is the due backlog query: one row, one column `due` UInt64, the number of hunts
 // due at nowExpr (`now()` in production; a literal such as `toDateTime(1789027260)` in tests).
 // It is the SQL form of IsDue. database is quoted here; nowExpr is trusted SQL.
 func DueCountSQL(database, nowExpr string) string {
-	return dueCountSQL(formUnion, database, nowExpr)
+	return dueCountSQL(formLive, database, nowExpr)
 }
 
 // ErrNoResult means the due query returned no row, which a working server never does.
@@ -179,7 +185,7 @@ func DueHunts(ctx context.Context, q Querier, database string, limit int) ([]Due
 
 // DueListSQL is the query behind DueHunts.
 func DueListSQL(database, nowExpr string, limit int) string {
-	s := dueCore(formUnion, database, nowExpr) + "\nORDER BY fire, hunt_id"
+	s := dueCore(formFinal, database, nowExpr) + "\nORDER BY fire, hunt_id"
 	if limit > 0 {
 		s += fmt.Sprintf("\nLIMIT %d", limit)
 	}

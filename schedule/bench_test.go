@@ -1,0 +1,145 @@
+package schedule
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/google/uuid"
+)
+
+// benchHunts is the size of the published schedule in BenchmarkDueSQL (issue 3).
+const benchHunts = 100_000
+
+// seedBacklog publishes n hunts (5% of them later tombstoned) with two watermark rows and two
+// lease rows per hunt (two inserts each, so ReplacingMergeTree has unmerged parts to resolve,
+// as between background merges) and a few hundred run-now requests.
+func seedBacklog(ctx context.Context, b testing.TB, conn driver.Conn, database string, n int, now int64) {
+	b.Helper()
+	db := quoteIdent(database)
+	send := func(table, cols string, rows int, row func(i int) []any) {
+		batch, err := conn.PrepareBatch(ctx, "INSERT INTO "+db+"."+table+" ("+cols+")")
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range rows {
+			if err := batch.Append(row(i)...); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := batch.Send(); err != nil {
+			b.Fatalf("insert %s: %v", table, err)
+		}
+	}
+	intervals := []uint32{60, 300, 600, 3600, 86400}
+	id := func(i int) string { return fmt.Sprintf("hunt-%06d", i) }
+	t0 := time.Unix(now, 0).UTC()
+	send(tableSchedule, "hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated", n, func(i int) []any {
+		iv := intervals[i%len(intervals)]
+		return []any{id(i), iv, uint32(PhaseOffset(id(i), int64(iv), DefaultSpreadFraction)), uint8(1), "h", t0.Add(-time.Hour)}
+	})
+	send(tableSchedule, "hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated", n/20, func(i int) []any {
+		return []any{id(i * 20), uint32(0), uint32(0), uint8(0), "", t0.Add(-time.Minute)}
+	})
+	for gen := range 2 {
+		send(tableWatermark, "hunt_id, watermark, claim_id, updated", n, func(i int) []any {
+			iv := int64(intervals[i%len(intervals)])
+			fire := LatestFire(now, iv, PhaseOffset(id(i), iv, DefaultSpreadFraction))
+			wm := fire - iv*int64(1-gen) // the newer row covers the latest fire for most hunts
+			if i%7 == 0 {
+				wm = fire - iv
+			}
+			return []any{id(i), time.Unix(wm, 0).UTC(), uuid.New(), t0.Add(time.Duration(gen-10) * time.Second)}
+		})
+		send(tableLease, "hunt_id, fire, owner, claim_id, claimed, lease_until", n, func(i int) []any {
+			until := t0.Add(-time.Duration(i%300) * time.Second)
+			if gen == 1 && i%11 == 0 {
+				until = t0.Add(5 * time.Minute) // a live lease
+			}
+			return []any{id(i), t0, "pod-a", uuid.New(), t0.Add(time.Duration(gen-20) * time.Second), until}
+		})
+	}
+	send(tableRequest, "hunt_id, requested_fire, request_id, requested_by, requested", 300, func(i int) []any {
+		return []any{id(i * 333), t0, uuid.New(), "bench", t0}
+	})
+}
+
+// scanSQL reads every column the due query reads, with no resolution of newest rows: the floor
+// any due query pays for I/O and decoding.
+func scanSQL(database string) string {
+	db := quoteIdent(database)
+	return fmt.Sprintf(`SELECT
+  (SELECT sum(cityHash64(hunt_id, interval_seconds, phase_offset, enabled, updated)) FROM %[1]s.hunt_schedule)
++ (SELECT sum(cityHash64(hunt_id, watermark, updated)) FROM %[1]s.hunt_watermark)
++ (SELECT sum(cityHash64(hunt_id, claimed, claim_id, lease_until)) FROM %[1]s.hunt_lease)
++ (SELECT sum(cityHash64(hunt_id, requested_fire)) FROM %[1]s.hunt_request)`, db)
+}
+
+// BenchmarkDueSQL times, side by side in each iteration on the same engine and data, every
+// form of the due query, the earlier runner's argMax…GROUP BY + joins form (b) and a plain scan
+// of the same columns (c), and reports each as a ratio: ×argmax = argmax time / form time
+// (higher is better, goal ≥ 3 for the chosen form), ×scan = form time / scan time (goal ≤ 1.5).
+// All forms must return the same count (the parity test checks them per hunt).
+func BenchmarkDueSQL(b *testing.B) {
+	db := newEngineDB(b)
+	ctx := context.Background()
+	now := time.Now().Unix()
+	seedBacklog(ctx, b, db.Conn, db.Name, benchHunts, now)
+	nowExpr := fmt.Sprintf("toDateTime(%d, 'UTC')", now)
+
+	forms := []dueForm{formLive, formFinal, formArgMax}
+	counts := map[dueForm]uint64{}
+	for _, f := range forms { // warm up, and check the forms agree
+		n, err := countDue(ctx, db.Conn, dueCountSQL(f, db.Name, nowExpr))
+		if err != nil {
+			b.Fatalf("%s: %v", dueForms[f], err)
+		}
+		counts[f] = n
+	}
+	for _, f := range forms {
+		if counts[f] != counts[formLive] {
+			b.Fatalf("form %s counts %d, live %d", dueForms[f], counts[f], counts[formLive])
+		}
+	}
+	if counts[formLive] == 0 {
+		b.Fatal("nothing due in the benchmark data")
+	}
+
+	spent := map[dueForm]time.Duration{}
+	var scan time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		for _, f := range forms {
+			start := time.Now()
+			if _, err := countDue(ctx, db.Conn, dueCountSQL(f, db.Name, nowExpr)); err != nil {
+				b.Fatal(err)
+			}
+			spent[f] += time.Since(start)
+		}
+		start := time.Now()
+		rows, err := db.Conn.Query(ctx, scanSQL(db.Name))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for rows.Next() {
+		}
+		if err := rows.Err(); err != nil {
+			b.Fatal(err)
+		}
+		rows.Close()
+		scan += time.Since(start)
+	}
+	iters := float64(b.N)
+	for _, f := range forms {
+		name := dueForms[f]
+		b.ReportMetric(float64(spent[f].Milliseconds())/iters, name+"-ms")
+		if f != formArgMax {
+			b.ReportMetric(float64(spent[formArgMax])/float64(spent[f]), name+"-×argmax")
+			b.ReportMetric(float64(spent[f])/float64(scan), name+"-×scan")
+		}
+	}
+	b.ReportMetric(float64(scan.Milliseconds())/iters, "scan-ms")
+	b.ReportMetric(float64(counts[formLive]), "due")
+}
