@@ -332,3 +332,12 @@ func fakeConnForValidation() driver.Conn {
 	}
 	return conn
 }
+
+func TestReplicaDelayNotReplicated(t *testing.T) {
+	db := testDB(t)
+	c := newCoord(t, db, "pod-a", 10*time.Second, time.Second)
+	d, err := c.ReplicaDelay(context.Background())
+	if err != nil || d != 0 {
+		t.Fatalf("ReplicaDelay on single-node tables = %s, %v; want 0, nil", d, err)
+	}
+}
