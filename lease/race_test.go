@@ -1,0 +1,78 @@
+package lease
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+)
+
+// barrierStore holds every claimer after its free read until all have read, so all of them
+// go on to insert having seen every hunt free: only the server-side re-check in the
+// conditional insert stands between them and a double claim.
+type barrierStore struct {
+	Store
+	reads *sync.WaitGroup
+	once  sync.Once
+}
+
+func (b *barrierStore) Read(ctx context.Context, hunts []string) (View, error) {
+	v, err := b.Store.Read(ctx, hunts)
+	first := false
+	b.once.Do(func() { first = true })
+	if first {
+		b.reads.Done()
+		b.reads.Wait()
+	}
+	return v, err
+}
+
+func TestConditionalInsertStopsRacers(t *testing.T) {
+	db := engineDB(t)
+	now := engineNow(t, db)
+	fires := make([]Fire, 200)
+	for i := range fires {
+		fires[i] = Fire{HuntID: fmt.Sprintf("race-%03d", i), Fire: now}
+	}
+	const claimers = 3
+	var reads sync.WaitGroup
+	reads.Add(claimers)
+	results := make([]Result, claimers)
+	errs := make([]error, claimers)
+	var wg sync.WaitGroup
+	for i := range claimers {
+		c := engineCoord(t, db, fmt.Sprintf("pod-%d", i), 3*time.Second)
+		c.proto.store = &barrierStore{Store: c.store, reads: &reads}
+		wg.Go(func() { results[i], errs[i] = c.Claim(context.Background(), fires) })
+	}
+	wg.Wait()
+	wins := map[string]int{}
+	for i, r := range results {
+		if errs[i] != nil {
+			t.Fatalf("claimer %d: %v", i, errs[i])
+		}
+		for _, l := range r.Won {
+			wins[l.HuntID]++
+		}
+	}
+	for _, f := range fires {
+		if wins[f.HuntID] != 1 {
+			t.Fatalf("%s won %d times, want exactly once", f.HuntID, wins[f.HuntID])
+		}
+	}
+	// Every claimer attempted every hunt, yet each hunt has exactly one claim row: the later
+	// inserts' WHERE saw the first claim and wrote nothing.
+	var hunts, maxRows uint64
+	err := db.Conn.QueryRow(context.Background(),
+		"SELECT count(), max(c) FROM (SELECT hunt_id, count() AS c FROM "+db.Name+".hunt_lease WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id)",
+		clickhouse.Named("ids", huntIDs(fires))).Scan(&hunts, &maxRows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hunts != uint64(len(fires)) || maxRows != 1 {
+		t.Fatalf("%d hunts with claim rows, at most %d rows per hunt; want %d and 1", hunts, maxRows, len(fires))
+	}
+}
