@@ -107,8 +107,9 @@ func (j *job) startRenewal() {
 				return
 			default:
 				j.r.opts.Metrics.clickhouseError(j.ctx, "renew")
-				// The lease is ours until it runs out; past that a peer may own the fire.
-				if time.Until(cur.Until) < every/2 {
+				// The lease is trusted until cur.Trusted (process clock, settle margin included);
+				// if the next attempt would come after that, a peer may own the fire by then.
+				if time.Until(cur.Trusted) < every {
 					j.markLost("renewals failed until the lease ran out")
 					return
 				}
@@ -160,6 +161,10 @@ func (r *Runner) execute(j *job) {
 	run := watermark.Run{HuntID: h.ID, Fire: j.fire, RunID: runID, Owner: r.opts.Owner,
 		WindowStart: w.Start, WindowEnd: w.End, Started: started}
 
+	if !l.Trusted.IsZero() && time.Now().After(j.currentLease().Trusted) {
+		// Renewals failed for longer than the lease can be trusted: a peer may hold it.
+		j.markLost("the lease is past its trusted deadline")
+	}
 	switch {
 	case j.isLost():
 		rep.Status, rep.Err = StatusLost, errors.New("lease lost during the run")

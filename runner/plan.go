@@ -118,9 +118,10 @@ func (p *planner) plan(snap watermark.Snapshot, set *HuntSet, localNow time.Time
 			out.Busy++
 			continue
 		}
-		// Same freeness rule as the due SQL (schedule.State.LeaseFree): lease_until in
-		// milliseconds against now in whole seconds, so backlog and runner agree exactly.
-		if st.HasLease && st.LeaseUntil.UnixMilli() > now*1000 {
+		// Freeness against the snapshot's exact server time. The due SQL compares with now()
+		// in whole seconds, so for up to a second after a release it still counts the hunt as
+		// leased while the runner already sees it free; the runner is never the stricter one.
+		if st.HasLease && st.LeaseUntil.After(snap.Now) {
 			out.Leased++
 			// A prior fire still running while a newer one is owed is an overrun; a live lease on
 			// the very fire we owe is a healthy peer doing its job.

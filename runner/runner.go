@@ -42,6 +42,11 @@ type Options struct {
 	Concurrency int           // runs in flight at once; default 4
 	Lease       time.Duration // lease length, renewed every Lease/3 while held; default 5m
 	Grace       time.Duration // how long running hunts may finish after shutdown starts; default 30s
+	// MaxQueued is how many won fires may wait for a run slot; default Concurrency. A tick
+	// claims at most Concurrency + MaxQueued − (fires held), so a pod never hoards leases it
+	// cannot run soon (peers, scaled up on the backlog, get the rest) and renews few leases.
+	// When due fires were left unclaimed, a finished run triggers the next tick at once.
+	MaxQueued int
 
 	// CheckEvery is how many ticks pass between checks of the published set hash and the
 	// replica delay; default 12.
@@ -81,6 +86,9 @@ func (o *Options) setDefaults() error {
 	if o.Grace == 0 {
 		o.Grace = 30 * time.Second
 	}
+	if o.MaxQueued == 0 {
+		o.MaxQueued = o.Concurrency
+	}
 	if o.CheckEvery == 0 {
 		o.CheckEvery = 12
 	}
@@ -89,6 +97,8 @@ func (o *Options) setDefaults() error {
 		return fmt.Errorf("runner: tick %v must be positive", o.Tick)
 	case o.Concurrency < 0:
 		return fmt.Errorf("runner: concurrency %d must be positive", o.Concurrency)
+	case o.MaxQueued < 0:
+		return fmt.Errorf("runner: max queued %d must not be negative", o.MaxQueued)
 	case o.Lease < 3*time.Second:
 		return fmt.Errorf("runner: lease %v must be at least 3s (it is renewed every lease/3)", o.Lease)
 	case o.Grace < 0:
@@ -129,8 +139,11 @@ type Runner struct {
 	stopping bool
 	wg       sync.WaitGroup
 	runCtx   context.Context
+	backlog  bool          // the last tick left due fires unclaimed for lack of capacity
+	wake     chan struct{} // a finished run asks for an early tick while backlog is set
 
 	ticks        int
+	holdRuns     bool // tests: queue won fires without starting them (to count a tick's round trips)
 	mismatchLogd string // the published hash already logged as a mismatch
 	outage       bool
 }
@@ -149,6 +162,7 @@ func New(conn driver.Conn, claimer Claimer, store StateStore, source Source, opt
 		planner: newPlanner(opts.Tick),
 		sem:     semaphore.NewWeighted(int64(opts.Concurrency)),
 		held:    map[string]*job{},
+		wake:    make(chan struct{}, 1),
 		behind:  map[string]int64{},
 	}
 	if opts.Metrics != nil {
@@ -202,6 +216,13 @@ func (r *Runner) Start(ctx context.Context) error {
 			r.drain(cancelRuns)
 			return nil
 		case <-timer.C:
+		case <-r.wake:
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
 		}
 		if err := r.tick(ctx); err != nil && ctx.Err() == nil {
 			failures++
@@ -321,7 +342,15 @@ func (r *Runner) tick(ctx context.Context) error {
 	if check {
 		r.checkPublished(ctx, set)
 	}
+	r.mu.Lock()
+	capacity := r.opts.Concurrency + r.opts.MaxQueued - len(r.held)
+	r.backlog = len(p.Due) > max(capacity, 0)
+	r.mu.Unlock()
+	if len(p.Due) > capacity {
+		p.Due = p.Due[:max(capacity, 0)] // most overdue first: the rest waits for a slot
+	}
 	if len(p.Due) == 0 {
+		r.log.Debug("tick: nothing due", "hunts", len(set.Hunts), "leased", p.Leased, "backoff", p.BackOff, "busy", p.Busy)
 		return nil
 	}
 
@@ -347,6 +376,8 @@ func (r *Runner) tick(ctx context.Context) error {
 	}
 	span.SetAttributes(attribute.Int("won", len(res.Won)), attribute.Int("lost", len(res.Lost)),
 		attribute.Int("already_run", len(res.AlreadyRun)))
+	r.log.Debug("tick claimed", "due", len(p.Due), "won", len(res.Won), "lost", len(res.Lost),
+		"already_run", len(res.AlreadyRun), "failed", len(res.Failed))
 	if len(res.Won) == 0 {
 		return nil
 	}
@@ -400,7 +431,7 @@ func (r *Runner) enqueue(jobs []*job) {
 func (r *Runner) dispatch() {
 	for {
 		r.mu.Lock()
-		if r.stopping || len(r.queue) == 0 {
+		if r.stopping || r.holdRuns || len(r.queue) == 0 {
 			r.mu.Unlock()
 			return
 		}
@@ -413,13 +444,22 @@ func (r *Runner) dispatch() {
 		r.wg.Add(1)
 		r.mu.Unlock()
 		go func() {
-			defer r.dispatch()
+			// Release the slot, start the next job, and only then leave the wait group, so a
+			// drain or a test never sees zero running while the queue still holds work.
 			defer r.wg.Done()
+			defer r.dispatch()
 			defer r.sem.Release(1)
 			r.execute(j)
 			r.mu.Lock()
 			delete(r.held, j.hunt.ID)
+			wake := r.backlog && !r.stopping
 			r.mu.Unlock()
+			if wake {
+				select {
+				case r.wake <- struct{}{}:
+				default:
+				}
+			}
 		}()
 	}
 }

@@ -1,0 +1,517 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/google/uuid"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/lease"
+	"github.com/hunt-runner/hunt-runner/schedule"
+	"github.com/hunt-runner/hunt-runner/watermark"
+)
+
+// env is one fresh database with the coordination schema and an events table whose rows are
+// one per second over the two hours before the server's now.
+type env struct {
+	t   testing.TB
+	db  *chtest.DB
+	ctx context.Context
+	now int64 // server clock when the events were written
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	return setupEnv(t, chtest.New(t))
+}
+
+// newPrivateEnv uses a private chlocal process, so that its query counter sees only this test.
+func newPrivateEnv(t testing.TB) *env {
+	t.Helper()
+	srv := chtest.Start(t)
+	opts, err := chtest.Options(srv.URL, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := clickhouse.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	if err := admin.Exec(context.Background(), "CREATE DATABASE rt"); err != nil {
+		t.Fatal(err)
+	}
+	opts, _ = chtest.Options(srv.URL, "rt")
+	conn, err := clickhouse.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return setupEnv(t, &chtest.DB{Conn: conn, Name: "rt", URL: srv.URL, Options: opts})
+}
+
+func setupEnv(t testing.TB, db *chtest.DB) *env {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	if _, err := chstore.Apply(ctx, db.Conn, db.Name, chstore.TopologySingle, ""); err != nil {
+		t.Fatalf("apply schema: %v", err)
+	}
+	e := &env{t: t, db: db, ctx: ctx}
+	e.exec("CREATE TABLE events (ts DateTime64(3, 'UTC'), host String, n UInt32) ENGINE = MergeTree ORDER BY ts")
+	var now uint32
+	e.scan(&now, "SELECT toUnixTimestamp(now())")
+	e.now = int64(now)
+	e.exec(fmt.Sprintf("INSERT INTO events SELECT toDateTime64(%d - number, 3, 'UTC'), concat('host-', toString(number %% 7)), number FROM numbers(7200)", e.now))
+	return e
+}
+
+func (e *env) exec(q string, args ...any) {
+	e.t.Helper()
+	if err := e.db.Conn.Exec(e.ctx, q, args...); err != nil {
+		e.t.Fatalf("%s: %v", q, err)
+	}
+}
+
+func (e *env) scan(dst any, q string, args ...any) {
+	e.t.Helper()
+	if err := e.db.Conn.QueryRow(e.ctx, q, args...).Scan(dst); err != nil {
+		e.t.Fatalf("%s: %v", q, err)
+	}
+}
+
+func (e *env) count(q string, args ...any) uint64 {
+	e.t.Helper()
+	var n uint64
+	e.scan(&n, q, args...)
+	return n
+}
+
+const eventsQuery = "SELECT host, n FROM events WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}"
+
+// eventsIn counts the events a run over [start, end) with delay must find.
+func (e *env) eventsIn(start, end int64, delay time.Duration) uint64 {
+	d := delay.Milliseconds()
+	return e.count(fmt.Sprintf("SELECT count() FROM events WHERE toUnixTimestamp64Milli(ts) >= %d AND toUnixTimestamp64Milli(ts) < %d",
+		start*1000-d, end*1000-d))
+}
+
+type envRunner struct {
+	*Runner
+	coord *lease.Coordinator
+}
+
+func (e *env) runner(owner string, set *HuntSet, mod func(*Options)) envRunner {
+	e.t.Helper()
+	opts := Options{Owner: owner, Database: e.db.Name, Tick: time.Second, Lease: 6 * time.Second, Concurrency: 4, Logger: testLogger(e.t),
+		Settle: 400 * time.Millisecond}
+	if mod != nil {
+		mod(&opts)
+	}
+	coord, err := lease.New(e.db.Conn, lease.Options{Owner: owner, Lease: opts.Lease, Settle: opts.Settle, Database: e.db.Name})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	r, err := New(e.db.Conn, coord, watermark.New(e.db.Conn, e.db.Name), func() *HuntSet { return set }, opts)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	r.runCtx = e.ctx
+	return envRunner{Runner: r, coord: coord}
+}
+
+// tickAndWait runs one tick and waits for every run it started.
+func (e *env) tickAndWait(r envRunner) {
+	e.t.Helper()
+	if err := r.tick(e.ctx); err != nil {
+		e.t.Fatalf("tick: %v", err)
+	}
+	r.wg.Wait()
+}
+
+func (e *env) latest(h Hunt) int64 {
+	var now uint32
+	e.scan(&now, "SELECT toUnixTimestamp(now())")
+	return schedule.LatestFire(int64(now), h.Interval, h.Offset)
+}
+
+func (e *env) watermarkOf(id string) (int64, bool) {
+	e.t.Helper()
+	rows, err := e.db.Conn.Query(e.ctx, "SELECT toUnixTimestamp(watermark) FROM hunt_watermark WHERE hunt_id = ? ORDER BY updated DESC LIMIT 1", id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return 0, false
+	}
+	var w uint32
+	if err := rows.Scan(&w); err != nil {
+		e.t.Fatal(err)
+	}
+	return int64(w), true
+}
+
+// setWatermark writes a watermark row directly, as a test fixture (the runner never does this).
+func (e *env) setWatermark(id string, wm int64) {
+	e.exec("INSERT INTO hunt_watermark SELECT ?, toDateTime(?, 'UTC'), generateUUIDv4(), now64(6)", id, wm)
+}
+
+type runRow struct {
+	Fire, Start, End int64
+	Status, Error    string
+	Rows             uint64
+}
+
+func (e *env) runs(id string) []runRow {
+	e.t.Helper()
+	rows, err := e.db.Conn.Query(e.ctx, "SELECT toUnixTimestamp(fire), toUnixTimestamp(window_start), toUnixTimestamp(window_end), "+
+		"status, error, rows_written FROM hunt_run WHERE hunt_id = ? ORDER BY finished, status", id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []runRow
+	for rows.Next() {
+		var f, s, en uint32
+		var r runRow
+		if err := rows.Scan(&f, &s, &en, &r.Status, &r.Error, &r.Rows); err != nil {
+			e.t.Fatal(err)
+		}
+		r.Fire, r.Start, r.End = int64(f), int64(s), int64(en)
+		out = append(out, r)
+	}
+	return out
+}
+
+func TestRunnerRunsCommitsAndBacksOff(t *testing.T) {
+	e := newEnv(t)
+	good := Hunt{ID: "logins", Interval: 3600, Offset: 0, Query: eventsQuery, Severity: "high",
+		Labels: map[string]string{"team": "secops"}, Delay: 2 * time.Minute}
+	broken := Hunt{ID: "broken", Interval: 3600, Offset: 0,
+		Query: "SELECT throwIf(number = 0, 'boom') AS x FROM numbers(1) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}
+	hs := &HuntSet{Hash: "set-1", Hunts: []Hunt{broken, good}}
+	tel, err := NewTelemetry(e.ctx, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewMetrics(tel.Meter, 400*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reports []RunReport
+	var mu sync.Mutex
+	r := e.runner("pod-a", hs, func(o *Options) {
+		o.Metrics = m
+		o.OnRun = func(rep RunReport) { mu.Lock(); reports = append(reports, rep); mu.Unlock() }
+	})
+	if err := r.Ready(); err == nil {
+		t.Fatal("ready before the first snapshot")
+	}
+	e.tickAndWait(r)
+	if err := r.Ready(); err != nil {
+		t.Fatalf("not ready after a tick: %v", err)
+	}
+
+	fire := e.latest(good)
+	if wm, ok := e.watermarkOf("logins"); !ok || wm != fire {
+		t.Fatalf("logins watermark %d (%v), want the latest fire %d", wm, ok, fire)
+	}
+	want := e.eventsIn(fire-3600, fire, good.Delay)
+	if want == 0 {
+		t.Fatal("fixture: no events in the window")
+	}
+	if got := e.count("SELECT count() FROM hunt_findings FINAL WHERE hunt_id = 'logins'"); got != want {
+		t.Fatalf("findings %d, want %d", got, want)
+	}
+	var finding, sev string
+	var labels map[string]string
+	if err := e.db.Conn.QueryRow(e.ctx, "SELECT finding, severity, labels FROM hunt_findings WHERE hunt_id = 'logins' LIMIT 1").Scan(&finding, &sev, &labels); err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(finding), &doc); err != nil || doc["host"] == nil || doc["n"] == nil {
+		t.Fatalf("finding %q is not the JSON of the row: %v", finding, err)
+	}
+	if sev != "high" || labels["team"] != "secops" {
+		t.Fatalf("severity %q labels %v", sev, labels)
+	}
+	runs := e.runs("logins")
+	if len(runs) != 1 || runs[0].Status != StatusSucceeded || runs[0].Rows != want || runs[0].Start != fire-3600 || runs[0].End != fire {
+		t.Fatalf("logins runs %+v, want one succeeded over [%d, %d) with %d rows", runs, fire-3600, fire, want)
+	}
+
+	// The broken hunt: no watermark, its error in hunt_state and hunt_run, lease released.
+	if _, ok := e.watermarkOf("broken"); ok {
+		t.Fatal("a failed run advanced the watermark")
+	}
+	br := e.runs("broken")
+	if len(br) != 1 || br[0].Status != StatusFailed || !strings.Contains(br[0].Error, "boom") {
+		t.Fatalf("broken runs %+v", br)
+	}
+	snap, err := watermark.New(e.db.Conn, e.db.Name).Snapshot(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := snap.Hunts["broken"]
+	if st.Status != StatusFailed || st.ConsecutiveFailures != 1 || !strings.Contains(st.LastError, "boom") {
+		t.Fatalf("broken state %+v", st)
+	}
+	if st.HasLease && st.LeaseUntil.After(snap.Now) {
+		t.Fatalf("failed run kept a live lease until %v (now %v)", st.LeaseUntil, snap.Now)
+	}
+
+	// The next tick: the broken hunt is backing off, the good one is done.
+	e.tickAndWait(r)
+	if n := len(e.runs("broken")); n != 1 {
+		t.Fatalf("a backing-off hunt ran again: %d runs", n)
+	}
+	if n := len(e.runs("logins")); n != 1 {
+		t.Fatalf("a finished fire ran again: %d runs", n)
+	}
+
+	// A forced re-run of the same fire (watermark moved back) adds no findings.
+	e.setWatermark("logins", fire-3600)
+	e.tickAndWait(r)
+	if got := e.count("SELECT count() FROM hunt_findings FINAL WHERE hunt_id = 'logins'"); got != want {
+		t.Fatalf("after a re-run: findings %d, want still %d", got, want)
+	}
+	if wm, _ := e.watermarkOf("logins"); wm != fire {
+		t.Fatalf("watermark %d after the re-run, want %d; runs %+v", wm, fire, e.runs("logins"))
+	}
+
+	e.tickAndWait(r) // refresh the behind gauge after the re-run
+	mu.Lock()
+	if len(reports) != 3 {
+		t.Fatalf("OnRun saw %d runs, want 3: %+v", len(reports), reports)
+	}
+	mu.Unlock()
+	body := scrape(t, tel)
+	for _, want := range []string{
+		`hunt_runner_runs_total{hunt_id="logins",outcome="succeeded"} 2`,
+		`hunt_runner_runs_total{hunt_id="broken",outcome="failed"} 1`,
+		`hunt_runner_claims_total{outcome="won"} 3`,
+		`hunt_runner_loaded_set_info{hash="set-1"} 1`,
+		`hunt_runner_behind_seconds{hunt_id="logins"} 0`,
+		`hunt_runner_settle_seconds 0.4`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(body)
+	}
+}
+
+func scrape(t *testing.T, tel *Telemetry) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	tel.MetricsHandler.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	b, _ := io.ReadAll(rec.Body)
+	return string(b)
+}
+
+func TestRunnerGapAfterLongOutage(t *testing.T) {
+	e := newEnv(t)
+	h := Hunt{ID: "gappy", Interval: 60, Offset: 7, Query: eventsQuery, MaxCatchup: 5 * time.Minute}
+	fire := e.latest(h)
+	e.setWatermark("gappy", fire-3600)
+	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
+	e.tickAndWait(r)
+	fire2 := e.latest(h)
+	runs := e.runs("gappy")
+	if len(runs) != 2 {
+		t.Fatalf("runs %+v, want a gap and a success", runs)
+	}
+	var gap, ok runRow
+	for _, rr := range runs {
+		switch rr.Status {
+		case StatusGap:
+			gap = rr
+		case StatusSucceeded:
+			ok = rr
+		}
+	}
+	// The fire may have moved on by one interval between the reads; both rows use the fire run.
+	f := ok.Fire
+	if f != fire && f != fire2 {
+		t.Fatalf("ran fire %d, want %d", f, fire)
+	}
+	if gap.Start != fire-3600 || gap.End != f-300 || ok.Start != f-300 || ok.End != f {
+		t.Fatalf("gap [%d, %d) run [%d, %d); want gap [%d, %d) run [%d, %d)", gap.Start, gap.End, ok.Start, ok.End,
+			fire-3600, f-300, f-300, f)
+	}
+	if got, want := e.count("SELECT count() FROM hunt_findings FINAL WHERE hunt_id = 'gappy'"), e.eventsIn(f-300, f, 0); got != want {
+		t.Fatalf("findings %d, want %d (only the newest max_catchup)", got, want)
+	}
+}
+
+func TestRunnerRunNowRequest(t *testing.T) {
+	e := newEnv(t)
+	h := Hunt{ID: "asked", Interval: 3600, Offset: 0, Query: eventsQuery}
+	fire := e.latest(h)
+	e.setWatermark("asked", fire)
+	store := watermark.New(e.db.Conn, e.db.Name)
+	var now uint32
+	e.scan(&now, "SELECT toUnixTimestamp(now())")
+	req := int64(now) - 1
+	if req <= fire {
+		t.Skip("the hour just turned; the request would not be after the watermark")
+	}
+	if err := store.Request(e.ctx, "asked", req, "test"); err != nil {
+		t.Fatal(err)
+	}
+	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
+	e.tickAndWait(r)
+	runs := e.runs("asked")
+	if len(runs) != 1 || runs[0].Status != StatusSucceeded || runs[0].Start != fire || runs[0].End != req || runs[0].Fire != req {
+		t.Fatalf("runs %+v, want one over [%d, %d)", runs, fire, req)
+	}
+	if wm, _ := e.watermarkOf("asked"); wm != req {
+		t.Fatalf("watermark %d, want the requested fire %d", wm, req)
+	}
+	e.tickAndWait(r)
+	if n := len(e.runs("asked")); n != 1 {
+		t.Fatalf("a served request ran again (%d runs)", n)
+	}
+}
+
+// A peer that takes the lease while the run is in flight: the run writes no watermark and
+// records `lost`.
+func TestRunnerLostLeaseCommitsNothing(t *testing.T) {
+	e := newEnv(t)
+	h := Hunt{ID: "slow", Interval: 3600, Offset: 0,
+		Query: "SELECT sleepEachRow(0.5) AS s, number FROM numbers(4) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}
+	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, func(o *Options) { o.Lease = 3 * time.Second })
+	r.holdRuns = true
+	if err := r.tick(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.queue) != 1 {
+		t.Fatalf("queued %d, want the one won fire", len(r.queue))
+	}
+	fire := r.queue[0].fire
+	// A peer's newer claim on the same fire.
+	e.exec("INSERT INTO hunt_lease SELECT 'slow', toDateTime(?, 'UTC'), 'thief', ?, now64(6) + 1, now64(3) + 60", fire, uuid.New())
+	r.mu.Lock()
+	r.holdRuns = false
+	r.mu.Unlock()
+	r.dispatch()
+	r.wg.Wait()
+	runs := e.runs("slow")
+	if len(runs) != 1 || runs[0].Status != StatusLost {
+		t.Fatalf("runs %+v, want one lost", runs)
+	}
+	if _, ok := e.watermarkOf("slow"); ok {
+		t.Fatal("a run that lost its lease wrote the watermark")
+	}
+}
+
+// Two runners in one process over 200 due hunts: every fire is won, run and committed once.
+func TestTwoRunnersEachFireOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	e := newEnv(t)
+	var hunts []Hunt
+	for i := range 200 {
+		hunts = append(hunts, Hunt{ID: fmt.Sprintf("h%03d", i), Interval: 3600, Offset: int64(i), Query: eventsQuery})
+	}
+	hs := &HuntSet{Hash: "x", Hunts: hunts}
+	ctx, cancel := context.WithCancel(e.ctx)
+	var wg sync.WaitGroup
+	for _, owner := range []string{"pod-a", "pod-b"} {
+		r := e.runner(owner, hs, func(o *Options) { o.Tick = 200 * time.Millisecond; o.Concurrency = 8 })
+		wg.Go(func() {
+			if err := r.Start(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for e.count("SELECT count() FROM hunt_watermark FINAL") < 200 && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	if n := e.count("SELECT count() FROM hunt_watermark FINAL"); n != 200 {
+		t.Fatalf("%d hunts committed, want 200", n)
+	}
+	if n := e.count("SELECT count() FROM (SELECT hunt_id, fire FROM hunt_run WHERE status = 'succeeded' GROUP BY hunt_id, fire HAVING count() > 1)"); n != 0 {
+		t.Fatalf("%d fires succeeded twice", n)
+	}
+	if n := e.count("SELECT count() FROM hunt_run WHERE status = 'succeeded'"); n != 200 {
+		rows, _ := e.db.Conn.Query(e.ctx, "SELECT status, error, count() FROM hunt_run GROUP BY ALL")
+		for rows.Next() {
+			var st, er string
+			var c uint64
+			_ = rows.Scan(&st, &er, &c)
+			t.Logf("%s %d %s", st, c, er)
+		}
+		t.Fatalf("%d succeeded runs, want 200", n)
+	}
+	owners := e.count("SELECT uniqExact(owner) FROM hunt_run")
+	t.Logf("runs split over %d owners", owners)
+}
+
+// The round trips of a tick do not depend on how many fires are due.
+func TestTickRoundTripsFlat(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	counts := map[int]int64{}
+	e := newPrivateEnv(t)
+	for _, n := range []int{1, 50} {
+		e.exec("TRUNCATE TABLE hunt_lease")
+		counts[n] = tickRoundTrips(t, e, n)
+	}
+	if counts[1] != counts[50] {
+		t.Fatalf("round trips per tick: %d with 1 due hunt, %d with 50", counts[1], counts[50])
+	}
+	t.Logf("round trips per tick: %d", counts[1])
+}
+
+func tickRoundTrips(t testing.TB, e *env, n int) int64 {
+	var hunts []Hunt
+	for i := range n {
+		hunts = append(hunts, Hunt{ID: fmt.Sprintf("h%04d", i), Interval: 3600, Offset: int64(i % 3600), Query: eventsQuery})
+	}
+	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: hunts}, func(o *Options) { o.MaxQueued = n })
+	r.holdRuns = true
+	before := chtest.Queries(t, e.db.URL)
+	if err := r.tick(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	after := chtest.Queries(t, e.db.URL)
+	if len(r.queue) != n {
+		t.Fatalf("won %d of %d", len(r.queue), n)
+	}
+	for _, j := range r.queue {
+		j.stopRenewal()
+	}
+	return after - before
+}
+
+// testLogger sends the runner's log to the test log (shown on failure or with -v).
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type tWriter struct{ t testing.TB }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
