@@ -143,7 +143,7 @@ type Runner struct {
 	wake     chan struct{} // a finished run asks for an early tick while backlog is set
 
 	ticks        int
-	holdRuns     bool // tests: queue won fires without starting them (to count a tick's round trips)
+	holdRuns     bool   // tests: queue won fires without starting them (to count a tick's round trips)
 	mismatchLogd string // the published hash already logged as a mismatch
 	outage       bool
 }
