@@ -134,8 +134,8 @@ func DueCountSQL(database, nowExpr string) string {
 	return dueCountSQL(formLive, database, nowExpr)
 }
 
-// ErrNoResult means the due query returned no row, which a working server never does.
-var ErrNoResult = errors.New("due query returned no row")
+// ErrNoResult means a query that always yields one row (a count, now64()) returned none.
+var ErrNoResult = errors.New("query returned no row")
 
 // CountDue runs DueCountSQL with the server's clock. A failed query is an error, never 0.
 func CountDue(ctx context.Context, q Querier, database string) (uint64, error) {
