@@ -55,6 +55,13 @@ func (s *Server) runQuery(ctx context.Context, q *Query, params map[string]strin
 	}
 	done := make(chan answer, 1)
 	go func() {
+		// A panic here would end the process, not just this request (net/http recovers only
+		// the handler's goroutine): a driver failing on an odd reply must still be held.
+		defer func() {
+			if r := recover(); r != nil {
+				done <- answer{0, fmt.Errorf("%w: the driver panicked: %v", ErrBadResult, r)}
+			}
+		}()
 		v, err := s.queryOnce(ctx, q, params)
 		done <- answer{v, err}
 	}()

@@ -3,6 +3,7 @@ package shim
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,6 +56,19 @@ func (l *logBuffer) String() string {
 	return l.buf.String()
 }
 
+func slogJSON(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// newToken returns a bearer token made at test time (secrets never sit in fixtures).
+func newToken() string { return "tok-" + rand.Text() }
+
+// clock is a settable Options.Now, so that a test moves past max_stale without sleeping.
+type clock struct{ offset atomic.Int64 }
+
+func (c *clock) Now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
+
 type testShim struct {
 	*Server
 	http *httptest.Server
@@ -64,7 +79,7 @@ type testShim struct {
 func startShim(t testing.TB, o Options) *testShim {
 	t.Helper()
 	logs := &logBuffer{}
-	o.Logger = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	o.Logger = slogJSON(logs)
 	s, err := New(o)
 	if err != nil {
 		t.Fatal(err)

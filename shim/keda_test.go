@@ -70,8 +70,9 @@ func TestKedaReaderSemantics(t *testing.T) {
 func TestKedaReadsTheShim(t *testing.T) {
 	e := startEngine(t)
 	coordination(t, e.conn, e.db, "a", "b")
-	s := startShim(t, Options{Conn: e.conn, Database: e.db, OtelDatabase: e.db, Token: "tok", RetryBackoff: time.Nanosecond})
-	auth := []string{"Authorization", "Bearer tok"}
+	token := newToken()
+	s := startShim(t, Options{Conn: e.conn, Database: e.db, OtelDatabase: e.db, Token: token, RetryBackoff: time.Nanosecond})
+	auth := []string{"Authorization", "Bearer " + token}
 	read := func(path string, activation float64, header ...string) (float64, bool, error) {
 		r := s.get(t, path, header...)
 		return kedaRead(r.Status, r.Body, "value", activation)
