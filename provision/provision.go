@@ -170,7 +170,7 @@ func (p *Plan) onCluster() string {
 	if p.Options.Cluster == "" {
 		return ""
 	}
-	return " ON CLUSTER " + quote(p.Options.Cluster)
+	return " ON CLUSTER " + chstore.QuoteIdent(p.Options.Cluster)
 }
 
 // BacklogViewSelect is the body of the backlog view: the due count of the schedule package
@@ -181,18 +181,18 @@ func BacklogViewSelect(database string) string {
 
 func (p *Plan) scaler() {
 	o := p.Options
-	db, user, profile := quote(o.Database), quote(o.User), quote(o.User+"_profile")
+	db, user, profile := chstore.QuoteIdent(o.Database), chstore.QuoteIdent(o.User), chstore.QuoteIdent(o.User+"_profile")
 	settings := fmt.Sprintf("readonly = 1, max_execution_time = %d", o.MaxExecutionTime)
 	// The definer (whoever applies this) reads the coordination tables on the scaler's behalf;
 	// the scaler itself gets no table privilege at all.
 	p.add(KindView, "CREATE OR REPLACE VIEW %s.%s%s\nDEFINER = CURRENT_USER SQL SECURITY DEFINER\nAS %s",
-		db, quote(BacklogView), p.onCluster(), BacklogViewSelect(o.Database))
+		db, chstore.QuoteIdent(BacklogView), p.onCluster(), BacklogViewSelect(o.Database))
 	p.add(KindProfile, "CREATE SETTINGS PROFILE IF NOT EXISTS %s%s SETTINGS %s", profile, p.onCluster(), settings)
 	p.add(KindProfile, "ALTER SETTINGS PROFILE %s%s SETTINGS %s", profile, p.onCluster(), settings)
 	p.add(KindUser, "CREATE USER IF NOT EXISTS %s%s IDENTIFIED WITH sha256_password BY '%s'\nDEFAULT DATABASE %s SETTINGS PROFILE %s",
 		user, p.onCluster(), PasswordPlaceholder, db, profile)
 	p.add(KindUser, "ALTER USER %s%s DEFAULT DATABASE %s SETTINGS PROFILE %s", user, p.onCluster(), db, profile)
-	p.add(KindGrant, "GRANT%s SELECT ON %s.%s TO %s WITH REPLACE OPTION", p.onCluster(), db, quote(BacklogView), user)
+	p.add(KindGrant, "GRANT%s SELECT ON %s.%s TO %s WITH REPLACE OPTION", p.onCluster(), db, chstore.QuoteIdent(BacklogView), user)
 }
 
 // runnerSystemTables are the system tables the runner reads: system.databases (the connection
@@ -201,7 +201,7 @@ var runnerSystemTables = []string{"databases", "replicas"}
 
 func (p *Plan) runner() {
 	o := p.Options
-	db, user := quote(o.Database), quote(o.User)
+	db, user := chstore.QuoteIdent(o.Database), chstore.QuoteIdent(o.User)
 	p.add(KindUser, "CREATE USER IF NOT EXISTS %s%s IDENTIFIED WITH sha256_password BY '%s'\nDEFAULT DATABASE %s",
 		user, p.onCluster(), PasswordPlaceholder, db)
 	p.add(KindUser, "ALTER USER %s%s DEFAULT DATABASE %s", user, p.onCluster(), db)
@@ -209,13 +209,13 @@ func (p *Plan) runner() {
 	// step, whatever it held before.
 	var privs []string
 	for _, t := range chstore.TableNames() {
-		privs = append(privs, fmt.Sprintf("SELECT, INSERT ON %s.%s", db, quote(t)))
+		privs = append(privs, fmt.Sprintf("SELECT, INSERT ON %s.%s", db, chstore.QuoteIdent(t)))
 	}
 	for _, src := range o.SourceDatabases {
-		privs = append(privs, fmt.Sprintf("SELECT ON %s.*", quote(src)))
+		privs = append(privs, fmt.Sprintf("SELECT ON %s.*", chstore.QuoteIdent(src)))
 	}
 	for _, t := range runnerSystemTables {
-		privs = append(privs, fmt.Sprintf("SELECT ON system.%s", quote(t)))
+		privs = append(privs, fmt.Sprintf("SELECT ON system.%s", chstore.QuoteIdent(t)))
 	}
 	p.add(KindGrant, "GRANT%s\n  %s\nTO %s WITH REPLACE OPTION", p.onCluster(), strings.Join(privs, ",\n  "), user)
 }
@@ -308,11 +308,6 @@ func scrub(msg string, secrets ...string) string {
 		}
 	}
 	return msg
-}
-
-// quote back-quotes an identifier.
-func quote(s string) string {
-	return "`" + strings.NewReplacer(`\`, `\\`, "`", "\\`").Replace(s) + "`"
 }
 
 // escapeString escapes s for a single-quoted ClickHouse string literal.

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
 )
 
 //go:embed builtin.yaml
@@ -299,7 +301,7 @@ func resolveQuery(name string, s *querySpec, o CatalogueOptions) (*Query, error)
 		case !hasDB && s.Database != nil:
 			return nil, bad("database is set but sql never uses %s", dbPlaceholder)
 		}
-		q.SQL = strings.ReplaceAll(sql, dbPlaceholder, quoteIdent(q.Database))
+		q.SQL = strings.ReplaceAll(sql, dbPlaceholder, chstore.QuoteIdent(q.Database))
 	default:
 		return nil, bad("set sql or builtin")
 	}
@@ -388,11 +390,6 @@ func bindString(v any) (string, error) {
 		return "0", nil
 	}
 	return "", fmt.Errorf("want a string, number or bool, got %T", v)
-}
-
-// quoteIdent back-quotes a ClickHouse identifier.
-func quoteIdent(s string) string {
-	return "`" + strings.NewReplacer(`\`, `\\`, "`", "\\`").Replace(s) + "`"
 }
 
 func sortedKeys[V any](m map[string]V) []string {
