@@ -51,6 +51,11 @@ type MaterialiseOptions struct {
 	DryRun     bool   // compute and return the diff, write nothing
 	AllowEmpty bool   // publish an empty set (tombstoning every published hunt)
 	Source     string // recorded in hunt_publish.source, e.g. "dir:/hunts" or "git:…@<commit>"
+	// KeepAbsent leaves published hunts that are absent from rows as they are instead of
+	// tombstoning them. Set it when some hunt files could not be parsed: such a file may define
+	// a published hunt, and a typo must not silently unschedule a detection. Hunts explicitly
+	// disabled are still tombstoned.
+	KeepAbsent bool
 }
 
 // Change is one hunt whose published row changes.
@@ -67,6 +72,7 @@ type Diff struct {
 	Changed    []Change // published and enabled, with a different interval, offset or config hash
 	Tombstoned []Change // published enabled, now removed or disabled
 	Unchanged  int
+	Kept       []string // published hunts absent from the set, left as they are (KeepAbsent)
 	// SetHash is the hash of the set being published; PublishedHash the one recorded before.
 	SetHash       string
 	PublishedHash string
@@ -107,6 +113,9 @@ func (d Diff) String() string {
 	}
 	for _, c := range d.Tombstoned {
 		fmt.Fprintf(&b, "- %s  tombstone (%s; was %s)\n", c.Old.HuntID, c.Reason, describeRow(c.Old))
+	}
+	for _, id := range d.Kept {
+		fmt.Fprintf(&b, "= %s  kept as published (absent from a set with unreadable hunt files)\n", id)
 	}
 	verb := "wrote"
 	if d.DryRun {
@@ -193,7 +202,7 @@ func Materialise(ctx context.Context, store Store, rows []Row, setHash string, o
 	if err != nil {
 		return Diff{}, fmt.Errorf("materialise: read published schedule: %w", err)
 	}
-	d := diff(pub.Rows, want)
+	d := diff(pub.Rows, want, opts.KeepAbsent)
 	d.SetHash, d.PublishedHash, d.DryRun = setHash, pub.SetHash, opts.DryRun
 	if opts.DryRun || !d.HasChanges() {
 		return d, nil
@@ -213,7 +222,7 @@ func Materialise(ctx context.Context, store Store, rows []Row, setHash string, o
 }
 
 // diff compares the published newest rows with the wanted ones.
-func diff(published, want map[string]Row) Diff {
+func diff(published, want map[string]Row, keepAbsent bool) Diff {
 	var d Diff
 	for id, w := range want {
 		old, seen := published[id]
@@ -233,10 +242,16 @@ func diff(published, want map[string]Row) Diff {
 		}
 	}
 	for id, old := range published {
-		if _, ok := want[id]; !ok && old.Live() {
-			d.Tombstoned = append(d.Tombstoned, Change{Old: old, New: Tombstone(id), Reason: "removed"})
+		if _, ok := want[id]; ok || !old.Live() {
+			continue
 		}
+		if keepAbsent {
+			d.Kept = append(d.Kept, id)
+			continue
+		}
+		d.Tombstoned = append(d.Tombstoned, Change{Old: old, New: Tombstone(id), Reason: "removed"})
 	}
+	slices.Sort(d.Kept)
 	byID := func(a, b Change) int { return strings.Compare(a.New.HuntID, b.New.HuntID) }
 	slices.SortFunc(d.Added, byID)
 	slices.SortFunc(d.Changed, byID)

@@ -188,6 +188,34 @@ func TestMaterialiseRefusesEmpty(t *testing.T) {
 	}
 }
 
+func TestMaterialiseKeepAbsent(t *testing.T) {
+	db := newEngineDB(t)
+	ctx := context.Background()
+	store := NewClickHouseStore(db.Conn, db.Name)
+	a, b := mustRow(t, "hunt-a", time.Minute, "ha"), mustRow(t, "hunt-b", time.Minute, "hb")
+	if _, err := Materialise(ctx, store, []Row{a, b, mustRow(t, "hunt-c", time.Minute, "hc")}, "s1", MaterialiseOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// hunt-b's file is now unparseable (absent), hunt-c is disabled.
+	d, err := Materialise(ctx, store, []Row{a, {HuntID: "hunt-c"}}, "s2", MaterialiseOptions{KeepAbsent: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Kept) != 1 || d.Kept[0] != "hunt-b" || len(d.Tombstoned) != 1 || d.Tombstoned[0].New.HuntID != "hunt-c" {
+		t.Fatalf("diff = %+v", d)
+	}
+	if !strings.Contains(d.String(), "= hunt-b  kept as published") {
+		t.Errorf("diff text lacks the kept hunt:\n%s", d)
+	}
+	pub, err := store.Published(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pub.Rows["hunt-b"] != b || pub.Rows["hunt-c"].Live() {
+		t.Errorf("published rows %+v", pub.Rows)
+	}
+}
+
 func TestMaterialiseRejectsBadRows(t *testing.T) {
 	store := failingStore{}
 	for _, rows := range [][]Row{

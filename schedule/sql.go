@@ -167,14 +167,14 @@ func countDue(ctx context.Context, q Querier, query string) (uint64, error) {
 // DueHunt is one due hunt as `hunt-runner due --explain` shows it.
 type DueHunt struct {
 	HuntID string `json:"hunt_id"`
-	// Fire is the latest fire at the query's now (epoch seconds).
-	Fire int64 `json:"fire"`
+	// Fire is the latest fire at the query's now.
+	Fire time.Time `json:"fire"`
 	// Watermark is the newest watermark; nil if the hunt never ran.
-	Watermark *int64 `json:"watermark"`
-	// LeaseUntil is the newest (expired) lease's end; nil if the hunt was never claimed.
+	Watermark *time.Time `json:"watermark"`
+	// LeaseUntil is the end of the newest (expired) lease; nil if the hunt was never claimed.
 	LeaseUntil *time.Time `json:"lease_until"`
 	// RequestedFire is set when a run-now request is pending.
-	RequestedFire *int64 `json:"requested_fire,omitempty"`
+	RequestedFire *time.Time `json:"requested_fire,omitempty"`
 }
 
 // DueHunts lists up to limit due hunts (all if limit <= 0), most overdue first (then by id),
@@ -205,19 +205,23 @@ func dueHunts(ctx context.Context, q Querier, query string) ([]DueHunt, error) {
 			hasWM, hasLease, hasReq uint8
 			wm, luMs, rf            int64
 		)
-		if err := rows.Scan(&h.HuntID, &h.Fire, &hasWM, &wm, &hasLease, &luMs, &hasReq, &rf); err != nil {
+		var fire int64
+		if err := rows.Scan(&h.HuntID, &fire, &hasWM, &wm, &hasLease, &luMs, &hasReq, &rf); err != nil {
 			return nil, fmt.Errorf("list due hunts: %w", err)
 		}
 		st := State{Watermark: wm, HasWatermark: hasWM == 1, LeaseUntilMs: luMs, HasLease: hasLease == 1, RequestedFire: rf, HasRequest: hasReq == 1}
+		h.Fire = time.Unix(fire, 0).UTC()
 		if st.HasWatermark {
-			h.Watermark = &wm
+			t := time.Unix(wm, 0).UTC()
+			h.Watermark = &t
 		}
 		if st.HasLease {
-			lu := time.UnixMilli(luMs).UTC()
-			h.LeaseUntil = &lu
+			t := time.UnixMilli(luMs).UTC()
+			h.LeaseUntil = &t
 		}
 		if st.RequestPending() {
-			h.RequestedFire = &rf
+			t := time.Unix(rf, 0).UTC()
+			h.RequestedFire = &t
 		}
 		out = append(out, h)
 	}
