@@ -57,12 +57,7 @@ func TestMissingLibraryMessage(t *testing.T) {
 }
 
 func TestListeningLineAndSIGTERM(t *testing.T) {
-	if os.Getenv("CHDB_LIB_PATH") == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CHDB_LIB_PATH is not set (CI=true)")
-		}
-		t.Skip("CHDB_LIB_PATH is not set")
-	}
+	chtest.LibPath(t)
 	bin := chtest.Binary(t)
 	data := filepath.Join(t.TempDir(), "data")
 	cmd := exec.Command(bin, "-listen", "127.0.0.1:0", "-path", data)

@@ -14,6 +14,21 @@ import (
 // does not name a readable file.
 var ErrNoLibrary = errors.New("chlocal: chDB library not found")
 
+// checkLibrary reports ErrNoLibrary unless path names a file.
+func checkLibrary(path string) error {
+	if path == "" {
+		return fmt.Errorf("%w: CHDB_LIB_PATH is not set (point it at libchdb.so, e.g. run `make chdb`)", ErrNoLibrary)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrNoLibrary, path, err)
+	}
+	if st.IsDir() {
+		return fmt.Errorf("%w: %s is a directory, not libchdb.so", ErrNoLibrary, path)
+	}
+	return nil
+}
+
 // lib holds the chDB C API entry points. Query text, format and parameter
 // values are passed as pointer plus length (the *_n variants) because
 // Native INSERT bodies and parameter values may contain NUL bytes, which
@@ -37,19 +52,9 @@ type engine struct {
 	handle *uintptr // chdb_connection*: chdb_query* takes *handle
 }
 
-// openEngine loads the library at path and connects with
+// openEngine loads the library at path (checked by Start) and connects with
 // argv = clickhouse --path=<dataPath>.
 func openEngine(path, dataPath string) (*engine, error) {
-	if path == "" {
-		return nil, fmt.Errorf("%w: CHDB_LIB_PATH is not set (point it at libchdb.so, e.g. run `make chdb`)", ErrNoLibrary)
-	}
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrNoLibrary, path, err)
-	}
-	if st.IsDir() {
-		return nil, fmt.Errorf("%w: %s is a directory, not libchdb.so", ErrNoLibrary, path)
-	}
 	h, err := purego.Dlopen(path, purego.RTLD_NOW|purego.RTLD_GLOBAL)
 	if err != nil {
 		return nil, fmt.Errorf("chlocal: load %s: %w", path, err)

@@ -285,8 +285,8 @@ var useRe = regexp.MustCompile(`(?i)\bUSE\b`)
 // equivalent to restoring after each request, since nothing runs between
 // requests.
 func (s *Server) run(req request) ([]byte, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.session <- struct{}{}
+	defer func() { <-s.session }()
 	if s.eng == nil {
 		return nil, &queryError{msg: "Code: 1001. DB::Exception: chlocal is closed. (STD_EXCEPTION)"}
 	}

@@ -5,15 +5,20 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
 func TestStartWithoutLibrary(t *testing.T) {
@@ -31,13 +36,7 @@ func TestStartWithoutLibrary(t *testing.T) {
 // TestInProcess runs the engine inside the test binary (as `hunt-runner
 // dev` does) and checks the HTTP details clickhouse-go does not expose.
 func TestInProcess(t *testing.T) {
-	lib := os.Getenv("CHDB_LIB_PATH")
-	if lib == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("CHDB_LIB_PATH is not set (CI=true: a missing engine fails)")
-		}
-		t.Skip("CHDB_LIB_PATH is not set")
-	}
+	lib := chtest.LibPath(t)
 	s, err := Start(context.Background(), Options{LibPath: lib, RewriteReplicated: true})
 	if err != nil {
 		t.Fatal(err)
@@ -178,6 +177,45 @@ func TestInProcess(t *testing.T) {
 		_, body = post(t, nil, "SELECT count() FROM default.csv")
 		if body != "50000\n" {
 			t.Fatalf("count = %q, want 50000", body)
+		}
+	})
+
+	// Last: it closes the engine.
+	t.Run("Close lets a running query finish, then refuses", func(t *testing.T) {
+		before := s.Queries()
+		type result struct {
+			status int
+			body   string
+		}
+		done := make(chan result, 1)
+		go func() {
+			resp, err := http.Post(s.URL()+"/", "text/plain", strings.NewReader("SELECT sum(sleepEachRow(0.4)) + 7 FROM numbers(2)"))
+			if err != nil {
+				done <- result{body: err.Error()}
+				return
+			}
+			defer resp.Body.Close()
+			b, _ := io.ReadAll(resp.Body)
+			done <- result{resp.StatusCode, string(b)}
+		}()
+		// The counter moves just before the query takes the session: wait for that, not for a
+		// guessed time.
+		deadline := time.Now().Add(30 * time.Second)
+		for s.Queries() == before {
+			if time.Now().After(deadline) {
+				t.Fatal("the slow query never reached the server")
+			}
+			runtime.Gosched()
+		}
+		addr := s.Addr()
+		if err := s.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		if r := <-done; r.status != 200 || r.body != "7\n" {
+			t.Fatalf("query running during Close = %d %q, want 200 \"7\"", r.status, r.body)
+		}
+		if _, err := net.Dial("tcp", addr); err == nil {
+			t.Fatal("still accepting connections after Close")
 		}
 	})
 }

@@ -62,7 +62,7 @@ type Server struct {
 	timezone string
 	sc       column.ServerContext
 
-	mu        sync.Mutex        // serialises every use of eng and the session state below
+	session   chan struct{}     // a one-slot lock: serialises every use of eng and the session state below
 	snapshot  map[string]string // settings changed at startup (server defaults)
 	curDB     string            // database of the last USE; "" forces one
 	applied   map[string]string // per-request settings currently in effect
@@ -84,16 +84,15 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.LibPath == "" {
-		return nil, fmt.Errorf("%w: CHDB_LIB_PATH is not set (point it at libchdb.so, e.g. run `make chdb`)", ErrNoLibrary)
-	}
-	if _, err := os.Stat(opts.LibPath); err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrNoLibrary, opts.LibPath, err)
+	// Checked before claiming the process's one engine, so that a missing library can be
+	// reported (and fixed) without using it up.
+	if err := checkLibrary(opts.LibPath); err != nil {
+		return nil, err
 	}
 	if !started.CompareAndSwap(false, true) {
 		return nil, ErrAlreadyStarted
 	}
-	s := &Server{opts: opts, log: opts.Logger, done: make(chan struct{})}
+	s := &Server{opts: opts, log: opts.Logger, done: make(chan struct{}), session: make(chan struct{}, 1)}
 	if err := s.start(ctx); err != nil {
 		s.cleanup()
 		return nil, err
@@ -259,16 +258,17 @@ func (s *Server) Close() error {
 const closeWait = 5 * time.Second
 
 func (s *Server) cleanup() {
-	deadline := time.Now().Add(closeWait)
-	for !s.mu.TryLock() {
-		if time.Now().After(deadline) {
-			s.closeErr = errors.Join(s.closeErr, fmt.Errorf("chlocal: a query was still running after %v; engine left open", closeWait))
-			s.removeTempData()
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	timer := time.NewTimer(closeWait)
+	defer timer.Stop()
+	select {
+	case s.session <- struct{}{}:
+	case <-timer.C:
+		// The running query still reads the data directory: it is kept, not removed
+		// under the engine.
+		s.closeErr = errors.Join(s.closeErr, fmt.Errorf("chlocal: a query was still running after %v; engine and data directory %s left in place", closeWait, s.opts.DataPath))
+		return
 	}
-	defer s.mu.Unlock()
+	defer func() { <-s.session }()
 	if s.eng != nil {
 		s.eng.close()
 		s.eng = nil

@@ -147,6 +147,17 @@ func engineURL(t testing.TB) string {
 	return shared.url
 }
 
+// LibPath returns CHDB_LIB_PATH, for tests that load chDB themselves; without it the test
+// is skipped, or fails under CI=true.
+func LibPath(t testing.TB) string {
+	t.Helper()
+	lib := os.Getenv(EnvLib)
+	if lib == "" {
+		skipOrFail(t, "no chDB library: set "+EnvLib+" to libchdb.so (make chdb)")
+	}
+	return lib
+}
+
 func skipOrFail(t testing.TB, msg string) {
 	t.Helper()
 	if os.Getenv("CI") == "true" {

@@ -147,9 +147,7 @@ type Server struct {
 // skips (or fails under CI=true) when CHDB_LIB_PATH is not set.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	if os.Getenv(EnvLib) == "" {
-		skipOrFail(t, "no chDB library: set "+EnvLib+" to libchdb.so (make chdb)")
-	}
+	LibPath(t)
 	s := &Server{t: t, bin: Binary(t), data: t.TempDir()}
 	p, err := startProcess(s.bin, "127.0.0.1:0", s.data)
 	if err != nil {
