@@ -2,7 +2,10 @@ package shim
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -176,4 +179,23 @@ func TestHoldingLogsOnlyEdges(t *testing.T) {
 			t.Fatalf("%d holding-started and %d holding-ended lines for 20 failures then 5 successes, want 1 and 1:\n%s", started, ended, logs)
 		}
 	})
+}
+
+// TestPasswordScrubbedFromHoldingLog: a driver error that carries the ClickHouse password (as a
+// DSN in an error can) reaches the holding log with the password replaced.
+func TestPasswordScrubbedFromHoldingLog(t *testing.T) {
+	password := rand.Text()
+	logs := &logBuffer{}
+	s, q := newTestServer(t, Options{Conn: stalled{}, Redact: []string{"", password}})
+	s.log = slogJSON(logs)
+	s.fetch = func(context.Context, *Query, map[string]string) (float64, error) {
+		return 0, fmt.Errorf("dial clickhouse://scaler:%s@db:9000: connection refused", password)
+	}
+	s.serve(context.Background(), q, nil)
+	if logs.count("holding") != 1 || !strings.Contains(logs.String(), "[redacted]") {
+		t.Fatalf("no scrubbed holding line:\n%s", logs)
+	}
+	if strings.Contains(logs.String(), password) {
+		t.Fatalf("the password is in the log:\n%s", logs)
+	}
 }
