@@ -141,3 +141,11 @@ func TestCanonicalParams(t *testing.T) {
 		t.Fatalf("canonical %q %q", a, b)
 	}
 }
+
+// TestBadCatalogueRefusesToStart needs no engine: New never touches ClickHouse.
+func TestBadCatalogueRefusesToStart(t *testing.T) {
+	_, err := New(Options{Conn: stalled{}, Override: []byte("queries:\n  extra:\n    sql: SELECT {nope:String}\n"), OverrideSource: "/etc/shim/queries.yaml"})
+	if err == nil || !strings.Contains(err.Error(), "/etc/shim/queries.yaml") || !strings.Contains(err.Error(), "nope") {
+		t.Fatalf("New = %v, want a catalogue error naming the file and the parameter", err)
+	}
+}

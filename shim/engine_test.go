@@ -155,14 +155,6 @@ queries:
 	}
 }
 
-func TestBadCatalogueRefusesToStart(t *testing.T) {
-	db := chtest.New(t)
-	_, err := New(Options{Conn: db.Conn, Override: []byte("queries:\n  extra:\n    sql: SELECT {nope:String}\n"), OverrideSource: "/etc/shim/queries.yaml"})
-	if err == nil || !strings.Contains(err.Error(), "/etc/shim/queries.yaml") || !strings.Contains(err.Error(), "nope") {
-		t.Fatalf("New = %v, want a catalogue error naming the file and the parameter", err)
-	}
-}
-
 func TestBearerToken(t *testing.T) {
 	db := chtest.New(t)
 	coordination(t, db.Conn, db.Name, "a")
