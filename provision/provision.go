@@ -106,9 +106,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxExecutionTime < 1 || o.MaxExecutionTime > 3600 {
 		return o, fmt.Errorf("%w: max execution time %d s out of range", ErrInvalid, o.MaxExecutionTime)
 	}
-	for what, name := range map[string]string{"database": o.Database, "user": o.User} {
-		if !identRE.MatchString(name) {
-			return o, fmt.Errorf("%w: %s %q must match %s", ErrInvalid, what, name, identRE)
+	for _, f := range []struct{ what, name string }{{"database", o.Database}, {"user", o.User}} {
+		if !identRE.MatchString(f.name) {
+			return o, fmt.Errorf("%w: %s %q must match %s", ErrInvalid, f.what, f.name, identRE)
 		}
 	}
 	if o.Cluster != "" && !identRE.MatchString(o.Cluster) {

@@ -120,7 +120,7 @@ func (e *entry) heldAnswerLocked(now time.Time) answer {
 	return a
 }
 
-// snapshot lists the entries being held, for the age gauge.
+// held lists the entries being held, for the age and stale gauges.
 func (c *cache) held(now time.Time) []heldInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
