@@ -15,7 +15,8 @@ const benchHunts = 100_000
 
 // seedBacklog publishes n hunts (5% of them later tombstoned) with two watermark rows and two
 // lease rows per hunt (two inserts each, so ReplacingMergeTree has unmerged parts to resolve,
-// as between background merges) and a few hundred run-now requests.
+// as between background merges), live leases on 1% of hunts (1,000 runs in flight) and a few
+// hundred run-now requests.
 func seedBacklog(ctx context.Context, b testing.TB, conn driver.Conn, database string, n int, now int64) {
 	b.Helper()
 	db := quoteIdent(database)
@@ -55,8 +56,8 @@ func seedBacklog(ctx context.Context, b testing.TB, conn driver.Conn, database s
 		})
 		send(tableLease, "hunt_id, fire, owner, claim_id, claimed, lease_until", n, func(i int) []any {
 			until := t0.Add(-time.Duration(i%300) * time.Second)
-			if gen == 1 && i%11 == 0 {
-				until = t0.Add(5 * time.Minute) // a live lease
+			if gen == 1 && i%100 == 0 {
+				until = t0.Add(5 * time.Minute) // a live lease: 1% of hunts running right now
 			}
 			return []any{id(i), t0, "pod-a", uuid.New(), t0.Add(time.Duration(gen-20) * time.Second), until}
 		})

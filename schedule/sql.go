@@ -115,10 +115,16 @@ WHERE (has_lease = 0 OR lu_ms <= %[6]s * 1000)
   AND %[7]s`, sched, wm, lease, req, fire, now, owed)
 }
 
-// dueSettings is the SETTINGS clause a form needs on the outermost query.
+// dueSettings is the SETTINGS clause a form needs on the outermost query. The FINAL forms pin
+// optimize_move_to_prewhere_if_final = 0 (the server default) so that `enabled = 1` is always
+// evaluated on the merged newest row: as a PREWHERE it could see an old enabled row under a
+// newer tombstone, on a server whose profile turned that optimisation on.
 func dueSettings(form dueForm) string {
-	if form == formLive {
-		return "\nSETTINGS join_algorithm = 'full_sorting_merge'"
+	switch form {
+	case formLive:
+		return "\nSETTINGS join_algorithm = 'full_sorting_merge', optimize_move_to_prewhere_if_final = 0"
+	case formFinal:
+		return "\nSETTINGS optimize_move_to_prewhere_if_final = 0"
 	}
 	return ""
 }
@@ -189,7 +195,7 @@ func DueListSQL(database, nowExpr string, limit int) string {
 	if limit > 0 {
 		s += fmt.Sprintf("\nLIMIT %d", limit)
 	}
-	return s
+	return s + dueSettings(formFinal)
 }
 
 func dueHunts(ctx context.Context, q Querier, query string) ([]DueHunt, error) {
