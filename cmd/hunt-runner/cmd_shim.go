@@ -16,6 +16,9 @@ import (
 	"github.com/hunt-runner/hunt-runner/shim"
 )
 
+// kedaDefaultTimeout is KEDA's HTTP timeout for a metrics-api trigger (KEDA_HTTP_DEFAULT_TIMEOUT).
+const kedaDefaultTimeout = 3 * time.Second
+
 func shimCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "shim",
@@ -121,9 +124,13 @@ func runShim(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if c.Duration("timeout") >= 3*time.Second {
-		log.Warn("--timeout is not below KEDA's default trigger timeout (3s); raise the trigger's timeout or KEDA may give up first",
-			"timeout", c.Duration("timeout"))
+	// A query still running when KEDA gives up turns into a scaler error, and KEDA's fallback
+	// then overrides the other triggers: exactly what holding exists to prevent.
+	for _, name := range s.Catalogue().Names() {
+		if q, _ := s.Catalogue().Lookup(name); q.Timeout >= kedaDefaultTimeout {
+			log.Warn("query timeout is not below KEDA's default trigger timeout; raise the trigger's timeout or KEDA may give up first",
+				"query", name, "timeout", q.Timeout, "keda_timeout", kedaDefaultTimeout)
+		}
 	}
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
