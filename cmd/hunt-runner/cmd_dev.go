@@ -295,4 +295,3 @@ func (p *runPrinter) findings(rep runner.RunReport) []string {
 	}
 	return out
 }
-
