@@ -45,30 +45,10 @@ func TestApplyTwiceOnEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Made at test time (no secret sits in a fixture); the quote and backslash exercise the
-	// escaping of the string literal.
-	secret := rand.Text()
-	password := "pa'ss\\" + secret
+	password, secret := testPassword()
 	var viewDefs []string
 	for round := 1; round <= 2; round++ {
-		for i, s := range p.Statements {
-			single := &Plan{Options: p.Options, Statements: []Statement{s}}
-			_, err := single.Apply(ctx, db.Conn, password)
-			code, unsupported := chdbUnsupported[s.Kind]
-			switch {
-			case err == nil && (onRealServer() || !unsupported):
-			case err != nil && !onRealServer() && unsupported:
-				var ex *clickhouse.Exception
-				if !strings.Contains(err.Error(), "code: "+itoa(code)) && !(errors.As(err, &ex) && ex.Code == code) {
-					t.Errorf("round %d statement %d (%s): want chDB's code %d, got %v", round, i+1, s.Kind, code, err)
-				}
-				if strings.Contains(err.Error(), secret) {
-					t.Fatalf("password leaked into an error: %v", err)
-				}
-			default:
-				t.Fatalf("round %d statement %d (%s): %v", round, i+1, s.Kind, err)
-			}
-		}
+		applyEach(t, ctx, db.Conn, p, password, secret, round)
 		var def string
 		if err := db.Conn.QueryRow(ctx, "SELECT create_table_query FROM system.tables WHERE database = ? AND name = ?", db.Name, BacklogView).Scan(&def); err != nil {
 			t.Fatal(err)
@@ -98,6 +78,88 @@ func TestApplyTwiceOnEngine(t *testing.T) {
 	}
 }
 
+// testPassword is made at test time (no secret sits in a fixture): secret is its random part,
+// and the quote and backslash before it exercise the escaping of the string literal.
+func testPassword() (password, secret string) {
+	secret = rand.Text()
+	return "pa'ss\\" + secret, secret
+}
+
+// applyEach applies p one statement at a time. On a real server every statement must succeed;
+// on chDB exactly the access-control statements fail, with chDB's codes, and no error may carry
+// the password.
+func applyEach(t *testing.T, ctx context.Context, conn Execer, p *Plan, password, secret string, round int) {
+	t.Helper()
+	for i, s := range p.Statements {
+		single := &Plan{Options: p.Options, Statements: []Statement{s}}
+		_, err := single.Apply(ctx, conn, password)
+		code, unsupported := chdbUnsupported[s.Kind]
+		switch {
+		case err == nil && (onRealServer() || !unsupported):
+		case err != nil && !onRealServer() && unsupported:
+			if !strings.Contains(err.Error(), "code: "+strconv.Itoa(int(code))) {
+				t.Errorf("round %d statement %d (%s): want chDB's code %d, got %v", round, i+1, s.Kind, code, err)
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Fatalf("password leaked into an error: %v", err)
+			}
+		default:
+			t.Fatalf("round %d statement %d (%s): %v", round, i+1, s.Kind, err)
+		}
+	}
+}
+
+// TestRunnerApplyTwiceOnEngine: chDB can run none of the runner's statements (all access
+// control), so locally this checks the split; on a real server the runner identity is applied
+// twice and then must write coordination rows, read its source database, and nothing more.
+func TestRunnerApplyTwiceOnEngine(t *testing.T) {
+	db, src := chtest.New(t), chtest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := chstore.Apply(ctx, db.Conn, db.Name, chstore.Topology("single"), ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Conn.Exec(ctx, "CREATE TABLE events (x UInt8) ENGINE = MergeTree ORDER BY x"); err != nil {
+		t.Fatal(err)
+	}
+	user := "hunt_runner_" + db.Name
+	p, err := Generate(Options{Role: RoleRunner, Database: db.Name, User: user, SourceDatabases: []string{src.Name}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	password, secret := testPassword()
+	for round := 1; round <= 2; round++ {
+		applyEach(t, ctx, db.Conn, p, password, secret, round)
+	}
+	if !onRealServer() {
+		return
+	}
+	t.Cleanup(func() { _ = db.Conn.Exec(context.Background(), "DROP USER IF EXISTS "+chstore.QuoteIdent(user)) })
+	opts := *db.Options
+	opts.Auth.Username, opts.Auth.Password = user, password
+	conn, err := clickhouse.Open(&opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := conn.Exec(ctx, "INSERT INTO "+db.Name+".hunt_request (hunt_id) VALUES ('x')"); err != nil {
+		t.Errorf("runner cannot write hunt_request: %v", err)
+	}
+	var n uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM "+src.Name+".events").Scan(&n); err != nil {
+		t.Errorf("runner cannot read its source database: %v", err)
+	}
+	for _, refused := range []string{
+		"SELECT * FROM url('http://127.0.0.1:1/', CSV, 'a String')",
+		"CREATE TABLE " + db.Name + ".extra (a UInt8) ENGINE = Memory",
+		"SELECT count() FROM system.users",
+	} {
+		if err := conn.Exec(ctx, refused); err == nil {
+			t.Errorf("runner may run %s", refused)
+		}
+	}
+}
+
 // checkScalerIdentity connects as the provisioned scaler: it reads the view and nothing else,
 // and cannot write.
 func checkScalerIdentity(t *testing.T, ctx context.Context, db *chtest.DB, user, password string) {
@@ -120,8 +182,6 @@ func checkScalerIdentity(t *testing.T, ctx context.Context, db *chtest.DB, user,
 		t.Fatal("scaler can insert")
 	}
 }
-
-func itoa(n int32) string { return strconv.Itoa(int(n)) }
 
 // TestStatementsParseOnEngine asks the engine's own parser (formatQuery) about every statement of
 // every role, including the access-control ones chDB cannot execute.
