@@ -212,7 +212,9 @@ func TestRunnerRunsCommitsAndBacksOff(t *testing.T) {
 	}
 	var reports []RunReport
 	var mu sync.Mutex
+	frozen := time.Now() // backoff runs on this clock: frozen, the broken hunt never comes out of it
 	r := e.runner("pod-a", hs, func(o *Options) {
+		o.Clock = func() time.Time { return frozen }
 		o.Metrics = m
 		o.OnRun = func(rep RunReport) { mu.Lock(); reports = append(reports, rep); mu.Unlock() }
 	})
@@ -514,4 +516,29 @@ type tWriter struct{ t testing.TB }
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// Findings of an attempt that never committed (a crash after the insert) are keyed with a fire
+// the watermark never reached; the run that covers their window again removes them.
+func TestRunnerRemovesFindingsOfUncommittedAttempts(t *testing.T) {
+	e := newEnv(t)
+	h := Hunt{ID: "crashy", Interval: 600, Offset: 0, Query: eventsQuery}
+	fire := e.latest(h)
+	e.setWatermark("crashy", fire-1200)
+	// What a crashed attempt for fire-600 left behind, plus a committed finding at the watermark.
+	e.exec(fmt.Sprintf("INSERT INTO hunt_findings (hunt_id, fire, finding_id, finding, run_id, found) VALUES "+
+		"('crashy', toDateTime(%d, 'UTC'), 1, 'orphan', generateUUIDv4(), now64(6)), "+
+		"('crashy', toDateTime(%d, 'UTC'), 2, 'committed', generateUUIDv4(), now64(6))", fire-600, fire-1200))
+	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
+	e.tickAndWait(r)
+	if n := e.count("SELECT count() FROM hunt_findings WHERE hunt_id = 'crashy' AND fire = toDateTime(?, 'UTC')", fire-600); n != 0 {
+		t.Fatalf("%d findings of the uncommitted fire remain", n)
+	}
+	if n := e.count("SELECT count() FROM hunt_findings WHERE hunt_id = 'crashy' AND fire = toDateTime(?, 'UTC')", fire-1200); n != 1 {
+		t.Fatalf("the committed fire's finding was touched: %d rows", n)
+	}
+	if got, want := e.count("SELECT count() FROM hunt_findings FINAL WHERE hunt_id = 'crashy' AND fire = toDateTime(?, 'UTC')", fire),
+		e.eventsIn(fire-1200, fire, 0); got != want {
+		t.Fatalf("findings of the run %d, want %d", got, want)
+	}
 }

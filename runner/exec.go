@@ -54,15 +54,18 @@ func dedupToken(huntID string, fire int64, w window) string {
 }
 
 // insertFindings runs the hunt for one fire and reports how many distinct findings the fire
-// now has (a re-run counts what is there, not what it added).
-func (r *Runner) insertFindings(ctx context.Context, h *Hunt, fire int64, runID uuid.UUID, w window) (uint64, error) {
+// now has (a re-run counts what is there, not what it added) and how many findings belong to
+// uncommitted attempts: rows keyed with a fire in (lower, fire) can only come from an attempt
+// that crashed or lost its lease before committing (a committed fire moves the watermark, which
+// is lower), and their data is covered again by this run. One query answers both.
+func (r *Runner) insertFindings(ctx context.Context, h *Hunt, fire, lower int64, runID uuid.UUID, w window) (rows, orphans uint64, err error) {
 	labels := h.Labels
 	if labels == nil {
 		labels = map[string]string{}
 	}
 	lj, err := json.Marshal(labels)
 	if err != nil {
-		return 0, fmt.Errorf("labels: %w", err)
+		return 0, 0, fmt.Errorf("labels: %w", err)
 	}
 	timeout := h.timeout()
 	ctx, cancel := context.WithTimeout(ctx, timeout+5*time.Second)
@@ -85,17 +88,27 @@ func (r *Runner) insertFindings(ctx context.Context, h *Hunt, fire int64, runID 
 		}),
 	)
 	if err := r.conn.Exec(qctx, findingsSQL(r.opts.Database, h.Query)); err != nil {
-		return 0, fmt.Errorf("hunt query: %w", err)
+		return 0, 0, fmt.Errorf("hunt query: %w", err)
 	}
-	var n uint64
 	cctx := clickhouse.Context(ctx, clickhouse.WithParameters(clickhouse.Parameters{
-		"hr_hunt": h.ID, "hr_fire": strconv.FormatInt(fire, 10)}))
-	row := r.conn.QueryRow(cctx, "SELECT uniqExact(finding_id) FROM "+quoteIdent(r.opts.Database)+
-		".hunt_findings WHERE hunt_id = {hr_hunt:String} AND fire = toDateTime({hr_fire:UInt32}, 'UTC')")
-	if err := row.Scan(&n); err != nil {
+		"hr_hunt": h.ID, "hr_fire": strconv.FormatInt(fire, 10), "hr_lower": strconv.FormatInt(max(lower, 0), 10)}))
+	row := r.conn.QueryRow(cctx, "SELECT uniqExactIf(finding_id, fire = toDateTime({hr_fire:UInt32}, 'UTC')), "+
+		"countIf(fire != toDateTime({hr_fire:UInt32}, 'UTC')) FROM "+quoteIdent(r.opts.Database)+".hunt_findings "+
+		"WHERE hunt_id = {hr_hunt:String} AND fire > toDateTime({hr_lower:UInt32}, 'UTC') AND fire <= toDateTime({hr_fire:UInt32}, 'UTC')")
+	if err := row.Scan(&rows, &orphans); err != nil {
 		// The findings are written; only the count is missing. Not a failure of the run.
 		r.log.Warn("counting findings failed", "hunt_id", h.ID, "fire", fire, "error", err)
-		return 0, nil
+		return 0, 0, nil
 	}
-	return n, nil
+	return rows, orphans, nil
+}
+
+// deleteOrphans removes findings of uncommitted attempts (see insertFindings) once this run
+// has committed: their windows are covered by this run, so keeping them would count the same
+// data twice under two fires. Best effort: a failure leaves them, and is logged.
+func (r *Runner) deleteOrphans(ctx context.Context, h *Hunt, fire, lower int64) error {
+	return r.conn.Exec(clickhouse.Context(ctx, clickhouse.WithParameters(clickhouse.Parameters{
+		"hr_hunt": h.ID, "hr_fire": strconv.FormatInt(fire, 10), "hr_lower": strconv.FormatInt(max(lower, 0), 10)})),
+		"DELETE FROM "+quoteIdent(r.opts.Database)+".hunt_findings WHERE hunt_id = {hr_hunt:String} "+
+			"AND fire > toDateTime({hr_lower:UInt32}, 'UTC') AND fire < toDateTime({hr_fire:UInt32}, 'UTC')")
 }

@@ -148,7 +148,11 @@ func (r *Runner) execute(j *job) {
 
 	startedLocal := time.Now()
 	started := time.Now().UTC()
-	rows, err := r.insertFindings(ctx, h, j.fire, runID, w)
+	lower := int64(0)
+	if j.state.HasWatermark {
+		lower = j.state.Watermark
+	}
+	rows, orphans, err := r.insertFindings(ctx, h, j.fire, lower, runID, w)
 	rep := RunReport{HuntID: h.ID, Fire: j.fire, RunID: runID, Requested: j.requested,
 		WindowStart: w.DataStart, WindowEnd: w.DataEnd, Rows: rows}
 	if w.hasGap() {
@@ -194,6 +198,15 @@ func (r *Runner) execute(j *job) {
 	switch rep.Status {
 	case StatusSucceeded:
 		r.release(commitCtx, log, l)
+		if orphans > 0 {
+			if err := r.deleteOrphans(commitCtx, h, j.fire, lower); err != nil {
+				log.Warn("removing findings of uncommitted attempts failed; they stay until removed by hand",
+					"orphans", orphans, "error", err)
+			} else {
+				log.Info("removed findings of uncommitted attempts (crashed or lost runs) now covered by this run",
+					"orphans", orphans)
+			}
+		}
 		if w.hasGap() {
 			gap := run
 			gap.RunID, gap.Status, gap.WindowStart, gap.WindowEnd, gap.RowsWritten = uuid.New(), StatusGap, w.GapStart, w.GapEnd, 0
