@@ -481,6 +481,19 @@ func TestSettingsRestoredAfterRequest(t *testing.T) {
 	if !errors.As(err, &ex) || ex.Code != 115 {
 		t.Fatalf("unknown setting: %v, want code 115", err)
 	}
+	// A readonly request must not leave the shared session refusing the next request's
+	// settings: on a server every request starts afresh.
+	for i, st := range []clickhouse.Settings{{"readonly": 1}, {"readonly": 2}, {"readonly": 1}, {"readonly": 1, "max_threads": 2}, {"max_threads": 3}, nil} {
+		if err := db.Conn.Exec(clickhouse.Context(ctx, clickhouse.WithSettings(st)), "SELECT 1"); err != nil {
+			t.Fatalf("request %d with %v after a readonly one: %v", i, st, err)
+		}
+	}
+	if got := setting(ctx, db.Conn, "readonly"); got != "0" {
+		t.Fatalf("readonly = %q after the readonly requests, want 0", got)
+	}
+	if err := db.Conn.Exec(ctx, "CREATE TABLE after_readonly (a UInt8) ENGINE = Memory"); err != nil {
+		t.Fatalf("a write after the readonly requests: %v", err)
+	}
 }
 
 // TestConcurrentClientProcesses runs 4 client processes (this test binary,

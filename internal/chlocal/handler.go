@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -315,6 +316,17 @@ func (s *Server) applySettings(want []setting) error {
 	for _, st := range want {
 		wanted[st.name] = st.value
 	}
+	if maps.Equal(wanted, s.applied) {
+		return nil
+	}
+	// A session in readonly mode refuses every SET but the one lifting it, whereas a real
+	// server starts each request afresh: readonly is lifted first, on its own, and set last.
+	if _, ok := s.applied[readonlySetting]; ok {
+		if _, err := s.eng.query([]byte("SET "+s.restoreAssignment(readonlySetting)), "", nil, nil); err != nil {
+			return err
+		}
+		delete(s.applied, readonlySetting)
+	}
 	var restore []string
 	for name := range s.applied {
 		if _, ok := wanted[name]; !ok {
@@ -327,11 +339,15 @@ func (s *Server) applySettings(want []setting) error {
 		parts = append(parts, s.restoreAssignment(name))
 	}
 	for _, st := range want {
-		if cur, ok := s.applied[st.name]; !ok || cur != st.value {
+		if cur, ok := s.applied[st.name]; st.name != readonlySetting && (!ok || cur != st.value) {
 			parts = append(parts, st.name+" = "+quote(st.value))
 		}
 	}
+	if v, ok := wanted[readonlySetting]; ok {
+		parts = append(parts, readonlySetting+" = "+quote(v))
+	}
 	if len(parts) == 0 {
+		s.applied = wanted
 		return nil
 	}
 	_, err := s.eng.query([]byte("SET "+strings.Join(parts, ", ")), "", nil, nil)
@@ -340,7 +356,8 @@ func (s *Server) applySettings(want []setting) error {
 		return nil
 	}
 	// An unknown name fails the whole statement; put every setting that may
-	// have changed back one by one, ignoring the unknown ones.
+	// have changed back one by one (readonly first), ignoring the unknown ones.
+	_, _ = s.eng.query([]byte("SET "+s.restoreAssignment(readonlySetting)), "", nil, nil)
 	for name := range s.applied {
 		wanted[name] = ""
 	}
@@ -350,6 +367,9 @@ func (s *Server) applySettings(want []setting) error {
 	s.applied = nil
 	return err
 }
+
+// readonlySetting is the one setting whose value decides whether any other may change.
+const readonlySetting = "readonly"
 
 func (s *Server) restoreAssignment(name string) string {
 	if v, ok := s.snapshot[name]; ok {
