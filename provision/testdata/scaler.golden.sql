@@ -23,7 +23,7 @@ WHERE (has_wm = 0 OR wm < fire OR (has_req = 1 AND rf > wm))
     HAVING toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) > toInt64(now()) * 1000
   )
 )
-SETTINGS join_algorithm = 'full_sorting_merge'
+SETTINGS join_algorithm = 'full_sorting_merge', optimize_move_to_prewhere_if_final = 0
 );
 
 CREATE SETTINGS PROFILE IF NOT EXISTS `hunt_scaler_profile` SETTINGS readonly = 1, max_execution_time = 5;
@@ -36,4 +36,4 @@ DEFAULT DATABASE `hunt_runner` SETTINGS PROFILE `hunt_scaler_profile`;
 ALTER USER `hunt_scaler` DEFAULT DATABASE `hunt_runner` SETTINGS PROFILE `hunt_scaler_profile`;
 
 GRANT SELECT ON `hunt_runner`.`hunt_backlog_v1` TO `hunt_scaler` WITH REPLACE OPTION;
--- sha256: 4d1f5153d98fe8cc8037eaab54747ce30fe58633049d14bb5a718449992c8aa5
+-- sha256: 403049dba054da6cc391b8395621c5bb0fe70d363a126f2423c0c9acc9b39e4a

@@ -23,7 +23,7 @@ WHERE (has_wm = 0 OR wm < fire OR (has_req = 1 AND rf > wm))
     HAVING toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) > toInt64(now()) * 1000
   )
 )
-SETTINGS join_algorithm = 'full_sorting_merge'
+SETTINGS join_algorithm = 'full_sorting_merge', optimize_move_to_prewhere_if_final = 0
 );
 
 CREATE SETTINGS PROFILE IF NOT EXISTS `keda_reader_profile` ON CLUSTER `main` SETTINGS readonly = 1, max_execution_time = 5;
@@ -36,4 +36,4 @@ DEFAULT DATABASE `hunts` SETTINGS PROFILE `keda_reader_profile`;
 ALTER USER `keda_reader` ON CLUSTER `main` DEFAULT DATABASE `hunts` SETTINGS PROFILE `keda_reader_profile`;
 
 GRANT ON CLUSTER `main` SELECT ON `hunts`.`hunt_backlog_v1` TO `keda_reader` WITH REPLACE OPTION;
--- sha256: 0c3b82cedb9e273afe53d76e9574fe11f795df8f81213fb12efe541adb957bf0
+-- sha256: a5f4392e657d52bcd07853d26043318384b5bca8c4f38574be454d04f44262da
