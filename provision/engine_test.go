@@ -72,6 +72,12 @@ func TestApplyTwiceOnEngine(t *testing.T) {
 	if got != want || got != 2 {
 		t.Fatalf("view says %d, schedule.CountDue says %d, want 2", got, want)
 	}
+	// The scaler reads under its profile's readonly = 1, which refuses a SETTINGS clause in its
+	// own query; the one inside the view's body (from the due SQL) must not be refused.
+	roctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"readonly": 1}))
+	if err := db.Conn.QueryRow(roctx, "SELECT value FROM "+db.Name+"."+BacklogView).Scan(&got); err != nil || got != 2 {
+		t.Fatalf("view read with readonly = 1: %d, %v; want 2", got, err)
+	}
 
 	if onRealServer() {
 		checkScalerIdentity(t, ctx, db, user, password)
