@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
@@ -41,6 +42,7 @@ func TestApplyTwiceOnEngine(t *testing.T) {
 	}
 
 	user := "hunt_scaler_" + db.Name
+	dropUserAtCleanup(t, db, user)
 	p, err := Generate(Options{Role: RoleScaler, Database: db.Name, User: user})
 	if err != nil {
 		t.Fatal(err)
@@ -129,6 +131,7 @@ func TestRunnerApplyTwiceOnEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	user := "hunt_runner_" + db.Name
+	dropUserAtCleanup(t, db, user)
 	p, err := Generate(Options{Role: RoleRunner, Database: db.Name, User: user, SourceDatabases: []string{src.Name}})
 	if err != nil {
 		t.Fatal(err)
@@ -140,14 +143,7 @@ func TestRunnerApplyTwiceOnEngine(t *testing.T) {
 	if !onRealServer() {
 		return
 	}
-	t.Cleanup(func() { _ = db.Conn.Exec(context.Background(), "DROP USER IF EXISTS "+chstore.QuoteIdent(user)) })
-	opts := *db.Options
-	opts.Auth.Username, opts.Auth.Password = user, password
-	conn, err := clickhouse.Open(&opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := connectAs(t, db, user, password)
 	if err := conn.Exec(ctx, "INSERT INTO "+db.Name+".hunt_request (hunt_id) VALUES ('x')"); err != nil {
 		t.Errorf("runner cannot write hunt_request: %v", err)
 	}
@@ -166,17 +162,31 @@ func TestRunnerApplyTwiceOnEngine(t *testing.T) {
 	}
 }
 
-// checkScalerIdentity connects as the provisioned scaler: it reads the view and nothing else,
-// and cannot write.
-func checkScalerIdentity(t *testing.T, ctx context.Context, db *chtest.DB, user, password string) {
-	t.Cleanup(func() { _ = db.Conn.Exec(context.Background(), "DROP USER IF EXISTS "+chstore.QuoteIdent(user)) })
+// dropUserAtCleanup removes a user the test provisions on a real server, registered before
+// the user is created so that a failing test leaves none behind.
+func dropUserAtCleanup(t *testing.T, db *chtest.DB, user string) {
+	if onRealServer() {
+		t.Cleanup(func() { _ = db.Conn.Exec(context.Background(), "DROP USER IF EXISTS "+chstore.QuoteIdent(user)) })
+	}
+}
+
+// connectAs opens a connection to db's server as user.
+func connectAs(t *testing.T, db *chtest.DB, user, password string) driver.Conn {
+	t.Helper()
 	opts := *db.Options
 	opts.Auth.Username, opts.Auth.Password = user, password
 	conn, err := clickhouse.Open(&opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// checkScalerIdentity connects as the provisioned scaler: it reads the view and nothing else,
+// and cannot write.
+func checkScalerIdentity(t *testing.T, ctx context.Context, db *chtest.DB, user, password string) {
+	conn := connectAs(t, db, user, password)
 	var v uint64
 	if err := conn.QueryRow(ctx, "SELECT value FROM "+db.Name+"."+BacklogView).Scan(&v); err != nil {
 		t.Fatalf("scaler cannot read the view: %v", err)
