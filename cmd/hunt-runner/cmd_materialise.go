@@ -30,12 +30,15 @@ refused unless --allow-empty (it would tombstone every hunt).
 
 --dry-run prints the diff (+ added, ~ changed old → new, - tombstoned) and writes nothing.
 
-Exit status: 0 nothing to change, 3 changed (or, with --dry-run, would change), 1 error, 2 usage.`,
+Exit status: 0 nothing to change, 3 changed (or, with --dry-run, would change), 1 error, 2 usage.
+Jobs that only care about success (a Helm hook, a CronJob) pass --changed-exit-code=0.`,
 		Flags: concat(clickhouseFlags(), sourceFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "dry-run", EnvVars: envFor("dry-run"),
 				Usage: "print the diff and write nothing"},
 			&cli.BoolFlag{Name: "allow-empty", EnvVars: envFor("allow-empty"),
 				Usage: "publish an empty hunt set, tombstoning every published hunt"},
+			&cli.IntFlag{Name: "changed-exit-code", Value: exitChanged, EnvVars: envFor("changed-exit-code"),
+				Usage: "exit status when something was (or, with --dry-run, would be) written; 0 for jobs"},
 		}),
 		Action: runMaterialise,
 	}
@@ -90,8 +93,8 @@ func runMaterialise(c *cli.Context) error {
 		"added", len(d.Added), "changed", len(d.Changed), "tombstoned", len(d.Tombstoned),
 		"unchanged", d.Unchanged, "kept", len(d.Kept), "rows_written", d.RowsWritten,
 		"set_hash", d.SetHash, "problems", len(set.Problems))
-	if d.HasChanges() {
-		return cli.Exit("", exitChanged)
+	if code := c.Int("changed-exit-code"); d.HasChanges() && code != exitOK {
+		return cli.Exit("", code)
 	}
 	return nil
 }

@@ -81,6 +81,10 @@ func TestMaterialiseAndDueCommands(t *testing.T) {
 	if n := countRows(t, db, "hunt_schedule"); n != 0 {
 		t.Fatalf("dry run wrote %d rows", n)
 	}
+	// Jobs (the chart's materialise hook) treat "changed" as success.
+	if out, code := materialise("--dry-run", "--changed-exit-code=0"); code != exitOK || !strings.Contains(out, "would write 2 row(s)") {
+		t.Fatalf("dry run with --changed-exit-code=0: exit %d\n%s", code, out)
+	}
 
 	out, code = materialise()
 	if code != exitChanged || !strings.Contains(out, "2 added, 0 changed, 0 tombstoned, 1 unchanged; wrote 2 row(s)") {
