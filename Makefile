@@ -8,7 +8,7 @@ export CHDB_LIB_PATH ?= $(CHDB_DIR)/libchdb.so
 # Nested modules with heavy dependencies (Helm, Kubernetes, KEDA) kept out of the main go.mod.
 NESTED := $(wildcard charts/hunt-runner/test/go.mod)
 
-.PHONY: help build test test-race test-short lint dev bench clean chdb image test-keda
+.PHONY: help build test test-race test-short lint dev bench clean chdb image
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'

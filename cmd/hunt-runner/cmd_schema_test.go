@@ -17,12 +17,17 @@ import (
 // runApp runs the real app with args and returns what it wrote to stdout.
 func runApp(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	return runAppContext(context.Background(), args...)
+}
+
+// runAppContext runs the CLI until it returns or ctx is cancelled (as a signal would).
+func runAppContext(ctx context.Context, args ...string) (string, error) {
 	app := newApp()
 	var out bytes.Buffer
 	app.Writer, app.ErrWriter = &out, &out
 	// Without a handler, urfave/cli exits the process on a cli.Exit error.
 	app.ExitErrHandler = func(*cli.Context, error) {}
-	err := app.RunContext(context.Background(), append([]string{"hunt-runner"}, args...))
+	err := app.RunContext(ctx, append([]string{"hunt-runner"}, args...))
 	return out.String(), err
 }
 

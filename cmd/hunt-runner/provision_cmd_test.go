@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -8,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -70,7 +71,7 @@ func TestProvisionRunnerFindsSourceDatabases(t *testing.T) {
 
 func TestProvisionApplyOnEngine(t *testing.T) {
 	db := chtest.New(t)
-	const secret = "N3w-Sc4ler-P4ss'word"
+	secret := "p'" + rand.Text() // a quote, to prove the SQL escapes it
 	t.Setenv(provisionPasswordEnv, secret)
 	if _, err := runApp(t, "schema", "--clickhouse-url", db.URL, "--database", db.Name, "--topology", "single"); err != nil {
 		t.Fatal(err)
@@ -97,19 +98,22 @@ func TestShimCommandServesColdHoldWithClickHouseDown(t *testing.T) {
 	dead := "http://" + closedPort(t)
 	listen := closedPort(t)
 	token := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(token, []byte("tok\n"), 0o600); err != nil {
+	tok := rand.Text()
+	if err := os.WriteFile(token, []byte(tok+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
 	done := make(chan error, 1)
 	go func() {
-		_, err := runApp(t, "shim", "--clickhouse-url", dead, "--listen", listen, "--token-file", token, "--timeout", "500ms")
+		_, err := runAppContext(ctx, "shim", "--clickhouse-url", dead, "--listen", listen, "--token-file", token, "--timeout", "500ms")
 		done <- err
 	}()
 	var resp *http.Response
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		req, _ := http.NewRequest(http.MethodGet, "http://"+listen+"/keda/hunt-backlog", nil)
-		req.Header.Set("Authorization", "Bearer tok")
+		req.Header.Set("Authorization", "Bearer "+tok)
 		var err error
 		if resp, err = http.DefaultClient.Do(req); err == nil {
 			break
@@ -125,9 +129,7 @@ func TestShimCommandServesColdHoldWithClickHouseDown(t *testing.T) {
 	if resp.StatusCode != 200 || body["value"] != float64(0) || body["cold"] != true {
 		t.Errorf("shim with ClickHouse down = %d %v, want 200 cold 0", resp.StatusCode, body)
 	}
-	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
+	stop() // as SIGINT would
 	select {
 	case err := <-done:
 		if err != nil {
