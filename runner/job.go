@@ -7,9 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/watermark"
@@ -158,9 +160,10 @@ func (r *Runner) execute(j *job) {
 	if w.hasGap() {
 		rep.GapStart, rep.GapEnd = w.GapStart, w.GapEnd
 	}
-	// The commit must not be cut by a lease loss noticed meanwhile (the fence decides), but
-	// it is bounded so a hung server cannot hold the drain forever.
-	commitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.Lease/3)
+	// The commit must not be cut by a lease loss noticed meanwhile (the fence decides). Its
+	// writes are retried through a ClickHouse outage (see durably) until commitBudget, or until
+	// shutdown cancels the runs after the grace period.
+	commitCtx, cancel := context.WithTimeout(trace.ContextWithSpan(r.runCtx, span), r.commitBudget())
 	defer cancel()
 	run := watermark.Run{HuntID: h.ID, Fire: j.fire, RunID: runID, Owner: r.opts.Owner,
 		WindowStart: w.Start, WindowEnd: w.End, Started: started}
@@ -179,7 +182,9 @@ func (r *Runner) execute(j *job) {
 		rep.Status, rep.Err = StatusFailed, err
 	default:
 		rep.Status = StatusSucceeded
-		if aerr := r.store.Advance(commitCtx, l, w.End); aerr != nil {
+		if aerr := r.durably(commitCtx, log, "advance the watermark", func(ctx context.Context) error {
+			return r.store.Advance(ctx, l, w.End)
+		}); aerr != nil {
 			if errors.Is(aerr, watermark.ErrFenced) || errors.Is(aerr, lease.ErrFenced) || errors.Is(aerr, lease.ErrLost) {
 				rep.Status, rep.Err = StatusLost, fmt.Errorf("watermark write fenced: %w", aerr)
 			} else {
@@ -212,7 +217,9 @@ func (r *Runner) execute(j *job) {
 			gap.RunID, gap.Status, gap.WindowStart, gap.WindowEnd, gap.RowsWritten = uuid.New(), StatusGap, w.GapStart, w.GapEnd, 0
 			gap.Error = fmt.Sprintf("outage longer than max_catchup (%ds): [%d, %d) skipped", h.maxCatchupSeconds(), w.GapStart, w.GapEnd)
 			gap.Finished = time.Now().UTC()
-			if err := r.store.RecordRun(commitCtx, gap); err != nil {
+			if err := r.durably(commitCtx, log, "record the gap", func(ctx context.Context) error {
+				return r.store.RecordRun(ctx, gap)
+			}); err != nil {
 				r.opts.Metrics.clickhouseError(ctx, "commit")
 				log.Error("recording a gap failed", "gap_start", w.GapStart, "gap_end", w.GapEnd, "error", err)
 			}
@@ -222,7 +229,11 @@ func (r *Runner) execute(j *job) {
 		}
 		run.Finished = time.Now().UTC()
 		r.recordRun(commitCtx, log, run)
-		r.setState(commitCtx, log, watermark.State{HuntID: h.ID, Status: StatusSucceeded, LastFire: j.fire})
+		// hunt_state records health transitions: a healthy hunt staying healthy writes nothing
+		// (one round trip less per run); hunt_run and the watermark carry its progress.
+		if j.state.Status != StatusSucceeded || j.state.ConsecutiveFailures != 0 || j.state.LastError != "" {
+			r.setState(commitCtx, log, watermark.State{HuntID: h.ID, Status: StatusSucceeded, LastFire: j.fire})
+		}
 		r.planner.succeeded(h.ID)
 		log.Info("hunt run succeeded", "rows_written", rep.Rows, "window_start", w.DataStart,
 			"window_end", w.DataEnd, "duration", rep.Duration)
@@ -253,9 +264,58 @@ func (r *Runner) execute(j *job) {
 	}
 }
 
-func (r *Runner) release(ctx context.Context, log interface {
+type logger interface {
 	Warn(string, ...any)
-}, l lease.Lease) {
+	Error(string, ...any)
+}
+
+// commitBudget bounds how long a finished run keeps retrying its commit writes through a
+// ClickHouse outage: a lease, and at least a minute.
+func (r *Runner) commitBudget() time.Duration { return max(r.opts.Lease, time.Minute) }
+
+// retryable tells a write that may be retried (the server could not be reached or did not
+// answer) from one the server refused (an exception, or a fence: retrying changes nothing).
+// Every commit write is safe to repeat: the watermark write is fenced and verified by
+// read-back, the hunt_run and hunt_state rows are keyed by run and time.
+func retryable(err error) bool {
+	var ex *clickhouse.Exception
+	switch {
+	case errors.Is(err, lease.ErrFenced), errors.Is(err, lease.ErrLost), errors.As(err, &ex),
+		errors.Is(err, context.Canceled):
+		return false
+	}
+	return true
+}
+
+// durably runs one commit write, retrying with backoff (250 ms doubling to 5 s) while it fails
+// in a retryable way and ctx allows. An outage between the hunt query and its commit must not
+// leave a watermark without its hunt_run row, nor lose the run's outcome.
+func (r *Runner) durably(ctx context.Context, log logger, what string, write func(context.Context) error) error {
+	wait := 250 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, min(r.opts.Lease/3, 10*time.Second))
+		err := write(actx)
+		cancel()
+		if err == nil || !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		if attempt == 1 {
+			log.Warn("commit write failed; retrying until ClickHouse answers", "write", what, "error", err)
+		}
+		r.opts.Metrics.clickhouseError(ctx, "commit")
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+func (r *Runner) release(ctx context.Context, log logger, l lease.Lease) {
+	// One attempt: a lease that cannot be released simply expires.
+	ctx, cancel := context.WithTimeout(ctx, min(r.opts.Lease/3, 10*time.Second))
+	defer cancel()
 	if err := r.claimer.Release(ctx, l); err != nil {
 		if !errors.Is(err, lease.ErrFenced) && !errors.Is(err, lease.ErrLost) {
 			r.opts.Metrics.clickhouseError(ctx, "release")
@@ -264,19 +324,15 @@ func (r *Runner) release(ctx context.Context, log interface {
 	}
 }
 
-func (r *Runner) recordRun(ctx context.Context, log interface {
-	Error(string, ...any)
-}, run watermark.Run) {
-	if err := r.store.RecordRun(ctx, run); err != nil {
+func (r *Runner) recordRun(ctx context.Context, log logger, run watermark.Run) {
+	if err := r.durably(ctx, log, "record the run", func(ctx context.Context) error { return r.store.RecordRun(ctx, run) }); err != nil {
 		r.opts.Metrics.clickhouseError(ctx, "commit")
 		log.Error("recording the run failed", "status", run.Status, "error", err)
 	}
 }
 
-func (r *Runner) setState(ctx context.Context, log interface {
-	Error(string, ...any)
-}, st watermark.State) {
-	if err := r.store.SetState(ctx, st); err != nil {
+func (r *Runner) setState(ctx context.Context, log logger, st watermark.State) {
+	if err := r.durably(ctx, log, "record the hunt state", func(ctx context.Context) error { return r.store.SetState(ctx, st) }); err != nil {
 		r.opts.Metrics.clickhouseError(ctx, "commit")
 		log.Error("recording the hunt state failed", "status", st.Status, "error", err)
 	}

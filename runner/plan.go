@@ -15,6 +15,7 @@ type dueFire struct {
 	Fire      int64
 	Requested bool  // a run-now request, not a scheduled fire
 	Overdue   int64 // seconds since the oldest fire this run settles became owed
+	FirstRun  bool  // the hunt has never committed a fire
 }
 
 // plan is the outcome of planning one tick.
@@ -104,7 +105,7 @@ func (p *planner) plan(snap watermark.Snapshot, set *HuntSet, localNow time.Time
 					oldest = latest
 				}
 			}
-			df.Fire, df.Overdue = latest, now-oldest
+			df.Fire, df.Overdue, df.FirstRun = latest, now-oldest, !st.HasWatermark
 			out.Behind[h.ID] = now - oldest
 		case st.HasRequest && st.RequestedFire > st.Watermark && st.RequestedFire <= now:
 			// Nothing scheduled is owed: run the request over [watermark, request).
@@ -152,6 +153,11 @@ func (p *planner) plan(snap watermark.Snapshot, set *HuntSet, localNow time.Time
 	}
 	sort.SliceStable(out.Due, func(i, j int) bool {
 		a, b := out.Due[i], out.Due[j]
+		// A hunt that never ran goes first: its overdue time restarts with every interval, so
+		// under load it would otherwise lose to hunts already behind, forever.
+		if a.FirstRun != b.FirstRun {
+			return a.FirstRun
+		}
 		if a.Overdue != b.Overdue {
 			return a.Overdue > b.Overdue
 		}

@@ -135,7 +135,7 @@ func TestPlanOrdersMostOverdueFirst(t *testing.T) {
 	hs := set(
 		hunt("c-fresh", 60, 0),      // owes base+60 only (watermark base)
 		hunt("b-old", 60, 0),        // watermark far back: oldest owed fire base-240
-		hunt("a-first-run", 60, 30), // never ran: owes base+30
+		hunt("a-first-run", 60, 30), // never ran: owes base+30, and goes first
 		hunt("d-tie", 60, 0),        // same overdue as c-fresh: tie by id
 	)
 	now := base + 65
@@ -145,11 +145,11 @@ func TestPlanOrdersMostOverdueFirst(t *testing.T) {
 		"d-tie":   {Watermark: base, HasWatermark: true},
 	}
 	p := newPlanner(5*time.Second).plan(snap(now, st), hs, time.Unix(0, 0), nil)
-	if got, want := dueIDs(p), []string{"b-old", "a-first-run", "c-fresh", "d-tie"}; !reflect.DeepEqual(got, want) {
+	if got, want := dueIDs(p), []string{"a-first-run", "b-old", "c-fresh", "d-tie"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("order %v, want %v", got, want)
 	}
-	if p.Due[0].Fire != base+60 || p.Due[0].Overdue != 65+240 {
-		t.Fatalf("b-old due %+v: want fire %d overdue %d", p.Due[0], base+60, 65+240)
+	if p.Due[1].Fire != base+60 || p.Due[1].Overdue != 65+240 {
+		t.Fatalf("b-old due %+v: want fire %d overdue %d", p.Due[1], base+60, 65+240)
 	}
 	if p.Behind["b-old"] != 305 || p.Behind["c-fresh"] != 5 {
 		t.Fatalf("behind %v", p.Behind)

@@ -1,0 +1,310 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/schedule"
+)
+
+const (
+	e2eHunts       = 50
+	eventsPerSec   = 4 // events are written every 250 ms, so a window [s, e) holds 4·(e−s) of them
+	gapEvery       = 10
+	coordDB        = "hr"
+	eventsDB       = "ev"
+	runnerProcsNum = 3
+	stopSlack      = 10 // seconds: see the watermark check in verify
+)
+
+// TestRunnersEndToEnd runs three `hunt-runner run` processes over 50 hunts with 2–5 s
+// intervals for over a minute against a private chlocal process, and abuses them: SIGKILL one
+// mid-run and restart it, SIGTERM another and restart it, then stop ClickHouse for 20 s. From
+// the tables afterwards: no fire succeeded twice, every hunt's succeeded and gap windows tile
+// [first window, watermark) exactly (no fire lost, none covered twice), the findings equal a
+// single clean run's, and the watermarks stand at the latest fires.
+func TestRunnersEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: skipped with -short")
+	}
+	binary(t) // build first: the build must not eat into the timed phases
+	srv := chtest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	conn := open(t, srv.URL)
+	if _, err := chstore.Apply(ctx, conn, coordDB, chstore.TopologySingle, ""); err != nil {
+		t.Fatal(err)
+	}
+	var now uint32
+	if err := conn.QueryRow(ctx, "SELECT toUnixTimestamp(now())").Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	// Events from an hour ago to ten minutes ahead, one every 250 ms, each unique.
+	from, to := int64(now)-3600, int64(now)+600
+	mustExec(t, conn, "CREATE DATABASE "+eventsDB)
+	mustExec(t, conn, "CREATE TABLE "+eventsDB+".events (ts DateTime64(3, 'UTC'), n UInt64) ENGINE = MergeTree ORDER BY ts")
+	mustExec(t, conn, fmt.Sprintf("INSERT INTO %s.events SELECT fromUnixTimestamp64Milli(toInt64(%d + number * 250), 'UTC'), number FROM numbers(%d)",
+		eventsDB, from*1000, (to-from)*eventsPerSec))
+
+	huntsDir := t.TempDir()
+	intervals := map[string]int64{}
+	for i := range e2eHunts {
+		id := fmt.Sprintf("e2e-%02d", i)
+		iv := int64(2 + i%4)
+		intervals[id] = iv
+		extra := ""
+		if i%gapEvery == 0 {
+			// Short catch-up: the outage must show up as recorded gaps, never as lost fires.
+			extra = fmt.Sprintf("max_catchup: %ds\n", 2*iv)
+		}
+		body := fmt.Sprintf("id: %s\ninterval: %ds\n%sseverity: low\nlabels: {suite: e2e}\nquery: |\n"+
+			"  SELECT ts, n FROM %s.events\n  WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}\n",
+			id, iv, extra, eventsDB)
+		if err := os.WriteFile(filepath.Join(huntsDir, id+".yaml"), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Let the directory source trust the files at once (it waits for files to settle).
+	time.Sleep(2500 * time.Millisecond)
+
+	args := []string{"--clickhouse-url", srv.URL, "--database", coordDB, "--hunts-dir", huntsDir,
+		"--reload-interval", "2s", "--tick", "1s", "--lease", "5s", "--settle", "300ms", "--grace", "10s",
+		"--concurrency", "4", "--clickhouse-connect-timeout", "20s"}
+	logs := t.TempDir()
+	var procs []*runnerProc
+	for i := range runnerProcsNum {
+		procs = append(procs, newRunner(t, fmt.Sprintf("runner-%d", i), args, logs))
+	}
+	defer func() {
+		if t.Failed() {
+			for _, p := range procs {
+				t.Log(p.logTail())
+			}
+		}
+	}()
+	for _, p := range procs {
+		if !waitFor(60*time.Second, p.ready) {
+			t.Fatalf("%s never became ready", p.name)
+		}
+	}
+	start := time.Now()
+	t.Logf("3 runners ready")
+
+	// SIGKILL runner-0 while a run is in flight, restart it.
+	time.Sleep(10 * time.Second)
+	if !waitFor(30*time.Second, func() bool { return procs[0].metric("hunt_runner_runs_in_flight") >= 1 }) {
+		t.Log("runner-0 showed no run in flight; killing it anyway")
+	}
+	procs[0].kill()
+	t.Logf("SIGKILLed runner-0 at +%v", time.Since(start).Round(time.Second))
+	time.Sleep(2 * time.Second)
+	procs[0].start()
+
+	// SIGTERM runner-1: it drains and exits 0 within the grace period; restart it.
+	time.Sleep(12 * time.Second)
+	code, took := procs[1].term(20 * time.Second)
+	if code != 0 {
+		t.Errorf("runner-1 exited %d after SIGTERM, want 0", code)
+	}
+	t.Logf("SIGTERMed runner-1 at +%v: exit %d after %v", time.Since(start).Round(time.Second), code, took.Round(time.Millisecond))
+	procs[1].start()
+	for _, p := range procs[:2] {
+		if !waitFor(60*time.Second, p.ready) {
+			t.Fatalf("restarted %s never became ready", p.name)
+		}
+	}
+
+	// Run on until the minute is full, then take ClickHouse away for 20 s.
+	if d := 45*time.Second - time.Since(start); d > 0 {
+		time.Sleep(d)
+	}
+	srv.Stop()
+	down := time.Now()
+	t.Logf("ClickHouse stopped at +%v", time.Since(start).Round(time.Second))
+	for _, p := range procs {
+		if !waitFor(15*time.Second, func() bool { return !p.ready() }) {
+			t.Errorf("%s stayed ready with ClickHouse down", p.name)
+		}
+	}
+	time.Sleep(20*time.Second - time.Since(down))
+	for _, p := range procs {
+		if !p.running() {
+			t.Fatalf("%s exited during the outage", p.name)
+		}
+		if code, _ := p.get("/healthz"); code != 200 {
+			t.Errorf("%s /healthz = %d during the outage, want 200", p.name, code)
+		}
+	}
+	srv.Start()
+	t.Logf("ClickHouse back at +%v", time.Since(start).Round(time.Second))
+	for _, p := range procs {
+		if !waitFor(45*time.Second, p.ready) {
+			t.Fatalf("%s did not become ready again after the outage", p.name)
+		}
+	}
+	// Let every hunt catch up, then stop everyone at once, cleanly.
+	time.Sleep(12 * time.Second)
+	if err := conn.QueryRow(ctx, "SELECT toUnixTimestamp(now())").Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range procs {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range procs {
+		if code, _ := p.term(20 * time.Second); code != 0 {
+			t.Errorf("%s exited %d after SIGTERM, want 0", p.name, code)
+		}
+	}
+	t.Logf("all stopped at +%v", time.Since(start).Round(time.Second))
+	verify(t, ctx, conn, intervals, int64(now))
+}
+
+func open(t *testing.T, url string) driver.Conn {
+	t.Helper()
+	opts, err := chtest.Options(url, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := clickhouse.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+func mustExec(t *testing.T, conn driver.Conn, q string) {
+	t.Helper()
+	if err := conn.Exec(context.Background(), q); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+type runWin struct {
+	fire, start, end int64
+	status           string
+}
+
+func verify(t *testing.T, ctx context.Context, conn driver.Conn, intervals map[string]int64, stoppedAt int64) {
+	t.Helper()
+	var doubles uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM (SELECT hunt_id, fire FROM "+coordDB+".hunt_run "+
+		"WHERE status = 'succeeded' GROUP BY hunt_id, fire HAVING count() > 1)").Scan(&doubles); err != nil {
+		t.Fatal(err)
+	}
+	if doubles != 0 {
+		t.Errorf("%d (hunt, fire) pairs succeeded twice", doubles)
+	}
+
+	rows, err := conn.Query(ctx, "SELECT hunt_id, toInt64(fire), toInt64(window_start), toInt64(window_end), toString(status) FROM "+
+		coordDB+".hunt_run WHERE status IN ('succeeded', 'gap') ORDER BY hunt_id, window_start")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wins := map[string][]runWin{}
+	for rows.Next() {
+		var id string
+		var w runWin
+		if err := rows.Scan(&id, &w.fire, &w.start, &w.end, &w.status); err != nil {
+			t.Fatal(err)
+		}
+		wins[id] = append(wins[id], w)
+	}
+	rows.Close()
+	wms := map[string]int64{}
+	rows, err = conn.Query(ctx, "SELECT hunt_id, toInt64(watermark) FROM "+coordDB+".hunt_watermark FINAL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		var wm int64
+		if err := rows.Scan(&id, &wm); err != nil {
+			t.Fatal(err)
+		}
+		wms[id] = wm
+	}
+	rows.Close()
+
+	var covered, gaps, runs, atLatest, maxLag int64
+	ids := make([]string, 0, len(intervals))
+	for id := range intervals {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		iv := intervals[id]
+		ws := wins[id]
+		wm, ok := wms[id]
+		if !ok || len(ws) == 0 {
+			t.Errorf("%s never ran", id)
+			continue
+		}
+		off := schedule.PhaseOffset(id, iv, schedule.DefaultSpreadFraction)
+		first := ws[0]
+		if first.status != "succeeded" || first.start != first.end-iv {
+			t.Errorf("%s: first window %+v, want a succeeded first run over one interval", id, first)
+		}
+		for i, w := range ws {
+			if w.status == "succeeded" {
+				runs++
+				covered += w.end - w.start
+				if schedule.LatestFire(w.fire, iv, off) != w.fire {
+					t.Errorf("%s: succeeded fire %d is not on the schedule grid", id, w.fire)
+				}
+			} else {
+				gaps++
+			}
+			if i > 0 && ws[i-1].end != w.start {
+				t.Errorf("%s: windows do not tile: [%d, %d) %s then [%d, %d) %s", id, ws[i-1].start, ws[i-1].end,
+					ws[i-1].status, w.start, w.end, w.status)
+			}
+		}
+		if last := ws[len(ws)-1]; last.end != wm || last.status != "succeeded" {
+			t.Errorf("%s: last window %+v does not end at the watermark %d", id, last, wm)
+		}
+		// Every fire owed a few seconds before the stop is done (a fire that came due in the
+		// last tick or two may still have been waiting for its claim when SIGTERM arrived).
+		if owed := schedule.LatestFire(stoppedAt-stopSlack, iv, off); wm < owed {
+			t.Errorf("%s: watermark %d is behind fire %d, owed %ds before the stop", id, wm, owed, stopSlack)
+		}
+		if wm >= schedule.LatestFire(stoppedAt, iv, off) {
+			atLatest++
+		}
+		if lag := stoppedAt - wm; lag > maxLag {
+			maxLag = lag
+		}
+	}
+
+	var findings uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM "+coordDB+".hunt_findings FINAL").Scan(&findings); err != nil {
+		t.Fatal(err)
+	}
+	// One clean run over the same windows reads every event in them once.
+	if want := uint64(covered * eventsPerSec); findings != want {
+		t.Errorf("findings %d, want %d (a single clean run over the covered windows)", findings, want)
+	}
+	if gaps == 0 {
+		t.Errorf("the 20 s outage recorded no gap for the hunts with a short max_catchup")
+	}
+	var owners uint64
+	_ = conn.QueryRow(ctx, "SELECT uniqExact(owner) FROM "+coordDB+".hunt_run WHERE status = 'succeeded'").Scan(&owners)
+	var lost uint64
+	_ = conn.QueryRow(ctx, "SELECT count() FROM "+coordDB+".hunt_run WHERE status = 'lost'").Scan(&lost)
+	t.Logf("%d succeeded runs by %d owners, %d gaps, %d lost, %d findings, %d/%d hunts at the latest fire, max lag %ds at stop",
+		runs, owners, gaps, lost, findings, atLatest, len(ids), maxLag)
+	if owners < 2 {
+		t.Errorf("runs by %d owner(s); the three runners should share the work", owners)
+	}
+}
