@@ -27,12 +27,16 @@ func QuoteIdent(s string) string {
 
 // NewestLeaseSQL is a subquery giving the newest lease row of each hunt in the
 // Array(String) parameter named param, as columns hunt_id, fire, owner, claim_id, claimed,
-// until. Newest is max (claimed, claim_id); argMax over that tuple measured faster than
+// until, and tied (1 when another claim id has a row with the same, greatest claimed: see
+// View.Tied). Newest is max (claimed, claim_id); argMax over that tuple measured faster than
 // FINAL and than LIMIT 1 BY on chDB for this shape, and unlike FINAL it breaks ties on
-// claim_id the same way on every replica (see lease/bench_test.go).
+// claim_id the same way on every replica (see lease/bench_test.go). tied compares the
+// greatest claim id at the greatest claimed with the smallest one (argMin over (−claimed,
+// claim_id)); a renewal or release row shares its claim's id, so it never ties with it.
 func NewestLeaseSQL(database, param string) string {
-	return `SELECT hunt_id, t.1 AS fire, t.2 AS owner, t.3 AS claim_id, t.4 AS claimed, t.5 AS until
-FROM (SELECT hunt_id, argMax((fire, owner, claim_id, claimed, lease_until), (claimed, claim_id)) AS t
+	return `SELECT hunt_id, t.1 AS fire, t.2 AS owner, t.3 AS claim_id, t.4 AS claimed, t.5 AS until, t.3 != lo AS tied
+FROM (SELECT hunt_id, argMax((fire, owner, claim_id, claimed, lease_until), (claimed, claim_id)) AS t,
+             argMin(claim_id, (-toUnixTimestamp64Micro(claimed), claim_id)) AS lo
       FROM ` + QuoteIdent(database) + `.` + TableLease + `
       WHERE hunt_id IN {` + param + `:Array(String)} GROUP BY hunt_id)`
 }
@@ -88,7 +92,7 @@ func chunks[T any](all []T) [][]T {
 }
 
 func (s chStore) Read(ctx context.Context, hunts []string) (View, error) {
-	v := View{Leases: make(map[string]Row, len(hunts)), Watermarks: make(map[string]int64, len(hunts))}
+	v := View{Leases: make(map[string]Row, len(hunts)), Watermarks: make(map[string]int64, len(hunts)), Tied: map[string]bool{}}
 	for _, part := range chunks(uniq(hunts)) {
 		if err := s.read(ctx, part, &v); err != nil {
 			return v, err
@@ -102,7 +106,7 @@ func (s chStore) Read(ctx context.Context, hunts []string) (View, error) {
 func (s chStore) read(ctx context.Context, hunts []string, v *View) error {
 	// One row per requested hunt, each carrying the server clock, so the clock and the
 	// rows come from the same round trip.
-	q := `SELECT b.h, now64(6), l.hunt_id != '', toInt64(l.fire), l.owner, l.claim_id, l.claimed, l.until,
+	q := `SELECT b.h, now64(6), l.hunt_id != '', toInt64(l.fire), l.owner, l.claim_id, l.claimed, l.until, l.tied,
        w.hunt_id != '', toInt64(w.watermark)
 FROM (SELECT arrayJoin({ids:Array(String)}) AS h) AS b
 LEFT JOIN (` + NewestLeaseSQL(s.database, "ids") + `) AS l ON l.hunt_id = b.h
@@ -118,11 +122,11 @@ LEFT JOIN (` + NewestWatermarkSQL(s.database, "ids") + `) AS w ON w.hunt_id = b.
 		var (
 			h, owner           string
 			now, claimed, till time.Time
-			hasL, hasW         bool
+			hasL, hasW, tied   bool
 			fire, wm           int64
 			id                 uuid.UUID
 		)
-		if err := rows.Scan(&h, &now, &hasL, &fire, &owner, &id, &claimed, &till, &hasW, &wm); err != nil {
+		if err := rows.Scan(&h, &now, &hasL, &fire, &owner, &id, &claimed, &till, &tied, &hasW, &wm); err != nil {
 			return err
 		}
 		if first {
@@ -130,6 +134,9 @@ LEFT JOIN (` + NewestWatermarkSQL(s.database, "ids") + `) AS w ON w.hunt_id = b.
 		}
 		if hasL {
 			v.Leases[h] = Row{HuntID: h, Fire: fire, Owner: owner, ClaimID: id, Claimed: claimed, Until: till}
+			if tied {
+				v.Tied[h] = true
+			}
 		}
 		if hasW {
 			v.Watermarks[h] = wm
@@ -195,8 +202,14 @@ func (s chStore) release(ctx context.Context, leases []Lease) error {
 	for i, l := range leases {
 		ids[i], claimIDs[i] = l.HuntID, l.ClaimID.String()
 	}
-	return s.writeFenced(ctx, ids, claimIDs, "now64(3)", "", "release:"+batchToken(claimIDs))
+	// Only a live lease is released. An expired one already frees the hunt, and a peer may be
+	// claiming it right now: a release row inserted before that claim became visible to us
+	// would land above it and free the hunt under a winner.
+	return s.writeFenced(ctx, ids, claimIDs, "now64(3)", liveOnly, "release:"+batchToken(claimIDs))
 }
+
+// liveOnly narrows a fenced write to a lease that is still live on the server clock.
+const liveOnly = " AND until > now64(3)"
 
 // writeFenced inserts, for each hunt whose newest lease row carries one of claimIDs, a copy
 // of that row with a fresh claimed and lease_until = untilExpr. extraWhere narrows further.
@@ -239,7 +252,7 @@ func (s chStore) renew(ctx context.Context, l Lease, lease, settle time.Duration
 	token := fmt.Sprintf("renew:%s:%d", l.ClaimID, time.Now().UnixNano())
 	until := fmt.Sprintf("now64(3) + toIntervalMillisecond(%d)", lease.Milliseconds())
 	// Renewing an expired lease could overlap a peer's claim that read the hunt as free.
-	if err := s.writeFenced(ctx, []string{l.HuntID}, []string{l.ClaimID.String()}, until, " AND until > now64(3)", token); err != nil {
+	if err := s.writeFenced(ctx, []string{l.HuntID}, []string{l.ClaimID.String()}, until, liveOnly, token); err != nil {
 		return l, fmt.Errorf("lease: renew %s: %w", l.HuntID, err)
 	}
 	v, err := s.Read(ctx, []string{l.HuntID})

@@ -146,7 +146,9 @@ func (c *Coordinator) Renew(ctx context.Context, l Lease) (Lease, error) {
 	return c.store.renew(ctx, l, c.opts.Lease, c.opts.Settle)
 }
 
-// Release ends l now, fenced on its claim id: nothing is written unless l is still newest.
+// Release ends l now, fenced on its claim id: nothing is written unless l is still the newest
+// row of its hunt and live (an expired lease already frees the hunt, and a release row could
+// land over a peer's claim of it).
 func (c *Coordinator) Release(ctx context.Context, l Lease) error {
 	if err := c.store.Release(ctx, []Lease{l}); err != nil {
 		return fmt.Errorf("lease: release %s: %w", l.HuntID, err)

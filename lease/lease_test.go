@@ -202,6 +202,14 @@ func TestExpiredLeaseIsReclaimable(t *testing.T) {
 	if _, err := a.Renew(ctx, held); !errors.Is(err, lease.ErrLost) {
 		t.Fatalf("renew of an expired lease: %v, want ErrLost", err)
 	}
+	// Nor is it released: its row would land over a peer claiming the free hunt meanwhile.
+	n := len(leaseRows(t, db, "h"))
+	if err := a.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(leaseRows(t, db, "h")); got != n {
+		t.Fatalf("release of an expired lease wrote %d rows", got-n)
+	}
 	res, err = b.Claim(ctx, []lease.Fire{f})
 	if err != nil || len(res.Won) != 1 {
 		t.Fatalf("claim of an expired lease: %+v, %v", res, err)

@@ -21,6 +21,9 @@ type Row struct {
 
 // Newer reports whether a orders after b by (claimed, claim_id): the order every reader
 // uses to pick the newest lease row of a hunt, so all readers that see the same rows agree.
+// The claim_id half only holds until a merge (which keeps the last inserted of rows with equal
+// claimed), so the claim protocol never lets it decide a winner: a tie on claimed at the top
+// is lost for both claims (View.Tied).
 func Newer(a, b Row) bool {
 	if !a.Claimed.Equal(b.Claimed) {
 		return a.Claimed.After(b.Claimed)
@@ -28,10 +31,10 @@ func Newer(a, b Row) bool {
 	return uuidLess(b.ClaimID, a.ClaimID)
 }
 
-// uuidLess orders UUIDs the way ClickHouse compares UUID values: as two UInt64 halves,
-// high half first. That equals byte order of the canonical text form.
+// uuidLess orders UUIDs the way ClickHouse compares UUID values: the last 8 bytes of the
+// canonical form first, then the first 8 (TestNewerMatchesEngineUUIDOrder checks it).
 func uuidLess(a, b uuid.UUID) bool {
-	for i := range a {
+	for _, i := range [...]int{8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7} {
 		if a[i] != b[i] {
 			return a[i] < b[i]
 		}
@@ -44,6 +47,11 @@ type View struct {
 	Now        time.Time        // the store's clock when it read
 	Leases     map[string]Row   // newest lease row per hunt; absent = never leased
 	Watermarks map[string]int64 // newest watermark per hunt; absent = never run
+	// Tied holds the hunts whose newest claimed is shared by a row of another claim id. The
+	// claim_id tie-break is only what readers agree on until a merge: ReplacingMergeTree
+	// (claimed) keeps the last inserted of tied rows, whatever its claim id, so a verify
+	// treats a tie as lost for every claimer in it (see Newer).
+	Tied map[string]bool
 }
 
 // Store is what the claim protocol needs from the database. The ClickHouse implementation
@@ -119,41 +127,70 @@ func (p *protocol) claim(ctx context.Context, fires []Fire) (Result, error) {
 	}
 
 	readDone := time.Now()
-	if err := p.store.InsertClaims(ctx, claims, p.lease); err != nil {
-		// The server may have applied the insert; those rows hold their hunts until they
-		// expire, which is the price of an ambiguous failure. They are never released.
-		return p.fail(res, rowFires(claims), fmt.Errorf("lease: claim insert: %w", err))
+	// Each statement counts only if it was acknowledged within Settle of being sent. Its
+	// server-side check ran after the send and its rows committed before the acknowledgement,
+	// so this bounds check→commit, the part of the visibility lag this pod can measure: a
+	// peer that landed a claim our check missed verifies at least Settle after that claim's
+	// commit, so it sees our rows (on one endpoint; with replicas, while lag < Settle/2).
+	// A late statement's rows may have landed after such a peer verified and won; they are
+	// Lost and left to expire (a release could land over the winner). The free read is not
+	// part of this: nothing decided on it is trusted without the server-side re-check.
+	var landed []Row
+	var insertErr error
+	for _, part := range chunks(claims) {
+		if insertErr != nil {
+			res.Failed = append(res.Failed, rowFires(part)...) // not sent: the store is failing
+			continue
+		}
+		sent := time.Now()
+		if err := p.store.InsertClaims(ctx, part, p.lease); err != nil {
+			// The server may have applied the insert; those rows hold their hunts until they
+			// expire, which is the price of an ambiguous failure. They are never released.
+			insertErr = fmt.Errorf("lease: claim insert: %w", err)
+			res.Failed = append(res.Failed, rowFires(part)...)
+			continue
+		}
+		if took := time.Since(sent); took >= p.settle {
+			p.log.WarnContext(ctx, "claim acknowledged too late to count; its hunts stay leased until the lease expires",
+				"fires", len(part), "took", took, "settle", p.settle)
+			res.Lost = append(res.Lost, rowFires(part)...)
+			continue
+		}
+		landed = append(landed, part...)
 	}
 	acked := time.Now()
-	if took := acked.Sub(freeRead); took >= p.settle {
-		// Our rows may have landed after a peer verified: the settle no longer covers them.
-		p.log.WarnContext(ctx, "claim acknowledged too late to count", "fires", len(claims),
-			"took", took, "settle", p.settle)
-		res.Lost = append(res.Lost, rowFires(claims)...)
-		return res, nil
+	if insertErr != nil {
+		res.Err = insertErr
+	}
+	if len(landed) == 0 {
+		return p.result(res)
 	}
 
 	t := time.NewTimer(p.settle)
 	select {
 	case <-ctx.Done():
 		t.Stop()
-		return p.fail(res, rowFires(claims), fmt.Errorf("lease: settle: %w", ctx.Err()))
+		return p.fail(res, rowFires(landed), fmt.Errorf("lease: settle: %w", ctx.Err()))
 	case <-t.C:
 	}
 
 	verifyStart := time.Now()
-	verify, err := p.store.Read(ctx, rowIDs(claims))
+	verify, err := p.store.Read(ctx, rowIDs(landed))
 	verified := time.Now()
 	if err != nil {
-		return p.fail(res, rowFires(claims), fmt.Errorf("lease: verify read: %w", err))
+		return p.fail(res, rowFires(landed), fmt.Errorf("lease: verify read: %w", err))
 	}
 	var finished []Lease
-	for _, c := range claims {
+	for _, c := range landed {
 		f := Fire{HuntID: c.HuntID, Fire: c.Fire}
 		l, ok := verify.Leases[c.HuntID]
-		if !ok || l.ClaimID != c.ClaimID {
+		if !ok || l.ClaimID != c.ClaimID || verify.Tied[c.HuntID] {
+			// A tie on claimed is lost for every claim in it: a merge keeps the last inserted
+			// of tied rows, not the greatest claim id, so a peer verifying after the merge
+			// could see the other row alone and win it.
 			res.Lost = append(res.Lost, f)
-			p.log.DebugContext(ctx, "claim lost", "hunt_id", c.HuntID, "fire", c.Fire, "claim_id", c.ClaimID)
+			p.log.DebugContext(ctx, "claim lost", "hunt_id", c.HuntID, "fire", c.Fire, "claim_id", c.ClaimID,
+				"tied", verify.Tied[c.HuntID])
 			continue
 		}
 		won := Lease{HuntID: l.HuntID, Fire: l.Fire, Owner: l.Owner, ClaimID: l.ClaimID, Claimed: l.Claimed, Until: l.Until,
@@ -175,16 +212,21 @@ func (p *protocol) claim(ctx context.Context, fires []Fire) (Result, error) {
 	p.log.DebugContext(ctx, "claim batch", "fires", len(fires), "won", len(res.Won), "lost", len(res.Lost),
 		"already_run", len(res.AlreadyRun), "free_read", readDone.Sub(freeRead), "insert", acked.Sub(readDone),
 		"verify", verified.Sub(verifyStart), "total", time.Since(freeRead))
-	return res, nil
+	return p.result(res)
 }
 
-// fail marks fires Failed with err. The batch error is also returned when nothing else in
-// the batch got a definite outcome, so callers can tell a dead store from a partial failure.
+// fail marks fires Failed with err.
 func (p *protocol) fail(res Result, fires []Fire, err error) (Result, error) {
 	res.Failed = append(res.Failed, fires...)
 	res.Err = err
-	if len(res.Won)+len(res.Lost)+len(res.AlreadyRun) == 0 {
-		return res, err
+	return p.result(res)
+}
+
+// result returns res with its error too when nothing in the batch got a definite outcome, so
+// callers can tell a dead store from a partial failure.
+func (p *protocol) result(res Result) (Result, error) {
+	if res.Err != nil && len(res.Won)+len(res.Lost)+len(res.AlreadyRun) == 0 {
+		return res, res.Err
 	}
 	return res, nil
 }

@@ -1,0 +1,112 @@
+package lease
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/google/uuid"
+)
+
+// tieStore lands, right after each claim insert, a row of another claim with exactly the same
+// claimed as ours and the smallest claim id: by (claimed, claim_id) ours stays newest, but a
+// merge keeps the intruder (the last inserted of tied rows).
+type tieStore struct {
+	Store
+	t  *testing.T
+	cs chStore
+}
+
+var intruder = uuid.UUID{} // the smallest claim id
+
+func (s *tieStore) InsertClaims(ctx context.Context, claims []Row, lease time.Duration) error {
+	if err := s.Store.InsertClaims(ctx, claims, lease); err != nil {
+		return err
+	}
+	for _, c := range claims {
+		err := s.cs.conn.Exec(ctx, `INSERT INTO `+s.cs.table(TableLease)+` (hunt_id, fire, owner, claim_id, claimed, lease_until)
+SELECT hunt_id, fire, 'intruder', {id:UUID}, claimed, lease_until FROM `+s.cs.table(TableLease)+`
+WHERE hunt_id = {h:String} AND claim_id = toUUID({cid:String})`,
+			clickhouse.Named("id", intruder.String()), clickhouse.Named("h", c.HuntID), clickhouse.Named("cid", c.ClaimID.String()))
+		if err != nil {
+			s.t.Errorf("intruder insert: %v", err)
+		}
+	}
+	return nil
+}
+
+// A tie on claimed is lost for both claims, although the claim_id tie-break would have
+// picked ours, because a merge keeps the other row: a peer verifying after the merge would
+// see it alone and win too.
+func TestTieOnClaimedIsLost(t *testing.T) {
+	db := engineDB(t)
+	ctx := context.Background()
+	c := engineCoord(t, db, "pod-a", time.Second)
+	c.proto.store = &tieStore{Store: c.store, t: t, cs: c.store}
+	f := Fire{HuntID: "tied", Fire: engineNow(t, db)}
+	res, err := c.Claim(ctx, []Fire{f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Won) != 0 || len(res.Lost) != 1 {
+		t.Fatalf("claim tied with a peer's row: %+v, want lost", res)
+	}
+
+	v, err := c.store.Read(ctx, []string{f.HuntID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := v.Leases[f.HuntID]
+	if ours.ClaimID == intruder || !v.Tied[f.HuntID] {
+		t.Fatalf("before the merge: newest %+v tied=%v; want ours (greater claim id) and tied", ours, v.Tied[f.HuntID])
+	}
+	// The engine behaviour the rule guards against: the merge keeps the last inserted.
+	if err := db.Conn.Exec(ctx, "OPTIMIZE TABLE "+c.store.table(TableLease)+" FINAL"); err != nil {
+		t.Fatal(err)
+	}
+	v, err = c.store.Read(ctx, []string{f.HuntID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := v.Leases[f.HuntID]; got.ClaimID != intruder || v.Tied[f.HuntID] {
+		t.Fatalf("after the merge: newest %+v tied=%v; want the intruder alone", got, v.Tied[f.HuntID])
+	}
+}
+
+// Newer must order claim ids exactly as ClickHouse compares UUIDs, or the simulation (which
+// uses Newer) would model another protocol than the one the engine runs.
+func TestNewerMatchesEngineUUIDOrder(t *testing.T) {
+	db := engineDB(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	const n = 300
+	a, b := make([]string, n), make([]string, n)
+	want := make([]bool, n)
+	for i := range n {
+		var x, y uuid.UUID
+		for j := range x {
+			x[j], y[j] = byte(rng.UintN(256)), byte(rng.UintN(256))
+		}
+		switch i % 3 {
+		case 0:
+			copy(y[:8], x[:8]) // equal first halves
+		case 1:
+			copy(y[8:], x[8:]) // equal second halves
+		}
+		a[i], b[i] = x.String(), y.String()
+		want[i] = uuidLess(x, y)
+	}
+	var got []uint8
+	err := db.Conn.QueryRow(context.Background(),
+		"SELECT arrayMap((x, y) -> toUInt8(toUUID(x) < toUUID(y)), {a:Array(String)}, {b:Array(String)})",
+		clickhouse.Named("a", a), clickhouse.Named("b", b)).Scan(&got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		if (got[i] == 1) != want[i] {
+			t.Fatalf("%s < %s: engine %v, uuidLess %v", a[i], b[i], got[i] == 1, want[i])
+		}
+	}
+}
