@@ -50,15 +50,15 @@ type parityHunt struct {
 func (h parityHunt) newest() (Row, State) {
 	var row Row
 	var st State
-	var best time.Time
+	var rowAt, wmAt time.Time
 	for i, r := range h.schedule {
-		if i == 0 || r.updated.After(best) {
-			row, best = r.Row, r.updated
+		if i == 0 || r.updated.After(rowAt) {
+			row, rowAt = r.Row, r.updated
 		}
 	}
 	for i, w := range h.watermarks {
-		if i == 0 || w.updated.After(best) {
-			st.Watermark, st.HasWatermark, best = w.watermark, true, w.updated
+		if i == 0 || w.updated.After(wmAt) {
+			st.Watermark, st.HasWatermark, wmAt = w.watermark, true, w.updated
 		}
 	}
 	var bestLease leaseRow
@@ -123,6 +123,7 @@ func parityCases(wallNow time.Time) (hunts []parityHunt, nows []int64) {
 					{"none", nil}, {"zero", []int64{0}}, {"fire-1", []int64{fire - 1}}, {"fire", []int64{fire}},
 					{"fire+1", []int64{fire + 1}}, {"fire+I", []int64{fire + iv}}, {"far", []int64{far}},
 					{"superseded", []int64{far, fire - 1}}, // an older far watermark must not win
+					{"advanced", []int64{fire - 1, fire}},  // nor an older owed one
 				}
 				leases := []struct {
 					name string
@@ -131,6 +132,9 @@ func parityCases(wallNow time.Time) (hunts []parityHunt, nows []int64) {
 					{"none", nil}, {"now-1", []int64{(now - 1) * 1000}}, {"now", []int64{now * 1000}},
 					{"now+1", []int64{(now + 1) * 1000}}, {"now+0.5", []int64{now*1000 + 500}},
 					{"far", []int64{far * 1000}}, {"superseded", []int64{far * 1000, (now - 1) * 1000}},
+					// The newest lease ends exactly at now under an older live one: free, so the
+					// lease_until > now test holds on the newest row, not only on the candidates.
+					{"superseded-now", []int64{far * 1000, now * 1000}},
 				}
 				reqs := []struct {
 					name string
@@ -138,7 +142,7 @@ func parityCases(wallNow time.Time) (hunts []parityHunt, nows []int64) {
 				}{{"none", nil}, {"old", []int64{fire - iv}}, {"now", []int64{fire - iv, now}}}
 				for _, wm := range wms {
 					for _, ls := range leases {
-						for _, sc := range []string{"live", "tombstoned", "revived"} {
+						for _, sc := range []string{"live", "tombstoned", "revived", "disabled", "zero-interval"} {
 							for _, rq := range reqs {
 								n++
 								h := parityHunt{id: fmt.Sprintf("n%03d|%s|I%d|wm=%s|lease=%s|%s|req=%s|%d", ni, id, iv, wm.name, ls.name, sc, rq.name, n)}
@@ -150,7 +154,22 @@ func parityCases(wallNow time.Time) (hunts []parityHunt, nows []int64) {
 								case "tombstoned":
 									h.schedule = []scheduleRow{{live, at(1)}, {tomb, at(2)}}
 								case "revived":
-									h.schedule = []scheduleRow{{live, at(1)}, {tomb, at(2)}, {live, at(3)}}
+									// The revived row's offset is beyond its interval, as a
+									// hand-written row could be: both sides take it mod I.
+									revived := live
+									revived.PhaseOffset += uint32(iv)
+									h.schedule = []scheduleRow{{live, at(1)}, {tomb, at(2)}, {revived, at(3)}}
+								case "disabled":
+									// enabled=0 with a positive interval: not written by
+									// Materialise, but enabled alone must retire the hunt.
+									off := live
+									off.Enabled = false
+									h.schedule = []scheduleRow{{live, at(1)}, {off, at(2)}}
+								case "zero-interval":
+									// An enabled row with interval 0 must never reach intDiv.
+									zero := live
+									zero.IntervalSeconds, zero.PhaseOffset = 0, 0
+									h.schedule = []scheduleRow{{live, at(1)}, {zero, at(2)}}
 								}
 								for k, w := range wm.rows {
 									h.watermarks = append(h.watermarks, watermarkRow{w, at(10 + k)})
@@ -170,9 +189,20 @@ func parityCases(wallNow time.Time) (hunts []parityHunt, nows []int64) {
 	return hunts, nows
 }
 
+// insertParity writes every case's rows and checks that all of them are stored as separate rows.
+// The replacing tables would otherwise collapse a hunt's history to its newest row at once
+// (optimize_on_insert) or in a background merge, and the SQL would never face an older enabled
+// row under a tombstone, or an older live lease under an expired one.
 func insertParity(ctx context.Context, t testing.TB, conn driver.Conn, database string, hunts []parityHunt) {
 	t.Helper()
 	db := quoteIdent(database)
+	for _, table := range []string{tableSchedule, tableWatermark, tableLease} {
+		if err := conn.Exec(ctx, "SYSTEM STOP MERGES "+db+"."+table); err != nil {
+			t.Fatalf("stop merges on %s: %v", table, err)
+		}
+	}
+	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"optimize_on_insert": 0}))
+	built := map[string]int{}
 	batch := func(table, cols string, add func(b driver.Batch) error) {
 		b, err := conn.PrepareBatch(ctx, "INSERT INTO "+db+"."+table+" ("+cols+")")
 		if err != nil {
@@ -181,6 +211,7 @@ func insertParity(ctx context.Context, t testing.TB, conn driver.Conn, database 
 		if err := add(b); err != nil {
 			t.Fatalf("append %s: %v", table, err)
 		}
+		built[table] = b.Rows()
 		if err := b.Send(); err != nil {
 			t.Fatalf("send %s: %v", table, err)
 		}
@@ -225,6 +256,15 @@ func insertParity(ctx context.Context, t testing.TB, conn driver.Conn, database 
 		}
 		return nil
 	})
+	for table, want := range built {
+		var got uint64
+		if err := conn.QueryRow(ctx, "SELECT count() FROM "+db+"."+table).Scan(&got); err != nil {
+			t.Fatalf("count %s: %v", table, err)
+		}
+		if got != uint64(want) {
+			t.Fatalf("%s holds %d rows, %d inserted: the history collapsed before the test could read it", table, got, want)
+		}
+	}
 }
 
 func boolByte(b bool) uint8 {

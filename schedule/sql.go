@@ -118,7 +118,9 @@ WHERE (has_lease = 0 OR lu_ms <= %[6]s * 1000)
 // dueSettings is the SETTINGS clause a form needs on the outermost query. The FINAL forms pin
 // optimize_move_to_prewhere_if_final = 0 (the server default) so that `enabled = 1` is always
 // evaluated on the merged newest row: as a PREWHERE it could see an old enabled row under a
-// newer tombstone, on a server whose profile turned that optimisation on.
+// newer tombstone, on a server whose profile turned that optimisation on. (chDB 26.5 was seen to
+// keep `enabled = 1` out of PREWHERE under FINAL even with it on; the pin is for servers that
+// do not.)
 func dueSettings(form dueForm) string {
 	switch form {
 	case formLive:
