@@ -3,7 +3,6 @@ package lease
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -12,42 +11,24 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
 // Engine benchmarks and the round-trip count. Round trips are counted at chlocal
 // (GET /chlocal/stats), so these need chlocal rather than a real server.
 
+// engineDB is testDB on chlocal only: these tests count round trips there.
 func engineDB(tb testing.TB) *chtest.DB {
 	tb.Helper()
 	if os.Getenv(chtest.EnvURL) != "" {
 		tb.Skip("round trips are counted at chlocal; a real server is configured")
 	}
-	db := chtest.New(tb)
-	if _, err := chstore.Apply(context.Background(), db.Conn, db.Name, chstore.TopologySingle, ""); err != nil {
-		tb.Fatalf("apply schema: %v", err)
-	}
-	return db
+	return testDB(tb)
 }
 
 func engineCoord(tb testing.TB, db *chtest.DB, owner string, settle time.Duration) *Coordinator {
 	tb.Helper()
-	c, err := New(db.Conn, Options{Owner: owner, Lease: 10 * time.Minute, Settle: settle, Database: db.Name,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return c
-}
-
-func engineNow(tb testing.TB, db *chtest.DB) int64 {
-	tb.Helper()
-	var now time.Time
-	if err := db.Conn.QueryRow(context.Background(), "SELECT now()").Scan(&now); err != nil {
-		tb.Fatal(err)
-	}
-	return now.Unix()
+	return newCoord(tb, db, owner, 10*time.Minute, settle)
 }
 
 // fillLeases writes n expired lease rows for hunts bulk-000000…, one per hunt (one insert of
@@ -82,7 +63,7 @@ func bulkFires(n int, fire int64) []Fire {
 // 1,000 due fires: the same number whatever the batch size.
 func TestClaimRoundTripsFlat(t *testing.T) {
 	db := engineDB(t)
-	now := engineNow(t, db)
+	now := serverNow(t, db)
 	fillLeases(t, db, 1000, now)
 	c := engineCoord(t, db, "pod-a", time.Second)
 	ctx := context.Background()
@@ -148,7 +129,7 @@ func BenchmarkClaimRoundTrips(b *testing.B) {
 	for _, n := range []int{1, 100, 1000} {
 		b.Run(fmt.Sprintf("fires=%d", n), func(b *testing.B) {
 			db := engineDB(b)
-			now := engineNow(b, db)
+			now := serverNow(b, db)
 			fillLeases(b, db, n, now)
 			c := engineCoord(b, db, "pod-a", 750*time.Millisecond)
 			ctx := context.Background()
@@ -185,7 +166,7 @@ func BenchmarkClaimRoundTrips(b *testing.B) {
 func BenchmarkClaim1000(b *testing.B) {
 	const settle = 750 * time.Millisecond
 	db := engineDB(b)
-	now := engineNow(b, db)
+	now := serverNow(b, db)
 	fillLeases(b, db, 100_000, now)
 	var rows uint64
 	if err := db.Conn.QueryRow(context.Background(), "SELECT count() FROM "+db.Name+".hunt_lease").Scan(&rows); err != nil || rows < 100_000 {
@@ -242,7 +223,7 @@ func BenchmarkClaim1000(b *testing.B) {
 // limits), costing 3 round trips per 2,000 fires and still one settle; every fire is won.
 func TestClaimLargeBatch(t *testing.T) {
 	db := engineDB(t)
-	now := engineNow(t, db)
+	now := serverNow(t, db)
 	const n = 2*maxStatement + 500
 	fillLeases(t, db, n, now)
 	c := engineCoord(t, db, "pod-a", 3*time.Second)

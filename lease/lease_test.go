@@ -1,4 +1,4 @@
-package lease_test
+package lease
 
 import (
 	"context"
@@ -16,7 +16,6 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
-	"github.com/hunt-runner/hunt-runner/lease"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -31,9 +30,9 @@ func testDB(t testing.TB) *chtest.DB {
 	return db
 }
 
-func newCoord(t testing.TB, db *chtest.DB, owner string, leaseDur, settle time.Duration) *lease.Coordinator {
+func newCoord(t testing.TB, db *chtest.DB, owner string, leaseDur, settle time.Duration) *Coordinator {
 	t.Helper()
-	c, err := lease.New(db.Conn, lease.Options{Owner: owner, Lease: leaseDur, Settle: settle, Database: db.Name, Logger: quiet})
+	c, err := New(db.Conn, Options{Owner: owner, Lease: leaseDur, Settle: settle, Database: db.Name, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +60,7 @@ func writeWatermark(t testing.TB, db *chtest.DB, hunt string, wm int64) {
 }
 
 // leaseRows returns every hunt_lease row of hunt, oldest first.
-func leaseRows(t testing.TB, db *chtest.DB, hunt string) []lease.Row {
+func leaseRows(t testing.TB, db *chtest.DB, hunt string) []Row {
 	t.Helper()
 	rows, err := db.Conn.Query(context.Background(),
 		"SELECT hunt_id, toInt64(fire), owner, claim_id, claimed, lease_until FROM "+db.Name+".hunt_lease WHERE hunt_id = {h:String} ORDER BY claimed, claim_id",
@@ -70,9 +69,9 @@ func leaseRows(t testing.TB, db *chtest.DB, hunt string) []lease.Row {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	var out []lease.Row
+	var out []Row
 	for rows.Next() {
-		var r lease.Row
+		var r Row
 		if err := rows.Scan(&r.HuntID, &r.Fire, &r.Owner, &r.ClaimID, &r.Claimed, &r.Until); err != nil {
 			t.Fatal(err)
 		}
@@ -84,20 +83,20 @@ func leaseRows(t testing.TB, db *chtest.DB, hunt string) []lease.Row {
 func TestOptionsValidation(t *testing.T) {
 	cases := []struct {
 		name string
-		opts lease.Options
+		opts Options
 		ok   bool
 	}{
-		{"defaults", lease.Options{Owner: "a"}, true},
-		{"no owner", lease.Options{}, false},
-		{"negative settle", lease.Options{Owner: "a", Settle: -time.Second}, false},
-		{"lease under 4x settle", lease.Options{Owner: "a", Lease: 3 * time.Second, Settle: time.Second}, false},
-		{"lease exactly 4x settle", lease.Options{Owner: "a", Lease: 4 * time.Second, Settle: time.Second}, true},
-		{"default lease vs huge settle", lease.Options{Owner: "a", Settle: 2 * time.Minute}, false},
+		{"defaults", Options{Owner: "a"}, true},
+		{"no owner", Options{}, false},
+		{"negative settle", Options{Owner: "a", Settle: -time.Second}, false},
+		{"lease under 4x settle", Options{Owner: "a", Lease: 3 * time.Second, Settle: time.Second}, false},
+		{"lease exactly 4x settle", Options{Owner: "a", Lease: 4 * time.Second, Settle: time.Second}, true},
+		{"default lease vs huge settle", Options{Owner: "a", Settle: 2 * time.Minute}, false},
 	}
 	conn := fakeConnForValidation()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := lease.New(conn, tc.opts)
+			c, err := New(conn, tc.opts)
 			if (err == nil) != tc.ok {
 				t.Fatalf("New(%+v) error = %v, want ok=%v", tc.opts, err, tc.ok)
 			}
@@ -109,7 +108,7 @@ func TestOptionsValidation(t *testing.T) {
 			}
 		})
 	}
-	if _, err := lease.New(nil, lease.Options{Owner: "a"}); err == nil {
+	if _, err := New(nil, Options{Owner: "a"}); err == nil {
 		t.Fatal("New(nil conn) succeeded")
 	}
 }
@@ -119,9 +118,9 @@ func TestClaimRenewRelease(t *testing.T) {
 	ctx := context.Background()
 	c := newCoord(t, db, "pod-a", 10*time.Second, time.Second)
 	now := serverNow(t, db)
-	f := lease.Fire{HuntID: "h1", Fire: now - 5}
+	f := Fire{HuntID: "h1", Fire: now - 5}
 
-	res, err := c.Claim(ctx, []lease.Fire{f})
+	res, err := c.Claim(ctx, []Fire{f})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +142,7 @@ func TestClaimRenewRelease(t *testing.T) {
 	// A second claim of the held fire, by anyone, loses without writing.
 	other := newCoord(t, db, "pod-b", 10*time.Second, time.Second)
 	before := len(leaseRows(t, db, "h1"))
-	res, err = other.Claim(ctx, []lease.Fire{f})
+	res, err = other.Claim(ctx, []Fire{f})
 	if err != nil || len(res.Lost) != 1 || len(res.Won) != 0 {
 		t.Fatalf("claim of a held fire: %+v, %v", res, err)
 	}
@@ -168,22 +167,16 @@ func TestClaimRenewRelease(t *testing.T) {
 		t.Fatalf("release row = %+v", last)
 	}
 	// Released: the next claim wins at once.
-	res, err = other.Claim(ctx, []lease.Fire{f})
+	res, err = other.Claim(ctx, []Fire{f})
 	if err != nil || len(res.Won) != 1 {
 		t.Fatalf("claim after release: %+v, %v", res, err)
 	}
 	// The released lease can no longer be renewed: a peer holds the hunt.
-	if _, err := c.Renew(ctx, renewed); !errors.Is(err, lease.ErrLost) {
+	if _, err := c.Renew(ctx, renewed); !errors.Is(err, ErrLost) {
 		t.Fatalf("renew after a peer took over: %v, want ErrLost", err)
 	}
 	// And releasing it again writes nothing over the peer's lease.
-	n := len(leaseRows(t, db, "h1"))
-	if err := c.Release(ctx, renewed); err != nil {
-		t.Fatal(err)
-	}
-	if got := len(leaseRows(t, db, "h1")); got != n {
-		t.Fatalf("stale release wrote %d rows", got-n)
-	}
+	releaseWritesNothing(t, db, c, renewed)
 }
 
 func TestExpiredLeaseIsReclaimable(t *testing.T) {
@@ -191,31 +184,53 @@ func TestExpiredLeaseIsReclaimable(t *testing.T) {
 	ctx := context.Background()
 	a := newCoord(t, db, "pod-a", 4*time.Second, time.Second)
 	b := newCoord(t, db, "pod-b", 10*time.Second, time.Second)
-	f := lease.Fire{HuntID: "h", Fire: serverNow(t, db)}
-	res, err := a.Claim(ctx, []lease.Fire{f})
+	f := Fire{HuntID: "h", Fire: serverNow(t, db)}
+	res, err := a.Claim(ctx, []Fire{f})
 	if err != nil || len(res.Won) != 1 {
 		t.Fatalf("first claim: %+v, %v", res, err)
 	}
 	held := res.Won[0]
 	// Wait on the server clock, not ours, for the lease to end.
 	waitServerPast(t, db, held.Until)
-	if _, err := a.Renew(ctx, held); !errors.Is(err, lease.ErrLost) {
+	if _, err := a.Renew(ctx, held); !errors.Is(err, ErrLost) {
 		t.Fatalf("renew of an expired lease: %v, want ErrLost", err)
 	}
 	// Nor is it released: its row would land over a peer claiming the free hunt meanwhile.
-	n := len(leaseRows(t, db, "h"))
-	if err := a.Release(ctx, held); err != nil {
-		t.Fatal(err)
-	}
-	if got := len(leaseRows(t, db, "h")); got != n {
-		t.Fatalf("release of an expired lease wrote %d rows", got-n)
-	}
-	res, err = b.Claim(ctx, []lease.Fire{f})
+	releaseWritesNothing(t, db, a, held)
+	res, err = b.Claim(ctx, []Fire{f})
 	if err != nil || len(res.Won) != 1 {
 		t.Fatalf("claim of an expired lease: %+v, %v", res, err)
 	}
 	if res.Won[0].Owner != "pod-b" {
 		t.Fatalf("winner %+v", res.Won[0])
+	}
+}
+
+// hookStore runs after each claim insert that the store acknowledged: what a peer does
+// between our insert and our verify, deterministically, without polling.
+type hookStore struct {
+	Store
+	after func(ctx context.Context, claims []Row)
+}
+
+func (s *hookStore) InsertClaims(ctx context.Context, claims []Row, lease time.Duration) error {
+	if err := s.Store.InsertClaims(ctx, claims, lease); err != nil {
+		return err
+	}
+	s.after(ctx, claims)
+	return nil
+}
+
+// releaseWritesNothing releases l, which must no longer be releasable, and checks that no
+// row was written.
+func releaseWritesNothing(t *testing.T, db *chtest.DB, c *Coordinator, l Lease) {
+	t.Helper()
+	n := len(leaseRows(t, db, l.HuntID))
+	if err := c.Release(context.Background(), l); err != nil {
+		t.Fatal(err)
+	}
+	if got := len(leaseRows(t, db, l.HuntID)); got != n {
+		t.Fatalf("release of %+v wrote %d rows", l, got-n)
 	}
 }
 
@@ -242,7 +257,7 @@ func TestAlreadyRun(t *testing.T) {
 	now := serverNow(t, db)
 	writeWatermark(t, db, "done", now-10)
 	writeWatermark(t, db, "behind", now-100)
-	res, err := c.Claim(ctx, []lease.Fire{{HuntID: "done", Fire: now - 10}, {HuntID: "behind", Fire: now - 10}, {HuntID: "new", Fire: now - 10}})
+	res, err := c.Claim(ctx, []Fire{{HuntID: "done", Fire: now - 10}, {HuntID: "behind", Fire: now - 10}, {HuntID: "new", Fire: now - 10}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,25 +269,18 @@ func TestAlreadyRun(t *testing.T) {
 	}
 }
 
-// A peer finishes the fire (writes its watermark) between our free read and our verify:
-// the claim still wins the row but is reported AlreadyRun and released.
+// A peer finishes the fire (writes its watermark) between our insert and our verify: the
+// claim still wins the row but is reported AlreadyRun and released.
 func TestAlreadyRunDuringSettle(t *testing.T) {
 	db := testDB(t)
 	ctx := context.Background()
-	c := newCoord(t, db, "pod-a", 10*time.Second, 2*time.Second)
+	c := newCoord(t, db, "pod-a", 10*time.Second, time.Second)
 	now := serverNow(t, db)
-	f := lease.Fire{HuntID: "h", Fire: now - 1}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		// Wait until our claim row exists, then finish the fire "as a peer".
-		for len(leaseRows(t, db, "h")) == 0 {
-			time.Sleep(20 * time.Millisecond)
-		}
+	f := Fire{HuntID: "h", Fire: now - 1}
+	c.proto.store = &hookStore{Store: c.store, after: func(context.Context, []Row) {
 		writeWatermark(t, db, "h", f.Fire)
-	}()
-	res, err := c.Claim(ctx, []lease.Fire{f})
-	<-done
+	}}
+	res, err := c.Claim(ctx, []Fire{f})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,13 +298,13 @@ func TestConcurrentClaimsWinOnce(t *testing.T) {
 	db := testDB(t)
 	ctx := context.Background()
 	now := serverNow(t, db)
-	fires := make([]lease.Fire, 200)
+	fires := make([]Fire, 200)
 	for i := range fires {
-		fires[i] = lease.Fire{HuntID: fmt.Sprintf("hunt-%03d", i), Fire: now - int64(i%60)}
+		fires[i] = Fire{HuntID: fmt.Sprintf("hunt-%03d", i), Fire: now - int64(i%60)}
 	}
 	for round := range 3 {
 		var wg sync.WaitGroup
-		results := make([]lease.Result, 2)
+		results := make([]Result, 2)
 		errs := make([]error, 2)
 		for i := range 2 {
 			// A generous settle: the liveness check below (every fire won once) needs each
@@ -305,7 +313,7 @@ func TestConcurrentClaimsWinOnce(t *testing.T) {
 			wg.Go(func() { results[i], errs[i] = c.Claim(ctx, fires) })
 		}
 		wg.Wait()
-		wins := map[lease.Fire]int{}
+		wins := map[Fire]int{}
 		for i, r := range results {
 			if errs[i] != nil {
 				t.Fatalf("round %d claimer %d: %v", round, i, errs[i])
@@ -314,7 +322,7 @@ func TestConcurrentClaimsWinOnce(t *testing.T) {
 				t.Fatalf("round %d claimer %d accounted for %d of %d fires", round, i, got, len(fires))
 			}
 			for _, l := range r.Won {
-				wins[lease.Fire{HuntID: l.HuntID, Fire: l.Fire}]++
+				wins[Fire{HuntID: l.HuntID, Fire: l.Fire}]++
 			}
 		}
 		for f, n := range wins {

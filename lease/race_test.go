@@ -32,7 +32,7 @@ func (b *barrierStore) Read(ctx context.Context, hunts []string) (View, error) {
 
 func TestConditionalInsertStopsRacers(t *testing.T) {
 	db := engineDB(t)
-	now := engineNow(t, db)
+	now := serverNow(t, db)
 	fires := make([]Fire, 200)
 	for i := range fires {
 		fires[i] = Fire{HuntID: fmt.Sprintf("race-%03d", i), Fire: now}

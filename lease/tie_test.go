@@ -10,32 +10,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// tieStore lands, right after each claim insert, a row of another claim with exactly the same
-// claimed as ours and the smallest claim id: by (claimed, claim_id) ours stays newest, but a
-// merge keeps the intruder (the last inserted of tied rows).
-type tieStore struct {
-	Store
-	t  *testing.T
-	cs chStore
-}
-
 var intruder = uuid.UUID{} // the smallest claim id
-
-func (s *tieStore) InsertClaims(ctx context.Context, claims []Row, lease time.Duration) error {
-	if err := s.Store.InsertClaims(ctx, claims, lease); err != nil {
-		return err
-	}
-	for _, c := range claims {
-		err := s.cs.conn.Exec(ctx, `INSERT INTO `+s.cs.table(TableLease)+` (hunt_id, fire, owner, claim_id, claimed, lease_until)
-SELECT hunt_id, fire, 'intruder', {id:UUID}, claimed, lease_until FROM `+s.cs.table(TableLease)+`
-WHERE hunt_id = {h:String} AND claim_id = toUUID({cid:String})`,
-			clickhouse.Named("id", intruder.String()), clickhouse.Named("h", c.HuntID), clickhouse.Named("cid", c.ClaimID.String()))
-		if err != nil {
-			s.t.Errorf("intruder insert: %v", err)
-		}
-	}
-	return nil
-}
 
 // A tie on claimed is lost for both claims, although the claim_id tie-break would have
 // picked ours, because a merge keeps the other row: a peer verifying after the merge would
@@ -44,8 +19,21 @@ func TestTieOnClaimedIsLost(t *testing.T) {
 	db := engineDB(t)
 	ctx := context.Background()
 	c := engineCoord(t, db, "pod-a", time.Second)
-	c.proto.store = &tieStore{Store: c.store, t: t, cs: c.store}
-	f := Fire{HuntID: "tied", Fire: engineNow(t, db)}
+	// Right after our insert, a peer's row lands with exactly our claimed and the smallest
+	// claim id: by (claimed, claim_id) ours stays newest, but a merge keeps the peer's row
+	// (the last inserted of tied rows).
+	c.proto.store = &hookStore{Store: c.store, after: func(ctx context.Context, claims []Row) {
+		for _, cl := range claims {
+			err := db.Conn.Exec(ctx, `INSERT INTO `+c.store.table(TableLease)+` (hunt_id, fire, owner, claim_id, claimed, lease_until)
+SELECT hunt_id, fire, 'intruder', {id:UUID}, claimed, lease_until FROM `+c.store.table(TableLease)+`
+WHERE hunt_id = {h:String} AND claim_id = toUUID({cid:String})`,
+				clickhouse.Named("id", intruder.String()), clickhouse.Named("h", cl.HuntID), clickhouse.Named("cid", cl.ClaimID.String()))
+			if err != nil {
+				t.Errorf("intruder insert: %v", err)
+			}
+		}
+	}}
+	f := Fire{HuntID: "tied", Fire: serverNow(t, db)}
 	res, err := c.Claim(ctx, []Fire{f})
 	if err != nil {
 		t.Fatal(err)
