@@ -236,7 +236,7 @@ func (r *Runner) execute(j *job) {
 		}
 		r.planner.succeeded(h.ID)
 		log.Info("hunt run succeeded", "rows_written", rep.Rows, "window_start", w.DataStart,
-			"window_end", w.DataEnd, "duration", rep.Duration)
+			"window_end", w.DataEnd, "duration_seconds", rep.Duration.Seconds())
 	case StatusFailed:
 		failures := j.state.ConsecutiveFailures + 1
 		d := r.planner.failed(h, failures, r.opts.Clock())
@@ -247,7 +247,7 @@ func (r *Runner) execute(j *job) {
 		r.recordRun(commitCtx, log, run)
 		span.SetStatus(codes.Error, "failed")
 		span.RecordError(rep.Err)
-		log.Error("hunt run failed", "error", rep.Err, "consecutive_failures", failures, "backoff", d)
+		log.Error("hunt run failed", "error", rep.Err, "consecutive_failures", failures, "backoff", d.String())
 	case StatusLost:
 		// Someone else owns the fire now: no watermark, no release, only the audit row.
 		run.Finished = time.Now().UTC()

@@ -263,7 +263,7 @@ func (r *Runner) drain(cancelRuns context.CancelFunc) {
 	}
 	running := len(r.held)
 	r.mu.Unlock()
-	r.log.Info("runner stopping", "running", running, "queued_released", len(queued), "grace", r.opts.Grace)
+	r.log.Info("runner stopping", "running", running, "queued_released", len(queued), "grace", r.opts.Grace.String())
 	for _, j := range queued {
 		j.stopRenewal()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -279,7 +279,7 @@ func (r *Runner) drain(cancelRuns context.CancelFunc) {
 	select {
 	case <-done:
 	case <-grace.C:
-		r.log.Warn("grace period over: cancelling running hunts; their leases will expire", "grace", r.opts.Grace)
+		r.log.Warn("grace period over: cancelling running hunts; their leases will expire", "grace", r.opts.Grace.String())
 		cancelRuns()
 		<-done
 	}

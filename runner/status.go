@@ -100,7 +100,7 @@ func Status(ctx context.Context, conn driver.Conn, store StateStore, database st
 		}
 		if st.HasLease {
 			hs.LeaseOwner, hs.LeaseFire, hs.LeaseUntil = st.LeaseOwner, rfcSec(st.LeaseFire), rfc(st.LeaseUntil)
-			hs.LeaseLive = st.LeaseUntil.UnixMilli() > now*1000
+			hs.LeaseLive = st.LeaseUntil.After(snap.Now)
 		}
 		if st.HasRequest {
 			hs.RequestedFire = rfcSec(st.RequestedFire)

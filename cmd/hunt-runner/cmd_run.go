@@ -118,8 +118,9 @@ func runAction(c *cli.Context) error {
 		return cli.Exit(err.Error(), exitError)
 	}
 	log.Info("hunt-runner run starting", "owner", owner, "clickhouse", chOpts.String(), "database", chOpts.Database,
-		"source", src.String(), "tick", c.Duration("tick"), "concurrency", c.Int("concurrency"),
-		"lease", c.Duration("lease"), "settle", c.Duration("settle"), "listen", srv.BoundAddr(), "otlp", tel.OTLP)
+		"source", src.String(), "tick", c.Duration("tick").String(), "concurrency", c.Int("concurrency"),
+		"lease", c.Duration("lease").String(), "settle", c.Duration("settle").String(), "grace", c.Duration("grace").String(),
+		"listen", srv.BoundAddr(), "otlp", tel.OTLP)
 
 	// controller-runtime style: every long-lived part is Start(ctx) error under one errgroup;
 	// the signal is handled once, above.

@@ -34,6 +34,10 @@ func statusCommand() *cli.Command {
 }
 
 func statusAction(c *cli.Context) error {
+	ids, err := interspersedArgs(c)
+	if err != nil {
+		return err
+	}
 	log := newLogger(c)
 	var entries []runner.ScheduleEntry
 	src, ok, err := runHuntSource(c)
@@ -57,9 +61,9 @@ func statusAction(c *cli.Context) error {
 			return cli.Exit(err.Error(), exitError)
 		}
 	}
-	if c.NArg() > 0 {
+	if len(ids) > 0 {
 		want := map[string]bool{}
-		for _, a := range c.Args().Slice() {
+		for _, a := range ids {
 			want[a] = true
 		}
 		kept := entries[:0]

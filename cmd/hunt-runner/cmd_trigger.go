@@ -42,13 +42,16 @@ func parseFireFlag(s string) (int64, error) {
 }
 
 func triggerAction(c *cli.Context) error {
-	if c.NArg() != 1 {
+	args, err := interspersedArgs(c)
+	if err != nil {
+		return err
+	}
+	if len(args) != 1 {
 		return cli.Exit("trigger needs exactly one HUNT id", exitUsage)
 	}
-	id := c.Args().First()
+	id := args[0]
 	var fire int64
 	if f := c.String("fire"); f != "" {
-		var err error
 		if fire, err = parseFireFlag(f); err != nil {
 			return cli.Exit(err.Error(), exitUsage)
 		}
