@@ -1,0 +1,71 @@
+package runner
+
+import (
+	"testing"
+	"time"
+)
+
+func TestOutageDelay(t *testing.T) {
+	cases := []struct {
+		tick     time.Duration
+		failures int
+		want     time.Duration
+	}{
+		{5 * time.Second, 1, 5 * time.Second},
+		{5 * time.Second, 2, 10 * time.Second},
+		{5 * time.Second, 3, 20 * time.Second},
+		{5 * time.Second, 4, 30 * time.Second}, // capped at 30 s
+		{5 * time.Second, 40, 30 * time.Second},
+		{time.Second, 3, 4 * time.Second},
+		{time.Second, 9, 8 * time.Second}, // capped at 8 ticks
+		{time.Minute, 3, time.Minute},     // never below one tick
+	}
+	for _, tc := range cases {
+		r := &Runner{opts: Options{Tick: tc.tick}}
+		if got := r.outageDelay(tc.failures); got != tc.want {
+			t.Errorf("outageDelay(tick %v, %d failures) = %v, want %v", tc.tick, tc.failures, got, tc.want)
+		}
+	}
+}
+
+func TestOptionsValidation(t *testing.T) {
+	for name, o := range map[string]Options{
+		"no owner":       {},
+		"short lease":    {Owner: "a", Lease: time.Second},
+		"negative tick":  {Owner: "a", Tick: -time.Second},
+		"negative queue": {Owner: "a", MaxQueued: -1},
+	} {
+		if err := o.setDefaults(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	o := Options{Owner: "a"}
+	if err := o.setDefaults(); err != nil {
+		t.Fatal(err)
+	}
+	if o.Tick != 5*time.Second || o.Concurrency != 4 || o.MaxQueued != 4 || o.Lease != 5*time.Minute || o.Grace != 30*time.Second {
+		t.Fatalf("defaults %+v", o)
+	}
+}
+
+func TestReadyWindow(t *testing.T) {
+	now := time.Unix(1000, 0)
+	set := &HuntSet{Hash: "x"}
+	r := &Runner{opts: Options{Tick: time.Second, Clock: func() time.Time { return now }}, source: func() *HuntSet { return set }}
+	if r.Ready() == nil {
+		t.Fatal("ready before any snapshot")
+	}
+	r.lastOK = now.Add(-2 * time.Second)
+	if err := r.Ready(); err != nil {
+		t.Fatalf("not ready 2 s after a snapshot: %v", err)
+	}
+	r.lastOK = now.Add(-4 * time.Second)
+	if r.Ready() == nil {
+		t.Fatal("still ready 4 s (> 3 ticks) after the last snapshot")
+	}
+	set = nil
+	r.lastOK = now
+	if r.Ready() == nil {
+		t.Fatal("ready with no hunts loaded")
+	}
+}
