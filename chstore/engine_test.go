@@ -3,6 +3,7 @@ package chstore_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -266,18 +267,19 @@ func TestOpenUnknownDatabase(t *testing.T) {
 // credentials, so every form connects.)
 func TestOpenOnEngineNeverLogsPassword(t *testing.T) {
 	db := chtest.New(t)
+	inURL, inFile, inOptions := "url-"+rand.Text(), "file-"+rand.Text(), "env-"+rand.Text()
 	pwFile := filepath.Join(t.TempDir(), "pw")
-	if err := os.WriteFile(pwFile, []byte("File-S3cret\n"), 0o600); err != nil {
+	if err := os.WriteFile(pwFile, []byte(inFile+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	withUser := strings.Replace(db.URL, "://", "://bob:Url-S3cret@", 1)
+	withUser := strings.Replace(db.URL, "://", "://bob:"+inURL+"@", 1)
 	cases := map[string]struct {
 		secret string
 		opts   chstore.Options
 	}{
-		"URL":     {"Url-S3cret", chstore.Options{URL: withUser}},
-		"file":    {"File-S3cret", chstore.Options{URL: db.URL, PasswordFile: pwFile}},
-		"Options": {"Env-S3cret", chstore.Options{URL: db.URL, Password: "Env-S3cret"}},
+		"URL":     {inURL, chstore.Options{URL: withUser}},
+		"file":    {inFile, chstore.Options{URL: db.URL, PasswordFile: pwFile}},
+		"Options": {inOptions, chstore.Options{URL: db.URL, Password: inOptions}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

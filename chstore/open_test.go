@@ -3,15 +3,14 @@ package chstore
 import (
 	"bytes"
 	"context"
-	"encoding/pem"
+	"crypto/rand"
 	"errors"
 	"fmt"
-	"io"
-	stdlog "log"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -40,24 +39,24 @@ func closedPort(t *testing.T) string {
 	return addr
 }
 
-func assertNoSecret(t *testing.T, secret string, texts ...string) {
+func assertNoSecret(t *testing.T, pw string, texts ...string) {
 	t.Helper()
 	for _, s := range texts {
-		if strings.Contains(s, secret) {
-			t.Errorf("secret %q leaked in: %s", secret, s)
+		if strings.Contains(s, pw) {
+			t.Errorf("secret %q leaked in: %s", pw, s)
 		}
 	}
 }
 
 func TestOpenRefusedRetriesThenClassifies(t *testing.T) {
-	const secret = "refused-S3cret-pw"
+	pw := secret("refused-*")
 	addr := closedPort(t)
 	for _, scheme := range []string{"clickhouse", "http"} {
 		t.Run(scheme, func(t *testing.T) {
 			log, buf := capture()
 			start := time.Now()
 			_, err := Open(context.Background(), Options{
-				URL:            scheme + "://bob:" + secret + "@" + addr + "/db",
+				URL:            scheme + "://bob:" + pw + "@" + addr + "/db",
 				ConnectTimeout: 1200 * time.Millisecond,
 			}, log)
 			if !errors.Is(err, ErrRefused) {
@@ -74,7 +73,7 @@ func TestOpenRefusedRetriesThenClassifies(t *testing.T) {
 				t.Errorf("retries not logged with the redacted URL:\n%s", buf)
 			}
 			t.Logf("error: %v", err)
-			assertNoSecret(t, secret, err.Error(), buf.String())
+			assertNoSecret(t, pw, err.Error(), buf.String())
 		})
 	}
 }
@@ -83,11 +82,11 @@ func TestOpenBadDNSName(t *testing.T) {
 	if _, err := net.LookupHost("hunt-runner-test.invalid"); err == nil {
 		t.Skip("this resolver answers for .invalid")
 	}
-	const secret = "dns-S3cret-pw"
+	pw := secret("dns-*")
 	log, buf := capture()
 	_, err := Open(context.Background(), Options{
 		URL:            "http://hunt-runner-test.invalid:8123",
-		Password:       secret,
+		Password:       pw,
 		ConnectTimeout: 600 * time.Millisecond,
 	}, log)
 	if !errors.Is(err, ErrDNS) {
@@ -97,14 +96,14 @@ func TestOpenBadDNSName(t *testing.T) {
 		t.Errorf("no hint in %v", err)
 	}
 	t.Logf("error: %v", err)
-	assertNoSecret(t, secret, err.Error(), buf.String())
+	assertNoSecret(t, pw, err.Error(), buf.String())
 }
 
-// echoingServer stands in for the one server response chlocal cannot produce (it ignores
-// credentials): ClickHouse's HTTP authentication failure, with the status, exception-code header
-// and body format of a real server. To prove scrubbing it echoes the password it received, as a
-// misbehaving proxy or a future server message might.
-func echoingServer(t *testing.T, requests *atomic.Int32) *httptest.Server {
+// echoServer is not ClickHouse and does not pretend to be: it is an HTTP endpoint (a misbehaving
+// proxy, say) that answers every request with an error page echoing the credentials it received.
+// It tests only our own scrubbing of text that comes back from the wire; how ClickHouse itself
+// refuses credentials is tested on a real server in TestOpenAuthFailureOnEngine.
+func echoServer(t *testing.T, requests *atomic.Int32) *httptest.Server {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)
@@ -112,58 +111,55 @@ func echoingServer(t *testing.T, requests *atomic.Int32) *httptest.Server {
 		if k := r.Header.Get("X-ClickHouse-Key"); k != "" {
 			user, pw = r.Header.Get("X-ClickHouse-User"), k
 		}
-		w.Header().Set("X-ClickHouse-Exception-Code", "516")
-		w.WriteHeader(http.StatusForbidden)
-		fmt.Fprintf(w, "Code: 516. DB::Exception: %s: Authentication failed: password is incorrect (got %q, %s). (AUTHENTICATION_FAILED) (version 26.5.1.1)\n",
-			user, pw, r.URL.String())
+		w.WriteHeader(http.StatusBadGateway)
+		fmt.Fprintf(w, "proxy: upstream refused user %s with password %q (request %s)\n", user, pw, r.URL.String())
 	}))
 	t.Cleanup(srv.Close)
 	return srv
 }
 
-func TestOpenAuthFailureNotRetriedAndScrubbed(t *testing.T) {
-	dir := t.TempDir()
-	const inFile = "file-S3cret/pw&x"
-	pwFile := filepath.Join(dir, "pw")
+// secret returns a password made at test time, with the characters a URL must escape around it.
+func secret(shape string) string { return strings.Replace(shape, "*", rand.Text()[:12], 1) }
+
+func TestOpenScrubsEchoedCredentials(t *testing.T) {
+	inFile := secret("file-*/pw&x")
+	pwFile := filepath.Join(t.TempDir(), "pw")
 	if err := os.WriteFile(pwFile, []byte(inFile+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	inURL, inQuery, inEnv := secret("url-*:pw@x"), secret("query-*"), secret("env-* pw")
 	cases := []struct {
 		name   string
 		secret string
 		opts   func(base string) Options
 	}{
-		{"in URL", "url-S3cret:pw@x", func(base string) Options {
-			return Options{URL: strings.Replace(base, "http://", "http://bob:"+"url-S3cret%3Apw%40x"+"@", 1)}
+		{"in URL", inURL, func(base string) Options {
+			return Options{URL: strings.Replace(base, "http://", "http://bob:"+url.QueryEscape(inURL)+"@", 1)}
 		}},
-		{"in URL query", "query-S3cret", func(base string) Options {
-			return Options{URL: base + "/?password=query-S3cret"}
-		}},
+		{"in URL query", inQuery, func(base string) Options { return Options{URL: base + "/?password=" + inQuery} }},
 		{"in file", inFile, func(base string) Options { return Options{URL: base, PasswordFile: pwFile} }},
-		{"in env/Options", "env-S3cret pw", func(base string) Options { return Options{URL: base, Password: "env-S3cret pw"} }},
+		{"in env/Options", inEnv, func(base string) Options { return Options{URL: base, Password: inEnv} }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var requests atomic.Int32
-			srv := echoingServer(t, &requests)
+			srv := echoServer(t, &requests)
 			o := tc.opts(srv.URL)
-			o.ConnectTimeout = 5 * time.Second
+			o.ConnectTimeout = 600 * time.Millisecond // the unclassified failure is retried: log lines too
 			log, buf := capture()
 			_, err := Open(context.Background(), o, log)
-			if !errors.Is(err, ErrAuth) {
-				t.Fatalf("got %v, want ErrAuth", err)
+			if err == nil {
+				t.Fatal("Open succeeded against an endpoint that refuses everything")
 			}
-			var ce *ConnectError
-			if !errors.As(err, &ce) || ce.Code != 516 {
-				t.Errorf("want code 516, got %#v", err)
-			}
-			if n := requests.Load(); n != 1 {
-				t.Errorf("authentication failure retried: %d requests", n)
+			if requests.Load() == 0 {
+				t.Fatal("the endpoint was never reached")
 			}
 			t.Logf("error: %v", err)
 			assertNoSecret(t, tc.secret, err.Error(), fmt.Sprintf("%+v", err), buf.String())
-			if !strings.Contains(err.Error(), "xxxxx") {
-				t.Errorf("the echoed password should show as xxxxx: %v", err)
+			// The echo did reach the error, masked: without this the test could pass because
+			// the body was dropped, not scrubbed.
+			if !strings.Contains(err.Error(), `with password \"`+redacted+`\"`) {
+				t.Errorf("the echoed password should show as %s: %v", redacted, err)
 			}
 		})
 	}
@@ -198,67 +194,6 @@ func TestOpenHonoursContext(t *testing.T) {
 	}
 	if took := time.Since(start); took > 3*time.Second {
 		t.Errorf("ignored the context for %v", took)
-	}
-}
-
-// tlsAuthServer is echoingServer over TLS; its certificate is written to a CA file.
-func tlsAuthServer(t *testing.T) (url, caFile string) {
-	t.Helper()
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-ClickHouse-Exception-Code", "516")
-		w.WriteHeader(http.StatusForbidden)
-		fmt.Fprintln(w, "Code: 516. DB::Exception: Authentication failed. (AUTHENTICATION_FAILED)")
-	}))
-	// Failed handshakes are the point of the test; keep them out of the output.
-	srv.Config.ErrorLog = stdlog.New(io.Discard, "", 0)
-	srv.StartTLS()
-	t.Cleanup(srv.Close)
-	caFile = filepath.Join(t.TempDir(), "ca.pem")
-	block := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
-	if err := os.WriteFile(caFile, block, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return srv.URL, caFile
-}
-
-func TestOpenTLS(t *testing.T) {
-	url, ca := tlsAuthServer(t)
-	ctx := context.Background()
-	// Reaching the server's authentication check proves the handshake verified.
-	if _, err := Open(ctx, Options{URL: url, TLSCAFile: ca, ConnectTimeout: 2 * time.Second}, nil); !errors.Is(err, ErrAuth) {
-		t.Errorf("with the CA file: got %v, want ErrAuth (TLS verified)", err)
-	}
-	if _, err := Open(ctx, Options{URL: url, ConnectTimeout: 2 * time.Second}, nil); !errors.Is(err, ErrTLS) {
-		t.Errorf("without the CA file: got %v, want ErrTLS", err)
-	}
-	log, buf := capture()
-	if _, err := Open(ctx, Options{URL: url, TLSSkipVerify: true, ConnectTimeout: 2 * time.Second}, log); !errors.Is(err, ErrAuth) {
-		t.Errorf("skip-verify: got %v, want ErrAuth", err)
-	}
-	if !strings.Contains(buf.String(), `"level":"WARN"`) || !strings.Contains(buf.String(), "verification is disabled") {
-		t.Errorf("skip-verify was not logged as a warning:\n%s", buf)
-	}
-	// A plain-text server on a TLS URL.
-	plain := echoingServer(t, new(atomic.Int32))
-	if _, err := Open(ctx, Options{URL: strings.Replace(plain.URL, "http://", "https://", 1), ConnectTimeout: 2 * time.Second}, nil); !errors.Is(err, ErrTLS) {
-		t.Errorf("https to a plain server: got %v, want ErrTLS", err)
-	}
-}
-
-// The native protocol over TLS goes through chstore's own dialer; it must verify the server.
-func TestOpenNativeTLS(t *testing.T) {
-	url, ca := tlsAuthServer(t)
-	native := strings.Replace(url, "https://", "clickhouse://", 1) + "?secure=true"
-	ctx := context.Background()
-	_, err := Open(ctx, Options{URL: native, ConnectTimeout: time.Second}, nil)
-	if !errors.Is(err, ErrTLS) {
-		t.Errorf("untrusted certificate: got %v, want ErrTLS", err)
-	}
-	// With the CA the handshake passes and the failure comes later (an HTTP server cannot
-	// speak the native protocol).
-	_, err = Open(ctx, Options{URL: native, TLSCAFile: ca, ConnectTimeout: time.Second}, nil)
-	if err == nil || errors.Is(err, ErrTLS) {
-		t.Errorf("trusted certificate: got %v, want a non-TLS failure", err)
 	}
 }
 
