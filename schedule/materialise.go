@@ -377,7 +377,7 @@ func queryOne(ctx context.Context, q Querier, query string, dst ...any) error {
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		return fmt.Errorf("%s: %w", query, ErrNoResult)
+		return ErrNoResult
 	}
 	if err := rows.Scan(dst...); err != nil {
 		return err

@@ -219,7 +219,7 @@ func insertParity(ctx context.Context, t testing.TB, conn driver.Conn, database 
 	batch(tableSchedule, "hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated", func(b driver.Batch) error {
 		for _, h := range hunts {
 			for _, r := range h.schedule {
-				if err := b.Append(r.HuntID, r.IntervalSeconds, r.PhaseOffset, boolByte(r.Enabled), r.ConfigHash, r.updated); err != nil {
+				if err := b.Append(r.HuntID, r.IntervalSeconds, r.PhaseOffset, boolToUInt8(r.Enabled), r.ConfigHash, r.updated); err != nil {
 					return err
 				}
 			}
@@ -265,13 +265,6 @@ func insertParity(ctx context.Context, t testing.TB, conn driver.Conn, database 
 			t.Fatalf("%s holds %d rows, %d inserted: the history collapsed before the test could read it", table, got, want)
 		}
 	}
-}
-
-func boolByte(b bool) uint8 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 func TestDueParity(t *testing.T) {

@@ -151,22 +151,8 @@ func CountDue(ctx context.Context, q Querier, database string) (uint64, error) {
 }
 
 func countDue(ctx context.Context, q Querier, query string) (uint64, error) {
-	rows, err := q.Query(ctx, query)
-	if err != nil {
-		return 0, fmt.Errorf("count due hunts: %w", err)
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return 0, fmt.Errorf("count due hunts: %w", err)
-		}
-		return 0, fmt.Errorf("count due hunts: %w", ErrNoResult)
-	}
 	var n uint64
-	if err := rows.Scan(&n); err != nil {
-		return 0, fmt.Errorf("count due hunts: %w", err)
-	}
-	if err := rows.Err(); err != nil {
+	if err := queryOne(ctx, q, query, &n); err != nil {
 		return 0, fmt.Errorf("count due hunts: %w", err)
 	}
 	return n, nil
