@@ -20,8 +20,9 @@
 //	 │  release (fenced) / lease_until passes           │ renew every lease/3 (fenced)
 //	 └──────────────────────────────────────────────────┘
 //
-// A claim whose row is not the newest after the settle, or whose insert was acknowledged
-// settle or more after the free read, is Lost. A Lost claim is never released: its row may
+// A claim whose row is not the newest after the settle, whose row ties on claimed with
+// another claim's at the top, or whose insert statement was acknowledged Settle or more after
+// it was sent, is Lost. A Lost claim is never released: its row may
 // sit below the winner's, and a release row would land above it and free the hunt under the
 // winner. It holds nothing once a newer row exists, and an orphan row that does end up newest
 // simply expires; the next tick claims again.
@@ -36,8 +37,8 @@
 //     that read a hunt as free cannot overwrite a claim that landed since;
 //  3. one wait of Options.Settle for the whole batch;
 //  4. one verify read (newest lease and watermark again): a claim wins if its row is the
-//     newest; a won fire whose watermark has meanwhile reached it (a peer finished it) is
-//     AlreadyRun;
+//     newest and no other claim's row has the same claimed; a won fire whose watermark has
+//     meanwhile reached it (a peer finished it) is AlreadyRun;
 //  5. one fenced release of the AlreadyRun fires, if any.
 //
 // # The guarantee, and its limit
@@ -50,11 +51,20 @@
 //
 //	At most one claim wins each (hunt, fire) while L < Settle/2.
 //
+// On a single endpoint this holds whatever the inserts take, because of the acknowledgement
+// rule: a statement counts only if acknowledged within Settle of being sent, which bounds its
+// check→commit by Settle, so any peer whose row our check missed verifies after our row
+// landed. A pod paused between its free read and its insert is stopped by the server-side
+// re-check, not by timing.
+//
 // Clock skew between replicas changes which claim wins, not how many: every verifier orders
-// the same rows by (claimed, claim_id). On a single endpoint L is the insert's own duration
-// (≈0.3 s for 1,000 claims over a 100,000-row lease table on chDB, so Settle 750ms leaves
-// room). The acknowledgement rule (ack − free read < Settle) is a local guard: a claim whose
-// own insert took a whole settle has certainly broken the bound and does not count.
+// the same rows by claimed. Equal claimed is the one order readers cannot rely on:
+// ReplacingMergeTree(claimed) collapses rows of one hunt with equal claimed to the last
+// inserted, whatever the claim id, so a verifier reading before a merge and one reading after
+// it could each see its own row as newest. A tie at the top is therefore lost for every claim
+// in it (NewestLeaseSQL's tied column, View.Tied); after a merge only the survivor remains,
+// and only its owner can win. A tie needs two claims of one hunt in the same server
+// microsecond; it costs that fire a lease's wait, never a double run.
 //
 // Beyond the bound (replication lag of Settle/2 or more, a stalled replica) two pods can both
 // win a fire. That costs nothing but work, because every output is idempotent per
@@ -64,7 +74,21 @@
 // for that fire, and live) and equals the fire either way. Coordinator.ReplicaDelay exposes
 // system.replicas.absolute_delay so the runner can export it next to the settle and warn when
 // it exceeds Settle/2. The simulation tests (sim_test.go) check both sides: no double win in
-// thousands of scenarios below the bound, doubles found and absorbed above it.
+// thousands of scenarios below the bound (and on one endpoint at any insert latency, and
+// with frequent ties and merges), doubles found above it.
+//
+// # The price of a late acknowledgement
+//
+// A late statement's rows have probably landed, and nothing can safely remove them: a release
+// row would land above a peer that may have won underneath, and no read can prove there is no
+// such peer (a merge of the peer's part with ours leaves no trace of it). So they stay as
+// orphans: the hunt is leased to nobody until they expire, one whole Lease (5m by default),
+// and a peer that won underneath loses its lease at its next renewal (its watermark write is
+// fenced), so its fire waits too. Nothing is lost or run twice; the fire is late by up to a
+// lease. Each statement (at most 2,000 fires) is judged on its own, so one slow statement
+// does not cost the rest of the batch. Where inserts often take close to Settle, raise
+// Settle (it costs every claim batch that much) or shorten Lease (renewals come every
+// Lease/3).
 //
 // # Holding a lease
 //
@@ -75,7 +99,8 @@
 // Lease.Trusted is the local-clock deadline after which the holder must not trust the lease
 // without a successful renewal: the attempt's start plus Lease minus Settle, so a slow round
 // trip never stretches it. Release writes a row with lease_until = now and the same claim_id,
-// only if that claim is still newest (a stale release never frees a peer's lease).
+// only if that claim is still newest and live (a stale release never frees a peer's lease,
+// and an expired lease, already free, is not released over a peer claiming it).
 //
 // The server clock is the only clock for lease comparisons; the process clock measures this
 // pod's own round trips (the acknowledgement rule), times the settle, and bounds trust.
