@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"reflect"
 	"testing"
 	"time"
@@ -294,4 +295,33 @@ func keys(m map[string]HuntState) []string {
 		out = append(out, fmt.Sprintf("%q", k))
 	}
 	return out
+}
+
+// Snapshot is one round trip whatever the number of hunts (counted at chlocal).
+func TestSnapshotOneRoundTrip(t *testing.T) {
+	if os.Getenv(chtest.EnvURL) != "" {
+		t.Skip("round trips are counted at chlocal; a real server is configured")
+	}
+	db := testDB(t)
+	ctx := context.Background()
+	s := New(db.Conn, db.Name)
+	for _, n := range []int{0, 1, 50} {
+		for i := range n {
+			if err := s.Request(ctx, fmt.Sprintf("rt-%d-%d", n, i), 1700000000, "test"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := s.Snapshot(ctx); err != nil { // warm the connection pool
+			t.Fatal(err)
+		}
+		before := chtest.Queries(t, db.URL)
+		snap, err := s.Snapshot(ctx)
+		after := chtest.Queries(t, db.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after-before != 1 {
+			t.Fatalf("Snapshot over %d hunts took %d round trips, want 1", len(snap.Hunts), after-before)
+		}
+	}
 }
