@@ -535,7 +535,8 @@ func isYAML11Bool(s string) bool {
 }
 
 // duration reads a duration (interval, delay, max_catchup, timeout) after the YAML-level
-// checks; the text goes to schedule.ParseInterval so every duration reads the same way.
+// checks; the text goes to schedule's parser so every duration reads the same way (only the
+// wording of its errors differs between the interval and the others).
 func (d *decoder) duration(v *yaml.Node, key string, zeroOK bool) time.Duration {
 	if v.Kind != yaml.ScalarNode {
 		d.at(v, "%s must be a duration such as 5m, not %s", key, kindName(v))
@@ -573,7 +574,11 @@ func (d *decoder) duration(v *yaml.Node, key string, zeroOK bool) time.Duration 
 	if zeroOK && isZero(text) {
 		return 0
 	}
-	dur, err := schedule.ParseInterval(text)
+	parse := schedule.ParseDuration
+	if strings.HasSuffix(key, "interval") { // interval or schedule.interval
+		parse = schedule.ParseInterval
+	}
+	dur, err := parse(text)
 	if err != nil {
 		d.at(v, "%s: %v", key, err)
 		return 0

@@ -27,10 +27,28 @@ var intervalUnits = []struct {
 // ("30s", "15m", "1h30m", "2d", "1d12h") or a bare integer of seconds ("90"). It refuses zero,
 // negative and fractional values, booleans, sub-second and unknown units, and values beyond
 // MaxInterval; every error names the value and wraps ErrInvalidInterval.
-func ParseInterval(text string) (time.Duration, error) {
+func ParseInterval(text string) (time.Duration, error) { return parseSeconds(text, "interval") }
+
+// ParseDuration reads the other durations of a hunt file (delay, max_catchup, timeout) exactly as
+// ParseInterval does; only its messages say "duration", so that an author fixing a timeout is
+// not told about intervals.
+func ParseDuration(text string) (time.Duration, error) { return parseSeconds(text, "duration") }
+
+// intervalError names the value and why it was refused, and wraps ErrInvalidInterval.
+type intervalError struct{ noun, text, why string }
+
+func (e *intervalError) Error() string {
+	return fmt.Sprintf("invalid %s %q: %s", e.noun, e.text, e.why)
+}
+func (e *intervalError) Unwrap() error { return ErrInvalidInterval }
+
+func parseSeconds(text, noun string) (time.Duration, error) {
 	s := strings.TrimSpace(text)
-	fail := func(why string, args ...any) (time.Duration, error) {
-		return 0, fmt.Errorf("%w %q: %s", ErrInvalidInterval, text, fmt.Sprintf(why, args...))
+	fail := func(format string, args ...any) (time.Duration, error) {
+		if noun != "interval" {
+			format = strings.NewReplacer("an interval", "a "+noun, "interval", noun).Replace(format)
+		}
+		return 0, &intervalError{noun: noun, text: text, why: fmt.Sprintf(format, args...)}
 	}
 	switch strings.ToLower(s) {
 	case "":

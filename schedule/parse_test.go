@@ -170,3 +170,24 @@ func TestParseCronMatchesRobfig(t *testing.T) {
 		}
 	}
 }
+
+// ParseDuration reads exactly what ParseInterval reads; only its errors speak of a duration.
+func TestParseDuration(t *testing.T) {
+	for _, in := range []string{"30s", "1h30m", "90", "0s", "-5m", "1.5h", "5x", "true", ""} {
+		di, errI := ParseInterval(in)
+		dd, errD := ParseDuration(in)
+		if di != dd || (errI == nil) != (errD == nil) {
+			t.Errorf("%q: ParseInterval = %v, %v; ParseDuration = %v, %v", in, di, errI, dd, errD)
+		}
+		if errD == nil {
+			continue
+		}
+		if !errors.Is(errD, ErrInvalidInterval) || strings.Contains(errD.Error(), "interval") || !strings.Contains(errD.Error(), "duration") {
+			t.Errorf("%q: ParseDuration error %q should wrap ErrInvalidInterval and speak of a duration only", in, errD)
+		}
+	}
+	_, err := ParseDuration("0s")
+	if want := `invalid duration "0s": zero; a duration must be at least 1s`; err == nil || err.Error() != want {
+		t.Errorf("ParseDuration(0s) = %v, want %s", err, want)
+	}
+}
