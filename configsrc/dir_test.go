@@ -278,7 +278,7 @@ func TestDirHalfWrittenConcurrent(t *testing.T) {
 	for {
 		select {
 		case <-done:
-			time.Sleep(350 * time.Millisecond)
+			// No sleep: the files are fresh, so this Load itself waits out Settle and re-reads.
 			set := mustLoad(t, src)
 			check(set)
 			if len(set.Hunts) != 3 {
