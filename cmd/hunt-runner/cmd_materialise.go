@@ -57,9 +57,10 @@ func runMaterialise(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("read hunts from %s: %v; nothing written", src, err), exitError)
 	}
-	errw := c.App.ErrWriter
+	display := sourcePath(c, c.String("hunts-dir"))
 	for _, p := range set.Problems {
-		fmt.Fprintf(errw, "%s (left out)\n", p.Error())
+		p.File = display(p.File)
+		fmt.Fprintf(c.App.ErrWriter, "%s (left out)\n", p.Error())
 	}
 	rows, err := scheduleRows(set)
 	if err != nil {

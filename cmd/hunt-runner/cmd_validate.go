@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"path"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -87,18 +85,7 @@ func validateAction(c *cli.Context) error {
 		}
 	}
 
-	// Paths as the author sees them: under DIR, or under --git-path in the repository.
-	root := dir
-	if dir == "" {
-		root = c.String("git-path")
-	}
-	display := func(rel string) string {
-		if dir != "" {
-			return filepath.Join(root, filepath.FromSlash(rel))
-		}
-		return path.Join(root, rel)
-	}
-
+	display := sourcePath(c, dir)
 	w := c.App.Writer
 	if c.Bool("json") {
 		if err := writeValidateJSON(w, set, problems, display); err != nil {
@@ -115,10 +102,14 @@ func validateAction(c *cli.Context) error {
 		if set.Commit != "" {
 			where += " (commit " + set.Commit[:min(12, len(set.Commit))] + ")"
 		}
-		fmt.Fprintf(w, "%s: %d valid hunts, %d problems in %d files\n", where, len(set.Hunts), len(problems), len(files))
+		fmt.Fprintf(w, "%s: %s, %s in %s\n", where, nounCount(len(set.Hunts), "valid hunt"), nounCount(len(problems), "problem"), nounCount(len(files), "file"))
 	}
 	if len(problems) > 0 {
 		return cli.Exit("", exitError)
+	}
+	if len(set.Hunts) == 0 {
+		// A wrong path must not pass CI as "0 problems"; materialise refuses an empty set too.
+		return cli.Exit(fmt.Sprintf("no hunt files (*.yaml, *.yml) found in %s; check the directory or --git-path", src), exitError)
 	}
 	return nil
 }
@@ -140,4 +131,12 @@ func writeValidateJSON(w io.Writer, set *configsrc.Set, problems []configsrc.Pro
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+// nounCount writes n and the noun, plural unless n is 1.
+func nounCount(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -110,6 +110,10 @@ func TestValidateUsage(t *testing.T) {
 	if _, err := runApp(t, "validate", filepath.Join(t.TempDir(), "missing")); exitCode(err) != exitError {
 		t.Errorf("missing dir: exit %d", exitCode(err))
 	}
+	// A directory with no hunt files is almost always a wrong path: it must not pass CI.
+	if _, err := runApp(t, "validate", t.TempDir()); exitCode(err) != exitError || !strings.Contains(err.Error(), "no hunt files") {
+		t.Errorf("empty dir: exit %d (%v)", exitCode(err), err)
+	}
 }
 
 func TestValidateGit(t *testing.T) {
@@ -136,7 +140,7 @@ func TestValidateGit(t *testing.T) {
 	if exitCode(err) != exitError {
 		t.Fatalf("exit %d (%v)\n%s", exitCode(err), err, out)
 	}
-	if !strings.HasPrefix(out, "hunts/bad.yaml:1:11: interval: on is a boolean in YAML 1.1") || !strings.Contains(out, "1 valid hunts") || !strings.Contains(out, "(commit ") {
+	if !strings.HasPrefix(out, "hunts/bad.yaml:1:11: interval: on is a boolean in YAML 1.1") || !strings.Contains(out, "1 valid hunt, 1 problem in 1 file") || !strings.Contains(out, "(commit ") {
 		t.Errorf("output:\n%s", out)
 	}
 }

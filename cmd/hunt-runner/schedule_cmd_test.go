@@ -90,8 +90,9 @@ func TestMaterialiseAndDueCommands(t *testing.T) {
 	if code != exitChanged || !strings.Contains(out, "2 added, 0 changed, 0 tombstoned, 1 unchanged; wrote 2 row(s)") {
 		t.Fatalf("first run: exit %d\n%s", code, out)
 	}
-	if !strings.Contains(out, "bad.yaml") || !strings.Contains(out, "(left out)") {
-		t.Errorf("invalid hunt not reported:\n%s", out)
+	// As validate shows it: the path under --hunts-dir, line and column.
+	if !strings.Contains(out, filepath.Join(dir, "bad.yaml")+":2:11: interval: true is a boolean") || !strings.Contains(out, "(left out)") {
+		t.Errorf("invalid hunt not reported with its path and position:\n%s", out)
 	}
 	out, code = materialise()
 	if code != exitOK || !strings.Contains(out, "0 added, 0 changed, 0 tombstoned, 3 unchanged; wrote 0 row(s)") {

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"path"
+	"path/filepath"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -42,4 +44,14 @@ func huntSourceWith(c *cli.Context, log *slog.Logger, dir string, settle time.Du
 	}
 	log.Debug("hunt source", "source", src.String())
 	return src, nil
+}
+
+// sourcePath shows a file of a loaded set (its path relative to the source root) the way the
+// author finds it: under dir, or under --git-path in the repository when dir is "".
+func sourcePath(c *cli.Context, dir string) func(rel string) string {
+	if dir != "" {
+		return func(rel string) string { return filepath.Join(dir, filepath.FromSlash(rel)) }
+	}
+	root := c.String("git-path")
+	return func(rel string) string { return path.Join(root, rel) }
 }
