@@ -264,14 +264,12 @@ func (r *Runner) drain(cancelRuns context.CancelFunc) {
 	running := len(r.held)
 	r.mu.Unlock()
 	r.log.Info("runner stopping", "running", running, "queued_released", len(queued), "grace", r.opts.Grace.String())
+	ls := make([]lease.Lease, 0, len(queued))
 	for _, j := range queued {
 		j.stopRenewal()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		if err := r.claimer.Release(ctx, j.currentLease()); err != nil {
-			r.log.Warn("release of an unstarted lease failed; it will expire", "hunt_id", j.hunt.ID, "fire", j.fire, "error", err)
-		}
-		cancel()
+		ls = append(ls, j.currentLease())
 	}
+	r.releaseAll(ls)
 	done := make(chan struct{})
 	go func() { r.wg.Wait(); close(done) }()
 	grace := time.NewTimer(r.opts.Grace)
@@ -360,7 +358,15 @@ func (r *Runner) tick(ctx context.Context) error {
 		fires[i] = lease.Fire{HuntID: d.Hunt.ID, Fire: d.Fire}
 		byKey[fires[i]] = d
 	}
-	res, err := r.claimer.Claim(ctx, fires)
+	// A claim cut by shutdown mid-settle would leave rows that hold their hunts until the
+	// lease expires (minutes); finish it instead, and hand back what it won.
+	claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), r.opts.Lease/2)
+	res, err := r.claimer.Claim(claimCtx, fires)
+	cancelClaim()
+	if ctx.Err() != nil {
+		r.releaseAll(res.Won)
+		return nil
+	}
 	r.opts.Metrics.claims(ctx, "won", len(res.Won))
 	r.opts.Metrics.claims(ctx, "lost", len(res.Lost))
 	r.opts.Metrics.claims(ctx, "already_run", len(res.AlreadyRun))
@@ -399,6 +405,18 @@ func (r *Runner) tick(ctx context.Context) error {
 	return nil
 }
 
+// releaseAll hands back leases that will not be run (shutdown), so peers need not wait for
+// them to expire.
+func (r *Runner) releaseAll(ls []lease.Lease) {
+	for _, l := range ls {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := r.claimer.Release(ctx, l); err != nil {
+			r.log.Warn("release of an unstarted lease failed; it will expire", "hunt_id", l.HuntID, "fire", l.Fire, "error", err)
+		}
+		cancel()
+	}
+}
+
 func (r *Runner) isHeld(id string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -411,10 +429,11 @@ func (r *Runner) enqueue(jobs []*job) {
 	r.mu.Lock()
 	if r.stopping {
 		r.mu.Unlock()
+		ls := make([]lease.Lease, 0, len(jobs))
 		for _, j := range jobs {
-			j.stopRenewal()
-			_ = r.claimer.Release(context.Background(), j.currentLease())
+			ls = append(ls, j.currentLease())
 		}
+		r.releaseAll(ls)
 		return
 	}
 	for _, j := range jobs {

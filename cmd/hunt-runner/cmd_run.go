@@ -15,6 +15,7 @@ import (
 	"github.com/hunt-runner/hunt-runner/configsrc"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/runner"
+	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/watermark"
 )
 
@@ -107,8 +108,10 @@ func runAction(c *cli.Context) error {
 		Owner: owner, Database: chOpts.Database, Tick: c.Duration("tick"), Concurrency: c.Int("concurrency"),
 		MaxQueued: c.Int("max-queued"), Lease: c.Duration("lease"), Grace: c.Duration("grace"), Settle: c.Duration("settle"),
 		Logger: log, Metrics: metrics, Tracer: tel.Tracer,
-		PublishedHash: publishedHash(conn, chOpts.Database),
-		ReplicaDelay:  coord.ReplicaDelay,
+		PublishedHash: func(ctx context.Context) (string, error) {
+			return schedule.PublishedSetHash(ctx, conn, chOpts.Database)
+		},
+		ReplicaDelay: coord.ReplicaDelay,
 	})
 	if err != nil {
 		return cli.Exit(err.Error(), exitUsage)

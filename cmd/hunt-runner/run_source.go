@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"sync"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/urfave/cli/v2"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/configsrc"
 	"github.com/hunt-runner/hunt-runner/runner"
 )
@@ -76,23 +73,4 @@ func convertSet(s *configsrc.Set) *runner.HuntSet {
 		})
 	}
 	return out
-}
-
-// publishedHash reads the set hash materialise last published ("" when nothing was published).
-func publishedHash(conn driver.Conn, database string) func(context.Context) (string, error) {
-	q := "SELECT set_hash FROM " + chstore.QuoteIdent(database) + ".hunt_publish ORDER BY published DESC LIMIT 1"
-	return func(ctx context.Context) (string, error) {
-		rows, err := conn.Query(ctx, q)
-		if err != nil {
-			return "", fmt.Errorf("read published set hash: %w", err)
-		}
-		defer rows.Close()
-		var h string
-		if rows.Next() {
-			if err := rows.Scan(&h); err != nil {
-				return "", fmt.Errorf("read published set hash: %w", err)
-			}
-		}
-		return h, rows.Err()
-	}
 }
