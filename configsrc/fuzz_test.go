@@ -69,7 +69,7 @@ func FuzzCheckQuery(f *testing.F) {
 		if _, again := checkQuery(expanded); len(again) > 0 {
 			t.Fatalf("expanded query fails the check: %v\n%s", again, expanded)
 		}
-		if _, err := substituteParams(expanded); err != nil {
+		if _, _, err := substituteParams(expanded); err != nil {
 			t.Fatalf("valid query cannot be substituted: %v", err)
 		}
 	})

@@ -25,6 +25,14 @@ func TestCheckWithServer(t *testing.T) {
 		{"syntax error the lexer cannot see",
 			"SELECT count( FROM sample.auth_events WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}",
 			"Syntax error"},
+		// The error is placed in the query as written, after the substituted parameters: the
+		// stray ')' is on the second line, column 59 (counted by hand).
+		{"syntax error placed in the original text",
+			"SELECT count() FROM sample.auth_events\nWHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)})",
+			"failed at line 2, column 77 of the query"},
+		{"parameters shown as written",
+			"SELECT count( FROM sample.auth_events WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}",
+			"AND ts < {window_end:DateTime64(3)}"},
 		{"table function hidden from a naive lexer",
 			"SELECT * FROM url/* comment */('http://198.51.100.7/x.csv', CSV, 'a String') WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}",
 			"query calls url(), which fetches data over HTTP"},
