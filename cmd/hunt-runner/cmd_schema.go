@@ -59,13 +59,16 @@ func runSchema(c *cli.Context) error {
 	if c.Bool("print") {
 		// Only the database name matters here; a password file or TLS setting that would fail
 		// to connect must not stop a review of the DDL.
+		// A URL that does not parse is still an error unless --database makes it irrelevant:
+		// its path may name the database, and the DDL must not silently target another.
 		o := clickhouseOptions(c)
-		database := o.Database
-		if ep, err := chstore.ParseURL(o.URL); database == "" && err == nil {
-			database = ep.Database
+		ep, err := chstore.ParseURL(o.URL)
+		if err != nil && !c.IsSet("database") {
+			return cli.Exit(err.Error(), exitUsage)
 		}
+		database := o.Database
 		if database == "" {
-			database = chstore.DefaultDatabase
+			database = ep.Database // clickhouseOptions leaves it to the URL's path
 		}
 		return printSchema(c.App.Writer, database, topo, cluster)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,6 +72,13 @@ func TestSchemaPrintFlags(t *testing.T) {
 	}
 	if _, err := runApp(t, "schema", "--print", "--topology", "sharded"); err == nil {
 		t.Error("unknown topology accepted")
+	}
+	// An unescaped '#' cuts the URL short, so its path cannot be trusted to name the database:
+	// refuse rather than print DDL for a default, and keep the password out of the message.
+	pw := "p#" + rand.Text()
+	_, err = runApp(t, "schema", "--print", "--clickhouse-url", "http://u:"+pw+"@ch:8123/db")
+	if exitCode(err) != exitUsage || strings.Contains(err.Error(), pw[2:]) || !strings.Contains(err.Error(), "URL-encode") {
+		t.Errorf("unparseable URL: exit %d, %v", exitCode(err), err)
 	}
 }
 

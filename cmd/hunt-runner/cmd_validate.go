@@ -21,7 +21,9 @@ func validateCommand() *cli.Command {
 		Description: "Checks every hunt file the way the runner loads it: strict YAML, schedule, query shape\n" +
 			"(one read-only SELECT over {window_start}/{window_end}, no table functions reaching off the\n" +
 			"server). DIR defaults to --hunts-dir; --git-url validates a branch, tag or commit instead.\n" +
-			"When --clickhouse-url is given explicitly, each query is also parsed by the server (EXPLAIN AST).",
+			"When --clickhouse-url is given explicitly, each query is also parsed by the server (EXPLAIN AST).\n\n" +
+			"Exit status: 0 all valid, 1 any problem or no hunt file at all (a wrong path must not pass CI),\n" +
+			"2 usage. Example, in CI: hunt-runner validate hunts/",
 		Flags: concat(
 			[]cli.Flag{&cli.BoolFlag{Name: "json", EnvVars: envFor("json"), Usage: "print hunts and errors as JSON"}},
 			sourceFlags(), clickhouseFlags()),
