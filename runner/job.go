@@ -154,7 +154,14 @@ func (r *Runner) execute(j *job) {
 	if j.state.HasWatermark {
 		lower = j.state.Watermark
 	}
-	rows, orphans, err := r.insertFindings(ctx, h, j.fire, lower, runID, w)
+	var rows, orphans uint64
+	var err error
+	if t := l.Trusted; !t.IsZero() && time.Now().After(t) {
+		// Queued for longer than the lease can be trusted without a renewal: do not start.
+		j.markLost("the lease was past its trusted deadline before the run started")
+	} else {
+		rows, orphans, err = r.insertFindings(ctx, h, j.fire, lower, runID, w)
+	}
 	rep := RunReport{HuntID: h.ID, Fire: j.fire, RunID: runID, Requested: j.requested,
 		WindowStart: w.DataStart, WindowEnd: w.DataEnd, Rows: rows}
 	if w.hasGap() {
