@@ -2,6 +2,7 @@ package configsrc
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"net/http"
 	"net/http/cgi"
@@ -106,7 +107,7 @@ func TestGitSource(t *testing.T) {
 			})
 			opts := GitOptions{URL: "file://" + repo.origin, Ref: "main", Path: "hunts", CacheDir: filepath.Join(t.TempDir(), "cache")}
 			var srv *httptest.Server
-			const token = "s3cr3t-token-value"
+			token := "token-" + rand.Text()
 			if transport == "http" {
 				srv = repo.serveHTTP(token)
 				opts.URL = srv.URL + "/origin.git"
@@ -224,15 +225,16 @@ func TestGitRefs(t *testing.T) {
 func TestGitHTTPWrongToken(t *testing.T) {
 	repo := newGitRepo(t)
 	repo.commit("v1", map[string]string{"a.yaml": huntYAML("5m", "v1")})
-	srv := repo.serveHTTP("right-token")
+	wrong := "wrong-" + rand.Text()
+	srv := repo.serveHTTP("right-" + rand.Text())
 	tokenFile := filepath.Join(t.TempDir(), "token")
-	writeFile(t, tokenFile, "wrong-token-value")
+	writeFile(t, tokenFile, wrong)
 	src, _ := NewGit(GitOptions{URL: srv.URL + "/origin.git", TokenFile: tokenFile, CacheDir: t.TempDir()})
 	_, err := src.Load(context.Background())
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("err = %v", err)
 	}
-	if strings.Contains(err.Error(), "wrong-token-value") {
+	if strings.Contains(err.Error(), wrong) {
 		t.Errorf("error leaks the token: %v", err)
 	}
 }
