@@ -542,3 +542,94 @@ func TestRunnerRemovesFindingsOfUncommittedAttempts(t *testing.T) {
 		t.Fatalf("findings of the run %d, want %d", got, want)
 	}
 }
+
+// SIGTERM semantics of Start: a run that finishes within the grace period commits; a run still
+// going when the grace period ends is cancelled and commits nothing (its lease expires).
+func TestRunnerShutdownGrace(t *testing.T) {
+	slow := "SELECT sleepEachRow(0.5) AS s, number FROM numbers(4) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"
+	for _, tc := range []struct {
+		name   string
+		grace  time.Duration
+		commit bool
+	}{
+		{"finishes within grace", 20 * time.Second, true},
+		{"cancelled after grace", 300 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			h := Hunt{ID: "slow", Interval: 3600, Query: slow}
+			started := make(chan struct{})
+			r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, func(o *Options) { o.Grace = tc.grace })
+			ctx, cancel := context.WithCancel(e.ctx)
+			done := make(chan error, 1)
+			go func() { done <- r.Start(ctx) }()
+			go func() {
+				for r.metricsInFlight() == 0 {
+					time.Sleep(20 * time.Millisecond)
+				}
+				close(started)
+			}()
+			select {
+			case <-started:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the run never started")
+			}
+			stopAt := time.Now()
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatalf("Start returned %v after shutdown, want nil", err)
+			}
+			took := time.Since(stopAt)
+			_, committed := e.watermarkOf("slow")
+			if committed != tc.commit {
+				t.Fatalf("committed=%v after shutdown (took %v), want %v; runs %+v", committed, took, tc.commit, e.runs("slow"))
+			}
+			if !tc.commit {
+				if took > tc.grace+5*time.Second {
+					t.Fatalf("drain took %v with grace %v", took, tc.grace)
+				}
+				if runs := e.runs("slow"); len(runs) != 0 {
+					t.Fatalf("a cancelled run wrote %+v", runs)
+				}
+			}
+		})
+	}
+}
+
+// metricsInFlight counts runs executing now (tests only).
+func (r *Runner) metricsInFlight() int {
+	_, _, _, running, _ := r.snapshotState()
+	return running
+}
+
+// The hunt query runs with the hunt's timeout as max_execution_time, a log_comment naming hunt
+// and fire, and a deduplication token derived from (hunt, fire, window). The query reads its own
+// settings back into its finding.
+func TestRunnerQuerySettings(t *testing.T) {
+	e := newEnv(t)
+	h := Hunt{ID: "settings", Interval: 3600, Timeout: 42 * time.Second, Query: "SELECT toString(getSetting('max_execution_time')) AS met, " +
+		"toString(getSetting('log_comment')) AS lc, toString(getSetting('insert_deduplication_token')) AS tok " +
+		"FROM numbers(1) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)};"}
+	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
+	e.tickAndWait(r)
+	fire := e.latest(h)
+	var finding string
+	e.scan(&finding, "SELECT finding FROM hunt_findings WHERE hunt_id = 'settings'")
+	var got struct {
+		Met string `json:"met"`
+		Lc  string `json:"lc"`
+		Tok string `json:"tok"`
+	}
+	if err := json.Unmarshal([]byte(finding), &got); err != nil {
+		t.Fatalf("finding %q: %v", finding, err)
+	}
+	if got.Met != "42" {
+		t.Errorf("max_execution_time %q, want 42", got.Met)
+	}
+	if !strings.Contains(got.Lc, "hunt_id=settings") || !strings.Contains(got.Lc, fmt.Sprintf("fire=%d", fire)) {
+		t.Errorf("log_comment %q does not name hunt and fire %d", got.Lc, fire)
+	}
+	if want := fmt.Sprintf("hunt-runner:settings:%d:%d:%d", fire, fire-3600, fire); got.Tok != want {
+		t.Errorf("insert_deduplication_token %q, want %q", got.Tok, want)
+	}
+}

@@ -68,8 +68,16 @@ func (r *Runner) insertFindings(ctx context.Context, h *Hunt, fire, lower int64,
 		return 0, 0, fmt.Errorf("labels: %w", err)
 	}
 	timeout := h.timeout()
-	ctx, cancel := context.WithTimeout(ctx, timeout+5*time.Second)
+	// Client-side limit a little past the server's. Not a context deadline: clickhouse-go
+	// turns any deadline it sees into its own max_execution_time, overriding the hunt's, so the
+	// parent's deadline is stripped and only its cancellation kept.
+	parent := ctx
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
 	defer cancel()
+	stopParent := context.AfterFunc(parent, cancel)
+	defer stopParent()
+	stop := time.AfterFunc(timeout+5*time.Second, cancel)
+	defer stop.Stop()
 	qctx := clickhouse.Context(ctx,
 		clickhouse.WithParameters(clickhouse.Parameters{
 			"hr_hunt":      h.ID,
