@@ -274,3 +274,24 @@ func TestEpochParam(t *testing.T) {
 		}
 	}
 }
+
+// The runner plans from whatever set the source returns at each tick: a removed hunt stops
+// being claimed at once, a changed interval is used at once.
+func TestPlanFollowsReload(t *testing.T) {
+	p := newPlanner(5 * time.Second)
+	st := map[string]watermark.HuntState{
+		"a": {Watermark: base, HasWatermark: true},
+		"b": {Watermark: base, HasWatermark: true},
+	}
+	now := base + 90
+	if got := dueIDs(p.plan(snap(now, st), set(hunt("a", 60, 0), hunt("b", 60, 0)), time.Unix(0, 0), nil)); !reflect.DeepEqual(got, []string{"a", "b"}) {
+		t.Fatalf("before reload: %v", got)
+	}
+	pl := p.plan(snap(now, st), set(hunt("a", 3600, 0)), time.Unix(0, 0), nil)
+	if len(pl.Due) != 0 {
+		t.Fatalf("after reload (b removed, a now hourly and done): due %v", dueIDs(pl))
+	}
+	if _, ok := pl.Behind["b"]; ok {
+		t.Fatal("a removed hunt still reports how far behind it is")
+	}
+}
