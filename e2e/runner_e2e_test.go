@@ -12,6 +12,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/google/uuid"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
@@ -82,6 +83,9 @@ func TestRunnersEndToEnd(t *testing.T) {
 		"--reload-interval", "2s", "--tick", "1s", "--lease", "5s", "--settle", "300ms", "--grace", "10s",
 		"--concurrency", "4", "--clickhouse-connect-timeout", "20s"}
 	logs := t.TempDir()
+	if d := os.Getenv("E2E_LOG_DIR"); d != "" { // keep the runners' logs for a post-mortem
+		logs = d
+	}
 	var procs []*runnerProc
 	for i := range runnerProcsNum {
 		procs = append(procs, newRunner(t, fmt.Sprintf("runner-%d", i), args, logs))
@@ -205,6 +209,22 @@ func verify(t *testing.T, ctx context.Context, conn driver.Conn, intervals map[s
 	}
 	if doubles != 0 {
 		t.Errorf("%d (hunt, fire) pairs succeeded twice", doubles)
+		rows, err := conn.Query(ctx, "SELECT hunt_id, toInt64(fire), run_id, owner, started, finished FROM "+coordDB+".hunt_run "+
+			"WHERE status = 'succeeded' AND (hunt_id, fire) IN (SELECT hunt_id, fire FROM "+coordDB+".hunt_run "+
+			"WHERE status = 'succeeded' GROUP BY hunt_id, fire HAVING count() > 1) ORDER BY hunt_id, started")
+		if err == nil {
+			for rows.Next() {
+				var id, owner string
+				var fire int64
+				var runID uuid.UUID
+				var started, finished time.Time
+				if rows.Scan(&id, &fire, &runID, &owner, &started, &finished) == nil {
+					t.Logf("double: %s fire %d run %s owner %s started %s finished %s", id, fire, runID, owner,
+						started.Format("15:04:05.000"), finished.Format("15:04:05.000"))
+				}
+			}
+			rows.Close()
+		}
 	}
 
 	rows, err := conn.Query(ctx, "SELECT hunt_id, toInt64(fire), toInt64(window_start), toInt64(window_end), toString(status) FROM "+

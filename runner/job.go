@@ -224,9 +224,7 @@ func (r *Runner) execute(j *job) {
 			gap.RunID, gap.Status, gap.WindowStart, gap.WindowEnd, gap.RowsWritten = uuid.New(), StatusGap, w.GapStart, w.GapEnd, 0
 			gap.Error = fmt.Sprintf("outage longer than max_catchup (%ds): [%d, %d) skipped", h.maxCatchupSeconds(), w.GapStart, w.GapEnd)
 			gap.Finished = time.Now().UTC()
-			if err := r.durably(commitCtx, log, "record the gap", func(ctx context.Context) error {
-				return r.store.RecordRun(ctx, gap)
-			}); err != nil {
+			if err := r.durably(commitCtx, log, "record the gap", r.recordRunOnce(gap)); err != nil {
 				r.opts.Metrics.clickhouseError(ctx, "commit")
 				log.Error("recording a gap failed", "gap_start", w.GapStart, "gap_end", w.GapEnd, "error", err)
 			}
@@ -319,6 +317,29 @@ func (r *Runner) durably(ctx context.Context, log logger, what string, write fun
 	}
 }
 
+// recordRunOnce is a RecordRun that may be retried: hunt_run is a plain MergeTree (an audit
+// log), so an insert that landed but whose answer was lost must not be written again. Before a
+// retry it looks the row up by run_id (one read, on the retry path only).
+func (r *Runner) recordRunOnce(run watermark.Run) func(context.Context) error {
+	tried := false
+	return func(ctx context.Context) error {
+		if tried {
+			var n uint64
+			err := r.conn.QueryRow(ctx, "SELECT count() FROM "+quoteIdent(r.opts.Database)+".hunt_run "+
+				"WHERE hunt_id = ? AND fire = toDateTime(?, 'UTC') AND run_id = ? AND status = ?",
+				run.HuntID, run.Fire, run.RunID, run.Status).Scan(&n)
+			if err != nil {
+				return err
+			}
+			if n > 0 {
+				return nil
+			}
+		}
+		tried = true
+		return r.store.RecordRun(ctx, run)
+	}
+}
+
 func (r *Runner) release(ctx context.Context, log logger, l lease.Lease) {
 	// One attempt: a lease that cannot be released simply expires.
 	ctx, cancel := context.WithTimeout(ctx, min(r.opts.Lease/3, 10*time.Second))
@@ -332,7 +353,7 @@ func (r *Runner) release(ctx context.Context, log logger, l lease.Lease) {
 }
 
 func (r *Runner) recordRun(ctx context.Context, log logger, run watermark.Run) {
-	if err := r.durably(ctx, log, "record the run", func(ctx context.Context) error { return r.store.RecordRun(ctx, run) }); err != nil {
+	if err := r.durably(ctx, log, "record the run", r.recordRunOnce(run)); err != nil {
 		r.opts.Metrics.clickhouseError(ctx, "commit")
 		log.Error("recording the run failed", "status", run.Status, "error", err)
 	}
