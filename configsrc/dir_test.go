@@ -381,6 +381,18 @@ func TestLoaderLastGood(t *testing.T) {
 	}
 	os.Rename(dir+".gone", dir)
 
+	// The directory is there but empty (a mount that came up empty): everything is kept.
+	os.Rename(dir, dir+".full")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	set3, changed, err = l.Load(ctx)
+	if !errors.Is(err, ErrUnavailable) || changed || ids(set3) != "a,c" {
+		t.Fatalf("empty: err %v changed %v hunts %s", err, changed, ids(set3))
+	}
+	os.Remove(dir)
+	os.Rename(dir+".full", dir)
+
 	// Fixed: the new definition replaces the stale one.
 	writeFile(t, filepath.Join(dir, "a.yaml"), huntYAML("10m", "a2"))
 	set, _, _ = l.Load(ctx)

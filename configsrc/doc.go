@@ -7,8 +7,8 @@
 //
 // Reload (Loader) is last-good per hunt: a hunt whose file became invalid keeps its previous
 // definition (listed in Set.Stale with the reason), a hunt whose file was deleted is dropped,
-// and when the source cannot be read at all (directory missing, git remote unreachable) the
-// whole previous set is kept. So an author's typo never stops a running detection, and an
+// and when the source cannot be read at all (directory missing, git remote unreachable) or
+// suddenly holds no hunt files (an empty mount) the whole previous set is kept. So an author's typo never stops a running detection, and an
 // outage of the gitops repository never tombstones every hunt.
 //
 // Consistency of a directory read: a Kubernetes ConfigMap volume is read through its resolved

@@ -3,6 +3,7 @@ package configsrc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -55,6 +56,12 @@ func (l *Loader) Load(ctx context.Context) (set *Set, changed bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	prev := l.cur
+	if err == nil && prev != nil && len(prev.Hunts) > 0 && len(next.Hunts) == 0 && len(next.Problems) == 0 {
+		// A source that suddenly has no hunt files at all is far more often an empty mount or
+		// a bad sync than a decision to stop every detection; materialise refuses the same
+		// case. Removing the last hunt on purpose takes a restart.
+		err = fmt.Errorf("%w: %s now has no hunt files", ErrUnavailable, l.src)
+	}
 	if err != nil {
 		if prev != nil {
 			l.log.Warn("hunt source unreadable; keeping the previous hunts", "source", l.src.String(), "error", err, "hunts", len(prev.Hunts))

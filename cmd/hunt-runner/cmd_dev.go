@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -61,8 +59,7 @@ func devAction(c *cli.Context) error {
 		}
 	}
 	log := buildLogger(os.Stderr, level, "text")
-	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	ctx := c.Context
 
 	lib := c.String("chdb-lib")
 	if lib == "" {
@@ -77,7 +74,7 @@ func devAction(c *cli.Context) error {
 			return err
 		}
 	}
-	src, _, err := runHuntSource(c)
+	src, err := huntSource(c, log)
 	if err != nil {
 		return err
 	}

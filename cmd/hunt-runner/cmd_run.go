@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -55,15 +53,11 @@ func runCommand() *cli.Command {
 
 func runAction(c *cli.Context) error {
 	log := newLogger(c)
-	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	ctx := c.Context // cancelled on SIGINT/SIGTERM (main.go)
 
-	src, ok, err := runHuntSource(c)
+	src, err := huntSource(c, log)
 	if err != nil {
 		return err
-	}
-	if !ok {
-		return cli.Exit("run needs --hunts-dir or --git-url", exitUsage)
 	}
 	owner := c.String("owner")
 	if owner == "" {
@@ -126,7 +120,7 @@ func runAction(c *cli.Context) error {
 		"listen", srv.BoundAddr(), "otlp", tel.OTLP)
 
 	// controller-runtime style: every long-lived part is Start(ctx) error under one errgroup;
-	// the signal is handled once, above.
+	// the signal is handled once, in main.
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return loader.Start(gctx) })
 	g.Go(func() error { return r.Start(gctx) })

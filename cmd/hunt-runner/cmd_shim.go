@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -132,7 +130,5 @@ func runShim(c *cli.Context) error {
 				"query", name, "timeout", q.Timeout, "keda_timeout", kedaDefaultTimeout)
 		}
 	}
-	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	return s.Start(ctx)
+	return s.Start(c.Context)
 }

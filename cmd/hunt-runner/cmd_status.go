@@ -40,7 +40,7 @@ func statusAction(c *cli.Context) error {
 	}
 	log := newLogger(c)
 	var entries []runner.ScheduleEntry
-	src, ok, err := runHuntSource(c)
+	src, ok, err := optionalHuntSource(c, log)
 	if err != nil {
 		return err
 	}

@@ -5,9 +5,12 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/urfave/cli/v2"
 )
@@ -26,8 +29,12 @@ func main() {
 }
 
 func run(args []string) int {
+	// Signals are handled once, here: SIGINT/SIGTERM cancel the context every command runs
+	// under, and long-running commands (run, shim, dev) drain on that.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
 	app := newApp()
-	if err := app.Run(args); err != nil {
+	if err := app.RunContext(ctx, args); err != nil {
 		var ec cli.ExitCoder
 		if errors.As(err, &ec) {
 			if msg := err.Error(); msg != "" {

@@ -1,7 +1,8 @@
 package main
 
 import (
-	"fmt"
+	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -11,28 +12,14 @@ import (
 	"github.com/hunt-runner/hunt-runner/runner"
 )
 
-// runHuntSource builds the hunt source named by sourceFlags(): --hunts-dir or --git-url.
-// ok is false when neither is given.
-func runHuntSource(c *cli.Context) (src configsrc.Source, ok bool, err error) {
-	f := c.Float64("spread-fraction")
-	switch dir, url := c.String("hunts-dir"), c.String("git-url"); {
-	case dir != "" && url != "":
-		return nil, false, cli.Exit("give either --hunts-dir or --git-url, not both", exitUsage)
-	case dir != "":
-		src, err = configsrc.NewDir(dir, configsrc.Options{SpreadFraction: f})
-	case url != "":
-		src, err = configsrc.NewGit(configsrc.GitOptions{
-			URL: url, Ref: c.String("git-ref"), Path: c.String("git-path"), CacheDir: c.String("git-cache-dir"),
-			TokenFile: c.String("git-token-file"), SSHKeyFile: c.String("git-ssh-key-file"),
-			KnownHostsFile: c.String("git-known-hosts-file"), SpreadFraction: f,
-		})
-	default:
+// optionalHuntSource is huntSource for commands where the hunts are optional (status):
+// ok is false when neither --hunts-dir nor --git-url is given.
+func optionalHuntSource(c *cli.Context, log *slog.Logger) (src configsrc.Source, ok bool, err error) {
+	src, err = huntSource(c, log)
+	if errors.Is(err, errNoHuntSource) {
 		return nil, false, nil
 	}
-	if err != nil {
-		return nil, false, cli.Exit(fmt.Sprintf("hunt source: %v", err), exitUsage)
-	}
-	return src, true, nil
+	return src, err == nil, err
 }
 
 // setAdapter converts the loader's current configsrc.Set into the runner's HuntSet, once per

@@ -14,6 +14,9 @@ import (
 
 // huntSource builds the hunt source selected by sourceFlags(): --hunts-dir or --git-url.
 // A directory source waits configsrc.DefaultSettle before trusting a freshly changed file.
+// errNoHuntSource is returned when neither --hunts-dir nor --git-url is given.
+var errNoHuntSource = cli.Exit("no hunt source: give --hunts-dir DIR or --git-url URL", exitUsage)
+
 func huntSource(c *cli.Context, log *slog.Logger) (configsrc.Source, error) {
 	return huntSourceWith(c, log, c.String("hunts-dir"), 0)
 }
@@ -37,7 +40,7 @@ func huntSourceWith(c *cli.Context, log *slog.Logger, dir string, settle time.Du
 			KnownHostsFile: c.String("git-known-hosts-file"), SpreadFraction: f,
 		})
 	default:
-		return nil, cli.Exit("no hunt source: give --hunts-dir DIR or --git-url URL", exitUsage)
+		return nil, errNoHuntSource
 	}
 	if err != nil {
 		return nil, cli.Exit(fmt.Sprintf("hunt source: %v", err), exitUsage)
