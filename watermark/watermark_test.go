@@ -240,7 +240,8 @@ func TestRecordRun(t *testing.T) {
 	db := testDB(t)
 	ctx := context.Background()
 	s := New(db.Conn, db.Name)
-	started := time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC)
+	// Near the real clock: hunt_run's TTL drops rows that are already expired when inserted.
+	started := time.Now().UTC().Truncate(time.Microsecond)
 	run := Run{HuntID: "h", Fire: 1700000000, RunID: uuid.New(), Owner: "pod-a", Status: StatusSucceeded,
 		WindowStart: 1699999940, WindowEnd: 1700000000, RowsWritten: 42, Started: started, Finished: started.Add(1500 * time.Millisecond)}
 	if err := s.RecordRun(ctx, run); err != nil {
