@@ -84,6 +84,9 @@ func TestRunnersEndToEnd(t *testing.T) {
 		"--concurrency", "4", "--clickhouse-connect-timeout", "20s"}
 	logs := t.TempDir()
 	if d := os.Getenv("E2E_LOG_DIR"); d != "" { // keep the runners' logs for a post-mortem
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
 		logs = d
 	}
 	var procs []*runnerProc
