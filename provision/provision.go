@@ -209,7 +209,13 @@ func (p *Plan) runner() {
 	// step, whatever it held before.
 	var privs []string
 	for _, t := range chstore.TableNames() {
-		privs = append(privs, fmt.Sprintf("SELECT, INSERT ON %s.%s", db, chstore.QuoteIdent(t)))
+		grant := "SELECT, INSERT"
+		if t == chstore.TableFindings {
+			// A committed run deletes the findings of attempts that never committed and whose
+			// window it covers (runner.deleteOrphans); lightweight DELETE needs ALTER DELETE.
+			grant += ", ALTER DELETE"
+		}
+		privs = append(privs, fmt.Sprintf("%s ON %s.%s", grant, db, chstore.QuoteIdent(t)))
 	}
 	for _, src := range o.SourceDatabases {
 		privs = append(privs, fmt.Sprintf("SELECT ON %s.*", chstore.QuoteIdent(src)))

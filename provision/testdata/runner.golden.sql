@@ -16,11 +16,11 @@ GRANT
   SELECT, INSERT ON `hunt_runner`.`hunt_watermark`,
   SELECT, INSERT ON `hunt_runner`.`hunt_state`,
   SELECT, INSERT ON `hunt_runner`.`hunt_run`,
-  SELECT, INSERT ON `hunt_runner`.`hunt_findings`,
+  SELECT, INSERT, ALTER DELETE ON `hunt_runner`.`hunt_findings`,
   SELECT, INSERT ON `hunt_runner`.`hunt_request`,
   SELECT ON `edr`.*,
   SELECT ON `logs`.*,
   SELECT ON system.`databases`,
   SELECT ON system.`replicas`
 TO `hunt_runner` WITH REPLACE OPTION;
--- sha256: 1f6d97ced72ce86633bd82c3b734e4544814126c3d457062b94f23e717d95f87
+-- sha256: 6021b733d57d52e1dc6a4dad198c9ffd76d02c7a681f79cd99e9ca280b5d1e32
