@@ -14,12 +14,19 @@ import (
 const benchHunts = 100_000
 
 // seedBacklog publishes n hunts (5% of them later tombstoned) with two watermark rows and two
-// lease rows per hunt (two inserts each, so ReplacingMergeTree has unmerged parts to resolve,
-// as between background merges), live leases on 1% of hunts (1,000 runs in flight) and a few
-// hundred run-now requests.
+// lease rows per hunt, live leases on 1% of hunts (1,000 runs in flight) and a few hundred
+// run-now requests. Merges are stopped on the replacing tables before the inserts, so every
+// run times the same state: two unmerged parts per table whose key ranges overlap end to end,
+// as production tables are between background merges (a background merge racing the timed
+// loop would otherwise make FINAL cheaper part-way through, by chance).
 func seedBacklog(ctx context.Context, b testing.TB, conn driver.Conn, database string, n int, now int64) {
 	b.Helper()
 	db := quoteIdent(database)
+	for _, table := range []string{tableSchedule, tableWatermark, tableLease} {
+		if err := conn.Exec(ctx, "SYSTEM STOP MERGES "+db+"."+table); err != nil {
+			b.Fatalf("stop merges on %s: %v", table, err)
+		}
+	}
 	send := func(table, cols string, rows int, row func(i int) []any) {
 		batch, err := conn.PrepareBatch(ctx, "INSERT INTO "+db+"."+table+" ("+cols+")")
 		if err != nil {

@@ -41,10 +41,11 @@ const (
 	// formLive reads hunt_schedule and hunt_watermark with FINAL (ReplacingMergeTree keeps the
 	// newest by updated; WHERE applies after the merge, so an old enabled row under a newer
 	// tombstone is never seen) and joins them with a sort-merge join — both streams come out of
-	// FINAL in hunt_id order. Leases are not joined at all: a hunt is held only if its newest
-	// lease is live, and a newest live lease is itself a live row, so the few hunts with any
-	// lease_until > now are the only candidates; their newest row by (claimed, claim_id) is
-	// resolved exactly, and the due hunts are those NOT IN that small set.
+	// FINAL in hunt_id order. Leases are never resolved for every hunt: a hunt is held only if
+	// its newest lease is live, and a newest live lease is itself a live row, so the few hunts
+	// with any lease_until > now are the only candidates; their newest row by
+	// (claimed, claim_id) is resolved exactly and joined as a third sorted stream. Pending
+	// requests are looked up in one scalar pair of arrays.
 	formLive dueForm = iota
 	// formFinal is the same FINAL reads with the lease table resolved per hunt by
 	// ORDER BY claimed DESC, claim_id DESC LIMIT 1 BY hunt_id (FINAL alone breaks claimed ties
@@ -54,6 +55,9 @@ const (
 	// (plus requests, which it ignored). It is the benchmark's baseline.
 	formArgMax
 )
+
+// noRequest is transform's miss value in formLive: below any watermark.
+const noRequest = "toInt64(-9223372036854775808)"
 
 var dueForms = map[dueForm]string{formLive: "live", formFinal: "final", formArgMax: "argmax"}
 
@@ -87,21 +91,28 @@ func dueCore(form dueForm, database, nowExpr string) string {
     if(%[1]s >= cur, cur, cur - iv) AS fire`, now)
 	owed := `(has_wm = 0 OR wm < fire OR (has_req = 1 AND rf > wm))`
 	if form == formLive {
-		live := fmt.Sprintf(`SELECT hunt_id FROM %[1]s
-    WHERE hunt_id IN (SELECT hunt_id FROM %[1]s WHERE toUnixTimestamp64Milli(lease_until) > %[2]s * 1000)
-    GROUP BY hunt_id
-    HAVING toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) > %[2]s * 1000`, t(tableLease), now)
-		return fmt.Sprintf(`SELECT hunt_id, fire, has_wm, wm, toUInt8(0) AS has_lease, toInt64(0) AS lu_ms, has_req, rf FROM (
-  SELECT hunt_id, has_wm, wm, has_req, rf, %[4]s
+		// held: the hunt's newest lease is live. Only hunts with any live row can be held, and
+		// a newest live lease is itself such a row, so the candidates are those few hunts;
+		// their newest row by (claimed, claim_id) is then resolved exactly. As a third stream
+		// of the sort-merge join (not a NOT IN set, which is built before the main pipeline
+		// starts) this pass runs alongside the FINAL reads.
+		held := fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS held FROM %[1]s
+      WHERE hunt_id IN (SELECT hunt_id FROM %[1]s WHERE toUnixTimestamp64Milli(lease_until) > %[2]s * 1000)
+      GROUP BY hunt_id
+      HAVING toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) > %[2]s * 1000`, t(tableLease), now)
+		// Pending requests are a few hundred rows: one scalar pair of arrays, looked up with
+		// transform, costs less than a join stream. The miss value is below every watermark
+		// (toInt64 of a DateTime is >= 0), so a hunt without a request is never owed by it.
+		reqs := fmt.Sprintf(`(SELECT groupArray(hunt_id), groupArray(rf) FROM (SELECT hunt_id, toInt64(max(requested_fire)) AS rf FROM %s GROUP BY hunt_id))`, t(tableRequest))
+		return fmt.Sprintf(`WITH %[3]s AS reqs
+SELECT hunt_id, fire, has_wm, wm, toUInt8(0) AS has_lease, toInt64(0) AS lu_ms, toUInt8(rf0 != %[6]s) AS has_req, if(has_req = 1, rf0, 0) AS rf FROM (
+  SELECT hunt_id, has_wm, wm, held, %[4]s, transform(hunt_id, reqs.1, reqs.2, %[6]s) AS rf0
   FROM (%[1]s) AS s
   LEFT JOIN (%[2]s) AS w USING (hunt_id)
-  LEFT JOIN (%[3]s) AS r USING (hunt_id)
+  LEFT JOIN (%[5]s) AS l USING (hunt_id)
   WHERE i > 0
 )
-WHERE %[5]s
-  AND hunt_id NOT IN (
-    %[6]s
-  )`, sched, wm, req, fire, owed, live)
+WHERE held = 0 AND (has_wm = 0 OR wm < fire OR rf0 > wm)`, sched, wm, reqs, fire, held, noRequest)
 	}
 	return fmt.Sprintf(`SELECT hunt_id, fire, has_wm, wm, has_lease, lu_ms, has_req, rf FROM (
   SELECT hunt_id, has_wm, wm, has_lease, lu_ms, has_req, rf, %[5]s
@@ -120,13 +131,20 @@ WHERE (has_lease = 0 OR lu_ms <= %[6]s * 1000)
 // evaluated on the merged newest row: as a PREWHERE it could see an old enabled row under a
 // newer tombstone, on a server whose profile turned that optimisation on. (chDB 26.5 was seen to
 // keep `enabled = 1` out of PREWHERE under FINAL even with it on; the pin is for servers that
-// do not.)
+// do not.) join_use_nulls = 0 (the default) is pinned too: the has_*/held flags rely on LEFT
+// JOIN filling a miss with 0, and a NULL there would drop the row from the WHERE.
+//
+// formLive also turns off split_intersecting_parts_ranges_into_layers_final: splitting each
+// FINAL read into key-range layers buys parallelism inside one table at the cost of extra
+// filtering, and here the two FINAL reads and the lease pass already run side by side; off, the
+// query was about 9% faster in BenchmarkDueSQL (2 cores). It changes how FINAL is executed,
+// never its result.
 func dueSettings(form dueForm) string {
 	switch form {
 	case formLive:
-		return "\nSETTINGS join_algorithm = 'full_sorting_merge', optimize_move_to_prewhere_if_final = 0"
+		return "\nSETTINGS join_algorithm = 'full_sorting_merge', join_use_nulls = 0, optimize_move_to_prewhere_if_final = 0, split_intersecting_parts_ranges_into_layers_final = 0"
 	case formFinal:
-		return "\nSETTINGS optimize_move_to_prewhere_if_final = 0"
+		return "\nSETTINGS join_use_nulls = 0, optimize_move_to_prewhere_if_final = 0"
 	}
 	return ""
 }
