@@ -4,7 +4,9 @@
 #   docker run --rm hunt-runner:dev --help
 #
 # The image holds no shell, no package manager and no chDB: the embedded engine is for tests and
-# `hunt-runner dev` on a workstation only, and `run` never loads it. It runs as 65532:65532 and
+# `hunt-runner dev` on a workstation only. -tags nochdb leaves it out of the binary, which keeps
+# the binary fully static (the engine's loader, purego, would make it need ld-linux, which a
+# scratch image does not have). It runs as 65532:65532 and
 # needs nothing writable except /tmp (an emptyDir in the Helm chart, a tmpfs in deploy/compose).
 
 ARG GO_VERSION=1.26
@@ -19,7 +21,7 @@ ARG TARGETOS=linux
 ARG TARGETARCH=amd64
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -trimpath -ldflags="-s -w" -o /out/hunt-runner ./cmd/hunt-runner
+    go build -tags nochdb -trimpath -ldflags="-s -w" -o /out/hunt-runner ./cmd/hunt-runner
 # The runtime's file system: CA certificates for TLS to ClickHouse and git, a nonroot user, an
 # empty sticky /tmp.
 RUN mkdir -p /rootfs/etc/ssl/certs /rootfs/tmp && chmod 1777 /rootfs/tmp && \

@@ -13,8 +13,8 @@ NESTED := $(wildcard charts/hunt-runner/test/go.mod)
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
-build: ## build bin/hunt-runner (static, no cgo)
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/hunt-runner
+build: ## build bin/hunt-runner as released: static, no cgo, no embedded engine (`dev` needs `make dev`)
+	CGO_ENABLED=0 $(GO) build -tags nochdb -trimpath -o $(BIN) ./cmd/hunt-runner
 
 chdb: $(CHDB_LIB_PATH) ## fetch the chDB library used by tests and `make dev` (cached)
 $(CHDB_LIB_PATH):

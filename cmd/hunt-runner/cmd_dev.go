@@ -16,7 +16,6 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/configsrc"
-	"github.com/hunt-runner/hunt-runner/internal/chlocal"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/provision"
 	"github.com/hunt-runner/hunt-runner/runner"
@@ -50,6 +49,12 @@ func devCommand() *cli.Command {
 	}
 }
 
+// embeddedEngine is the in-process ClickHouse of `dev` (chlocal.Server).
+type embeddedEngine interface {
+	URL() string
+	Close() error
+}
+
 func devAction(c *cli.Context) error {
 	out := c.App.Writer
 	level := "warn" // keep the terminal for runs and findings; --log-level info shows everything
@@ -61,14 +66,6 @@ func devAction(c *cli.Context) error {
 	log := buildLogger(os.Stderr, level, "text")
 	ctx := c.Context
 
-	lib := c.String("chdb-lib")
-	if lib == "" {
-		return cli.Exit("hunt-runner dev needs the embedded ClickHouse library: run `make chdb`, then set "+
-			"CHDB_LIB_PATH to the libchdb.so it prints (make dev does both)", exitUsage)
-	}
-	if _, err := os.Stat(lib); err != nil {
-		return cli.Exit(fmt.Sprintf("CHDB_LIB_PATH=%s: %v — run `make chdb` to fetch the library", lib, err), exitUsage)
-	}
 	if !c.IsSet("hunts-dir") && !c.IsSet("git-url") {
 		if err := c.Set("hunts-dir", "examples/hunts"); err != nil {
 			return err
@@ -80,13 +77,9 @@ func devAction(c *cli.Context) error {
 	}
 
 	fmt.Fprintln(out, "starting embedded ClickHouse (chDB)…")
-	srv, err := chlocal.Start(ctx, chlocal.Options{LibPath: lib, Listen: c.String("clickhouse-listen"),
-		DataPath: c.String("data"), RewriteReplicated: true, Logger: log})
+	srv, err := startEmbedded(ctx, c.String("chdb-lib"), c.String("clickhouse-listen"), c.String("data"), log)
 	if err != nil {
-		if errors.Is(err, chlocal.ErrNoLibrary) {
-			return cli.Exit(fmt.Sprintf("%v — run `make chdb`", err), exitUsage)
-		}
-		return cli.Exit(fmt.Sprintf("embedded ClickHouse: %v", err), exitError)
+		return err
 	}
 	defer srv.Close()
 	db := c.String("database")

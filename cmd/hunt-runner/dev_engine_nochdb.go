@@ -1,0 +1,17 @@
+//go:build nochdb
+
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/urfave/cli/v2"
+)
+
+// startEmbedded: release builds (-tags nochdb, the container image) carry no embedded engine,
+// so that the binary is fully static; `hunt-runner dev` is for a source checkout.
+func startEmbedded(context.Context, string, string, string, *slog.Logger) (embeddedEngine, error) {
+	return nil, cli.Exit("this hunt-runner was built without the embedded engine (-tags nochdb, as in the "+
+		"container image); run `make dev` from a source checkout", exitUsage)
+}
