@@ -455,6 +455,7 @@ hunts:
 		t.Run(c.name, func(t *testing.T) {
 			r := mustRender(t, c.values)
 			checkInvariants(t, r, namespace)
+			checkCLIContract(t, r)
 			c.check(t, r)
 		})
 	}
