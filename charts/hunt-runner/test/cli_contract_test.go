@@ -47,7 +47,6 @@ func huntRunnerBinary(t *testing.T) string {
 // renders a flag the binary does not know would crash-loop every pod; this catches it here.
 func checkCLIContract(t *testing.T, r *rendered) {
 	t.Helper()
-	bin := huntRunnerBinary(t)
 	var pods []struct {
 		id   string
 		spec corev1.PodSpec
@@ -76,22 +75,27 @@ func checkCLIContract(t *testing.T, r *rendered) {
 			if !strings.Contains(c.Image, "hunt-runner") || len(c.Args) == 0 {
 				continue
 			}
-			env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+			var env []string
 			for _, e := range c.Env {
 				if e.ValueFrom == nil && strings.HasPrefix(e.Name, "HUNT_RUNNER_") {
 					env = append(env, e.Name+"="+e.Value)
 				}
 			}
-			cmd := exec.Command(bin, append(append([]string{}, c.Args...), "--help")...)
-			cmd.Env = env
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Errorf("%s container %s: hunt-runner %s rejects the rendered arguments/env: %v\n%s",
-					p.id, c.Name, strings.Join(c.Args, " "), err, out)
-			}
+			checkCLIArgs(t, p.id+" container "+c.Name, c.Args, env)
 			checked++
 		}
 	}
 	if checked == 0 {
 		t.Errorf("no hunt-runner container rendered: %s", r.summary())
+	}
+}
+
+// checkCLIArgs runs the real binary with args and env (KEY=VALUE) followed by --help.
+func checkCLIArgs(t *testing.T, where string, args, env []string) {
+	t.Helper()
+	cmd := exec.Command(huntRunnerBinary(t), append(append([]string{}, args...), "--help")...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("%s: hunt-runner %s rejects the arguments/env: %v\n%s", where, strings.Join(args, " "), err, out)
 	}
 }

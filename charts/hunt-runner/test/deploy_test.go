@@ -122,6 +122,13 @@ func TestComposeProject(t *testing.T) {
 		if len(s.Entrypoint) != 0 || len(s.Command) == 0 {
 			t.Errorf("%s: the command is the subcommand of the image's entrypoint, got %v", name, s.Command)
 		}
+		var envs []string
+		for k, v := range s.Environment {
+			if v != nil && strings.HasPrefix(k, "HUNT_RUNNER_") && !strings.Contains(k, "PASSWORD") {
+				envs = append(envs, k+"="+*v)
+			}
+		}
+		checkCLIArgs(t, "compose service "+name, s.Command, envs)
 	}
 	if hunt != 8 {
 		t.Errorf("%d hunt-runner services, want 8", hunt)
