@@ -15,6 +15,11 @@ const (
 	TableRun       = "hunt_run"
 	TableFindings  = "hunt_findings"
 	TableRequest   = "hunt_request"
+
+	// ViewWatermarkRun turns every committed watermark row into its hunt_run rows (succeeded,
+	// and gap when the run skipped a range), so progress and its audit row are one insert: a
+	// pod killed between two separate writes can no longer leave a watermark without its row.
+	ViewWatermarkRun = "hunt_watermark_run"
 )
 
 // Topology decides the engines of the coordination tables.
@@ -95,10 +100,14 @@ var tables = []table{
 		version: "claimed", orderBy: "hunt_id", ttl: "toDateTime(lease_until) + INTERVAL 1 DAY",
 	},
 	{
+		// The run_* and gap_* columns describe the run that committed this watermark; the
+		// hunt_watermark_run view copies them into hunt_run.
 		name: TableWatermark, comment: "fenced progress per hunt; newest row by updated",
 		columns: []column{
 			{"hunt_id", "String"}, {"watermark", "DateTime('UTC')"}, {"claim_id", "UUID"},
-			{"updated", "DateTime64(6, 'UTC')"},
+			{"updated", "DateTime64(6, 'UTC')"}, {"run_id", "UUID"}, {"run_owner", "String"},
+			{"run_start", "DateTime('UTC')"}, {"run_rows", "UInt64"}, {"run_started", "DateTime64(6, 'UTC')"},
+			{"gap_start", "DateTime('UTC')"}, {"gap_end", "DateTime('UTC')"},
 		},
 		version: "updated", orderBy: "hunt_id",
 	},
@@ -149,6 +158,9 @@ func TableNames() []string {
 	return out
 }
 
+// ObjectNames lists every object DDL creates in the database, tables then views, in order.
+func ObjectNames() []string { return append(TableNames(), ViewWatermarkRun) }
+
 // QuoteIdent quotes a ClickHouse identifier with backticks.
 func QuoteIdent(s string) string {
 	return "`" + strings.NewReplacer(`\`, `\\`, "`", "\\`").Replace(s) + "`"
@@ -176,7 +188,31 @@ func DDL(database string, t Topology, cluster string) []Statement {
 	for _, tb := range tables {
 		out = append(out, Statement{Name: "table " + database + "." + tb.name, SQL: tb.create(database, t, onCluster)})
 	}
-	return out
+	return append(out, Statement{Name: "table " + database + "." + ViewWatermarkRun, SQL: watermarkRunView(db, onCluster)})
+}
+
+// watermarkRunView is the materialized view from hunt_watermark to hunt_run: one succeeded row
+// per committed watermark, plus a gap row when gap_end > gap_start. A watermark row without a
+// run (set by hand, or seeded) is not a run and writes nothing.
+func watermarkRunView(db, onCluster string) string {
+	return "CREATE MATERIALIZED VIEW IF NOT EXISTS " + db + "." + QuoteIdent(ViewWatermarkRun) + onCluster +
+		" TO " + db + "." + QuoteIdent(TableRun) + `
+AS SELECT
+    hunt_id,
+    watermark AS fire,
+    run_id,
+    run_owner AS owner,
+    status,
+    if(status = 'gap', gap_start, run_start) AS window_start,
+    if(status = 'gap', gap_end, watermark) AS window_end,
+    if(status = 'gap', 0, run_rows) AS rows_written,
+    run_started AS started,
+    updated AS finished,
+    if(status = 'gap', concat('outage longer than max_catchup: [', toString(toUnixTimestamp(gap_start)), ', ',
+        toString(toUnixTimestamp(gap_end)), ') skipped'), '') AS error
+FROM ` + db + "." + QuoteIdent(TableWatermark) + `
+ARRAY JOIN if(gap_end > gap_start, ['succeeded', 'gap'], ['succeeded']) AS status
+WHERE run_id != toUUID('00000000-0000-0000-0000-000000000000')`
 }
 
 func (tb table) create(database string, t Topology, onCluster string) string {

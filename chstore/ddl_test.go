@@ -60,13 +60,19 @@ func TestDDLTopologyProperties(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(string(tt.topo), func(t *testing.T) {
 			stmts := DDL("hunt_runner", tt.topo, "default")
-			if len(stmts) != 1+len(TableNames()) {
-				t.Fatalf("%d statements, want database + %d tables", len(stmts), len(TableNames()))
+			if len(stmts) != 1+len(ObjectNames()) {
+				t.Fatalf("%d statements, want database + %d objects", len(stmts), len(ObjectNames()))
+			}
+			view := stmts[len(stmts)-1]
+			if !strings.HasPrefix(view.SQL, "CREATE MATERIALIZED VIEW IF NOT EXISTS `hunt_runner`.`hunt_watermark_run`") ||
+				!strings.Contains(view.SQL, " TO `hunt_runner`.`hunt_run`") ||
+				tt.topo == TopologyCluster != strings.Contains(view.SQL, "ON CLUSTER 'default'") {
+				t.Errorf("watermark → run view: %s", view.SQL)
 			}
 			if want := "CREATE DATABASE IF NOT EXISTS `hunt_runner`" + tt.dbSuffix; stmts[0].SQL != want {
 				t.Errorf("database statement\n got %q\nwant %q", stmts[0].SQL, want)
 			}
-			for _, s := range stmts[1:] {
+			for _, s := range stmts[1 : len(stmts)-1] {
 				if !strings.Contains(s.SQL, "CREATE TABLE IF NOT EXISTS `hunt_runner`.") {
 					t.Errorf("%s is not idempotent: %s", s.Name, s.SQL)
 				}

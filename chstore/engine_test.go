@@ -45,7 +45,7 @@ func TestApplyTwiceIsNoOp(t *testing.T) {
 		t.Run(string(topo), func(t *testing.T) {
 			name := freshDatabase(t, db)
 			want := []string{"database " + name}
-			for _, tb := range chstore.TableNames() {
+			for _, tb := range chstore.ObjectNames() {
 				want = append(want, "table "+name+"."+tb)
 			}
 			start := time.Now()

@@ -165,7 +165,7 @@ func (e *env) watermarkOf(id string) (int64, bool) {
 
 // setWatermark writes a watermark row directly, as a test fixture (the runner never does this).
 func (e *env) setWatermark(id string, wm int64) {
-	e.exec("INSERT INTO hunt_watermark SELECT ?, toDateTime(?, 'UTC'), generateUUIDv4(), now64(6)", id, wm)
+	e.exec("INSERT INTO hunt_watermark (hunt_id, watermark, claim_id, updated) SELECT ?, toDateTime(?, 'UTC'), generateUUIDv4(), now64(6)", id, wm)
 }
 
 type runRow struct {
@@ -476,8 +476,14 @@ func TestTickRoundTripsFlat(t *testing.T) {
 	counts := map[int]int64{}
 	e := newPrivateEnv(t)
 	for _, n := range []int{1, 50} {
-		e.exec("TRUNCATE TABLE hunt_lease")
-		counts[n] = tickRoundTrips(t, e, n)
+		// The best of two ticks: chlocal also counts clickhouse-go's handshake when the pool
+		// opens a connection, which is noise, not a round trip of the tick.
+		for range 2 {
+			e.exec("TRUNCATE TABLE hunt_lease")
+			if c := tickRoundTrips(t, e, n); counts[n] == 0 || c < counts[n] {
+				counts[n] = c
+			}
+		}
 	}
 	if counts[1] != counts[50] {
 		t.Fatalf("round trips per tick: %d with 1 due hunt, %d with 50", counts[1], counts[50])

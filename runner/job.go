@@ -189,8 +189,15 @@ func (r *Runner) execute(j *job) {
 		rep.Status, rep.Err = StatusFailed, err
 	default:
 		rep.Status = StatusSucceeded
-		if aerr := r.durably(commitCtx, log, "advance the watermark", func(ctx context.Context) error {
-			return r.store.Advance(ctx, l, w.End)
+		// One fenced insert commits the watermark together with the run's succeeded (and gap)
+		// rows in hunt_run: a crash can never leave one without the other.
+		commit := run
+		commit.Status, commit.RowsWritten = StatusSucceeded, rows
+		if w.hasGap() {
+			commit.GapStart, commit.GapEnd = w.GapStart, w.GapEnd
+		}
+		if aerr := r.durably(commitCtx, log, "commit the run", func(ctx context.Context) error {
+			return r.store.Advance(ctx, l, commit)
 		}); aerr != nil {
 			if errors.Is(aerr, watermark.ErrFenced) || errors.Is(aerr, lease.ErrFenced) || errors.Is(aerr, lease.ErrLost) {
 				rep.Status, rep.Err = StatusLost, fmt.Errorf("watermark write fenced: %w", aerr)
@@ -220,20 +227,10 @@ func (r *Runner) execute(j *job) {
 			}
 		}
 		if w.hasGap() {
-			gap := run
-			gap.RunID, gap.Status, gap.WindowStart, gap.WindowEnd, gap.RowsWritten = uuid.New(), StatusGap, w.GapStart, w.GapEnd, 0
-			gap.Error = fmt.Sprintf("outage longer than max_catchup (%ds): [%d, %d) skipped", h.maxCatchupSeconds(), w.GapStart, w.GapEnd)
-			gap.Finished = time.Now().UTC()
-			if err := r.durably(commitCtx, log, "record the gap", r.recordRunOnce(gap)); err != nil {
-				r.opts.Metrics.clickhouseError(ctx, "commit")
-				log.Error("recording a gap failed", "gap_start", w.GapStart, "gap_end", w.GapEnd, "error", err)
-			}
 			r.opts.Metrics.gap(ctx, h.ID)
 			log.Warn("gap: outage longer than max_catchup, skipped range recorded",
-				"gap_start", w.GapStart, "gap_end", w.GapEnd)
+				"gap_start", w.GapStart, "gap_end", w.GapEnd, "max_catchup_seconds", h.maxCatchupSeconds())
 		}
-		run.Finished = time.Now().UTC()
-		r.recordRun(commitCtx, log, run)
 		// hunt_state records health transitions: a healthy hunt staying healthy writes nothing
 		// (one round trip less per run); hunt_run and the watermark carry its progress.
 		if j.state.Status != StatusSucceeded || j.state.ConsecutiveFailures != 0 || j.state.LastError != "" {

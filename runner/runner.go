@@ -29,7 +29,7 @@ type Claimer interface {
 // StateStore is the coordination state as the runner uses it (watermark.Store implements it).
 type StateStore interface {
 	Snapshot(ctx context.Context) (watermark.Snapshot, error)
-	Advance(ctx context.Context, l lease.Lease, watermark int64) error
+	Advance(ctx context.Context, l lease.Lease, run watermark.Run) error // commits run.WindowEnd and the run's rows
 	RecordRun(ctx context.Context, r watermark.Run) error
 	SetState(ctx context.Context, st watermark.State) error
 }

@@ -20,7 +20,7 @@ func BenchmarkSnapshot(b *testing.B) {
 		for _, q := range []string{
 			`INSERT INTO ` + db.Name + `.hunt_lease SELECT concat('h', toString(number)), toDateTime(1700000000 + 60 * {p:UInt32}, 'UTC'), 'pod',
 			   generateUUIDv4(), now64(6) + toIntervalSecond({p:UInt32}), now64(3) + toIntervalSecond({p:UInt32}) FROM numbers({n:UInt64})`,
-			`INSERT INTO ` + db.Name + `.hunt_watermark SELECT concat('h', toString(number)), toDateTime(1700000000 + 60 * {p:UInt32}, 'UTC'),
+			`INSERT INTO ` + db.Name + `.hunt_watermark (hunt_id, watermark, claim_id, updated) SELECT concat('h', toString(number)), toDateTime(1700000000 + 60 * {p:UInt32}, 'UTC'),
 			   generateUUIDv4(), now64(6) + toIntervalSecond({p:UInt32}) FROM numbers({n:UInt64})`,
 			`INSERT INTO ` + db.Name + `.hunt_state SELECT concat('h', toString(number)), 'ok', {p:UInt32}, '', toDateTime(1700000000, 'UTC'),
 			   now64(6) + toIntervalSecond({p:UInt32}) FROM numbers({n:UInt64})`,

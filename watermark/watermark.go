@@ -67,6 +67,9 @@ type Run struct {
 	Started     time.Time
 	Finished    time.Time
 	Error       string
+	// GapStart, GapEnd: a range this run skipped (outage longer than max_catchup); Advance
+	// records it as a gap row when GapEnd > GapStart. RecordRun ignores them.
+	GapStart, GapEnd int64
 }
 
 // State is one hunt_state row.
@@ -213,13 +216,23 @@ WHERE r.requested_fire > w.watermark
 GROUP BY r.hunt_id`
 }
 
-// Advance writes watermark for l's hunt only if l is still the newest, live lease of that
-// hunt for the same fire (fencing), then reads it back: ErrFenced when it did not land.
-func (s *Store) Advance(ctx context.Context, l lease.Lease, watermark int64) error {
-	q := `INSERT INTO ` + s.table("hunt_watermark") + ` (hunt_id, watermark, claim_id, updated)
-SELECT hunt_id, toDateTime({wm:Int64}, 'UTC'), claim_id, now64(6)
+// Advance commits run: the hunt's watermark becomes run.WindowEnd, only if l is still the
+// newest, live lease of that hunt for the same fire (fencing), then reads it back (ErrFenced
+// when it did not land). The same insert writes the run's audit rows: the hunt_watermark_run
+// view turns the watermark row into a succeeded hunt_run row, plus a gap row when
+// run.GapEnd > run.GapStart, so no crash can separate progress from its record. A claim
+// commits at most once (a retry after an answer was lost inserts nothing), so a retried
+// Advance never writes a second succeeded row.
+func (s *Store) Advance(ctx context.Context, l lease.Lease, run Run) error {
+	watermark := run.WindowEnd
+	q := `INSERT INTO ` + s.table("hunt_watermark") + ` (hunt_id, watermark, claim_id, updated,
+    run_id, run_owner, run_start, run_rows, run_started, gap_start, gap_end)
+SELECT hunt_id, toDateTime({wm:Int64}, 'UTC'), claim_id, now64(6),
+    toUUID({run:String}), {owner:String}, toDateTime({ws:Int64}, 'UTC'), {rows:UInt64},
+    fromUnixTimestamp64Micro({started:Int64}, 'UTC'), toDateTime({gs:Int64}, 'UTC'), toDateTime({ge:Int64}, 'UTC')
 FROM (` + lease.NewestLeaseSQL(s.database, "ids") + `)
-WHERE claim_id = toUUID({claim:String}) AND toInt64(fire) = {fire:Int64} AND until > now64(3)`
+WHERE claim_id = toUUID({claim:String}) AND toInt64(fire) = {fire:Int64} AND until > now64(3)
+  AND claim_id NOT IN (SELECT claim_id FROM ` + s.table("hunt_watermark") + ` WHERE hunt_id IN {ids:Array(String)})`
 	wctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
 		"async_insert":               0,
 		"insert_deduplication_token": fmt.Sprintf("wm:%s:%d:%d", l.ClaimID, watermark, time.Now().UnixNano()),
@@ -229,6 +242,13 @@ WHERE claim_id = toUUID({claim:String}) AND toInt64(fire) = {fire:Int64} AND unt
 		clickhouse.Named("wm", watermark),
 		clickhouse.Named("claim", l.ClaimID.String()),
 		clickhouse.Named("fire", l.Fire),
+		clickhouse.Named("run", run.RunID.String()),
+		clickhouse.Named("owner", run.Owner),
+		clickhouse.Named("ws", run.WindowStart),
+		clickhouse.Named("rows", run.RowsWritten),
+		clickhouse.Named("started", run.Started.UnixMicro()),
+		clickhouse.Named("gs", run.GapStart),
+		clickhouse.Named("ge", run.GapEnd),
 	)
 	if err != nil {
 		return fmt.Errorf("watermark: advance %s to %d: %w", l.HuntID, watermark, err)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,7 +77,7 @@ func TestAdvanceFenced(t *testing.T) {
 	b := coord(t, db, "pod-b", 10*time.Second)
 
 	held := claimOne(t, a, "h", now-1)
-	if err := s.Advance(ctx, held, now-1); err != nil {
+	if err := s.Advance(ctx, held, commit(now-1)); err != nil {
 		t.Fatalf("holder's advance: %v", err)
 	}
 	if wm, ok := watermarkOf(t, s, "h"); !ok || wm != now-1 {
@@ -86,11 +87,11 @@ func TestAdvanceFenced(t *testing.T) {
 	// A claim that never won (a loser's id) cannot write.
 	loser := held
 	loser.ClaimID, loser.Owner = uuid.New(), "pod-b"
-	if err := s.Advance(ctx, loser, now+100); !errors.Is(err, ErrFenced) {
+	if err := s.Advance(ctx, loser, commit(now+100)); !errors.Is(err, ErrFenced) {
 		t.Fatalf("loser's advance: %v, want ErrFenced", err)
 	}
 	// Nor can the holder write for another fire than the one it holds.
-	if err := s.Advance(ctx, lease.Lease{HuntID: "h", Fire: now + 60, ClaimID: held.ClaimID}, now+60); !errors.Is(err, ErrFenced) {
+	if err := s.Advance(ctx, lease.Lease{HuntID: "h", Fire: now + 60, ClaimID: held.ClaimID}, commit(now+60)); !errors.Is(err, ErrFenced) {
 		t.Fatalf("advance for a fire not held: %v, want ErrFenced", err)
 	}
 
@@ -99,10 +100,10 @@ func TestAdvanceFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := claimOne(t, b, "h", now)
-	if err := s.Advance(ctx, held, now+200); !errors.Is(err, ErrFenced) {
+	if err := s.Advance(ctx, held, commit(now+200)); !errors.Is(err, ErrFenced) {
 		t.Fatalf("old holder's advance after takeover: %v, want ErrFenced", err)
 	}
-	if err := s.Advance(ctx, next, now); err != nil {
+	if err := s.Advance(ctx, next, commit(now)); err != nil {
 		t.Fatalf("new holder's advance: %v", err)
 	}
 	if wm, _ := watermarkOf(t, s, "h"); wm != now {
@@ -127,7 +128,7 @@ func TestAdvanceExpiredHolderFenced(t *testing.T) {
 		time.Sleep(held.Until.Sub(now) + 10*time.Millisecond)
 	}
 	// Nobody took over, but the lease expired: a peer may be claiming right now.
-	if err := s.Advance(ctx, held, held.Fire); !errors.Is(err, ErrFenced) {
+	if err := s.Advance(ctx, held, commit(held.Fire)); !errors.Is(err, ErrFenced) {
 		t.Fatalf("expired holder's advance: %v, want ErrFenced", err)
 	}
 	if _, ok := watermarkOf(t, s, "h"); ok {
@@ -144,7 +145,7 @@ func TestSnapshot(t *testing.T) {
 
 	// h1: ran to now-60, now leased for now; failing state.
 	l1 := claimOne(t, a, "h1", now-60)
-	if err := s.Advance(ctx, l1, now-60); err != nil {
+	if err := s.Advance(ctx, l1, commit(now-60)); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.Release(ctx, l1); err != nil {
@@ -159,7 +160,7 @@ func TestSnapshot(t *testing.T) {
 	}
 	// h2: two requests, one already covered by its watermark, two pending: the newest counts.
 	l2 := claimOne(t, a, "h2", now-30)
-	if err := s.Advance(ctx, l2, now-30); err != nil {
+	if err := s.Advance(ctx, l2, commit(now-30)); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range []int64{now - 40, now - 10, now - 5} {
@@ -173,7 +174,7 @@ func TestSnapshot(t *testing.T) {
 	}
 	// h4: a request fully covered by the watermark is not pending.
 	l4 := claimOne(t, a, "h4", now-3)
-	if err := s.Advance(ctx, l4, now-3); err != nil {
+	if err := s.Advance(ctx, l4, commit(now-3)); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Request(ctx, "h4", now-3, "carol"); err != nil {
@@ -324,5 +325,74 @@ func TestSnapshotOneRoundTrip(t *testing.T) {
 		if after-before != 1 {
 			t.Fatalf("Snapshot over %d hunts took %d round trips, want 1", len(snap.Hunts), after-before)
 		}
+	}
+}
+
+// commit is the run a test commits with Advance: it ends at (and advances the watermark to) wm.
+func commit(wm int64) Run {
+	return Run{RunID: uuid.New(), Owner: "pod-test", WindowStart: wm - 60, WindowEnd: wm, Started: time.Now()}
+}
+
+// TestAdvanceWritesItsRunRows: the watermark and its audit rows are one insert (through the
+// hunt_watermark_run view), a retried Advance of the same claim writes nothing more, and a
+// skipped range becomes a gap row. Fenced writes produce no rows at all.
+func TestAdvanceWritesItsRunRows(t *testing.T) {
+	db := testDB(t)
+	ctx := context.Background()
+	s := New(db.Conn, db.Name)
+	now := serverNow(t, db)
+	a := coord(t, db, "pod-a", 10*time.Second)
+
+	held := claimOne(t, a, "h", now-1)
+	run := commit(now - 1)
+	run.Owner, run.RowsWritten, run.GapStart, run.GapEnd = "pod-a", 7, now-500, now-61
+	run.Started = time.Now().UTC().Truncate(time.Microsecond)
+	for range 2 { // the second is a retry after a lost answer
+		if err := s.Advance(ctx, held, run); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loser := held
+	loser.ClaimID = uuid.New()
+	if err := s.Advance(ctx, loser, commit(now+100)); !errors.Is(err, ErrFenced) {
+		t.Fatalf("loser: %v", err)
+	}
+	rows, err := db.Conn.Query(ctx, "SELECT toString(status), run_id, owner, toInt64(fire), toInt64(window_start), toInt64(window_end), rows_written, started, error FROM "+
+		db.Name+".hunt_run ORDER BY status DESC")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	type row struct {
+		status       string
+		runID        uuid.UUID
+		owner        string
+		fire, ws, we int64
+		rows         uint64
+		started      time.Time
+		errorText    string
+	}
+	var got []row
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.status, &r.runID, &r.owner, &r.fire, &r.ws, &r.we, &r.rows, &r.started, &r.errorText); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, r)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("hunt_run rows = %+v, want one succeeded and one gap", got)
+	}
+	ok, gap := got[0], got[1]
+	if ok.status != StatusSucceeded || ok.runID != run.RunID || ok.owner != "pod-a" || ok.fire != now-1 ||
+		ok.ws != run.WindowStart || ok.we != now-1 || ok.rows != 7 || !ok.started.Equal(run.Started) || ok.errorText != "" {
+		t.Errorf("succeeded row %+v, want run %+v", ok, run)
+	}
+	if gap.status != StatusGap || gap.runID != run.RunID || gap.ws != now-500 || gap.we != now-61 || gap.rows != 0 ||
+		!strings.Contains(gap.errorText, "max_catchup") {
+		t.Errorf("gap row %+v", gap)
 	}
 }

@@ -45,10 +45,17 @@ COMMENT 'claims; newest row per hunt by (claimed, claim_id)';
 -- table hunt_runner.hunt_watermark
 CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_watermark`
 (
-    hunt_id   String,
-    watermark DateTime('UTC'),
-    claim_id  UUID,
-    updated   DateTime64(6, 'UTC')
+    hunt_id     String,
+    watermark   DateTime('UTC'),
+    claim_id    UUID,
+    updated     DateTime64(6, 'UTC'),
+    run_id      UUID,
+    run_owner   String,
+    run_start   DateTime('UTC'),
+    run_rows    UInt64,
+    run_started DateTime64(6, 'UTC'),
+    gap_start   DateTime('UTC'),
+    gap_end     DateTime('UTC')
 )
 ENGINE = ReplicatedReplacingMergeTree(updated)
 ORDER BY hunt_id
@@ -117,3 +124,22 @@ ENGINE = ReplicatedMergeTree
 ORDER BY (hunt_id, requested_fire)
 TTL toDateTime(requested) + INTERVAL 7 DAY
 COMMENT 'run-now requests; pending while requested_fire > watermark';
+
+-- table hunt_runner.hunt_watermark_run
+CREATE MATERIALIZED VIEW IF NOT EXISTS `hunt_runner`.`hunt_watermark_run` TO `hunt_runner`.`hunt_run`
+AS SELECT
+    hunt_id,
+    watermark AS fire,
+    run_id,
+    run_owner AS owner,
+    status,
+    if(status = 'gap', gap_start, run_start) AS window_start,
+    if(status = 'gap', gap_end, watermark) AS window_end,
+    if(status = 'gap', 0, run_rows) AS rows_written,
+    run_started AS started,
+    updated AS finished,
+    if(status = 'gap', concat('outage longer than max_catchup: [', toString(toUnixTimestamp(gap_start)), ', ',
+        toString(toUnixTimestamp(gap_end)), ') skipped'), '') AS error
+FROM `hunt_runner`.`hunt_watermark`
+ARRAY JOIN if(gap_end > gap_start, ['succeeded', 'gap'], ['succeeded']) AS status
+WHERE run_id != toUUID('00000000-0000-0000-0000-000000000000');

@@ -92,7 +92,7 @@ func TestSchemaAppliedTwiceOnEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "topology single") || strings.Count(out, "  created  ") != 1+len(chstore.TableNames()) {
+	if !strings.Contains(out, "topology single") || strings.Count(out, "  created  ") != 1+len(chstore.ObjectNames()) {
 		t.Errorf("first run should create the database and every table:\n%s", out)
 	}
 	out, err = runApp(t, args...)
