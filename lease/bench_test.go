@@ -17,13 +17,13 @@ import (
 // Engine benchmarks and the round-trip count. Round trips are counted at chlocal
 // (GET /chlocal/stats), so these need chlocal rather than a real server.
 
-// engineDB is testDB on chlocal only: these tests count round trips there.
+// engineDB is chtest.NewWithSchema on chlocal only: these tests count round trips there.
 func engineDB(tb testing.TB) *chtest.DB {
 	tb.Helper()
 	if os.Getenv(chtest.EnvURL) != "" {
 		tb.Skip("round trips are counted at chlocal; a real server is configured")
 	}
-	return testDB(tb)
+	return chtest.NewWithSchema(tb)
 }
 
 func engineCoord(tb testing.TB, db *chtest.DB, owner string, settle time.Duration) *Coordinator {

@@ -6,24 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
-)
 
-// Table names (chstore owns the DDL; these must match it).
-const (
-	TableLease     = "hunt_lease"
-	TableWatermark = "hunt_watermark"
+	"github.com/hunt-runner/hunt-runner/chstore"
 )
-
-// QuoteIdent quotes a ClickHouse identifier with backticks.
-func QuoteIdent(s string) string {
-	return "`" + strings.NewReplacer(`\`, `\\`, "`", "\\`").Replace(s) + "`"
-}
 
 // NewestLeaseSQL is a subquery giving the newest lease row of each hunt in the
 // Array(String) parameter named param, as columns hunt_id, fire, owner, claim_id, claimed,
@@ -37,7 +27,7 @@ func NewestLeaseSQL(database, param string) string {
 	return `SELECT hunt_id, t.1 AS fire, t.2 AS owner, t.3 AS claim_id, t.4 AS claimed, t.5 AS until, t.3 != lo AS tied
 FROM (SELECT hunt_id, argMax((fire, owner, claim_id, claimed, lease_until), (claimed, claim_id)) AS t,
              argMin(claim_id, (-toUnixTimestamp64Micro(claimed), claim_id)) AS lo
-      FROM ` + QuoteIdent(database) + `.` + TableLease + `
+      FROM ` + chstore.QuoteIdent(database) + `.` + chstore.TableLease + `
       WHERE hunt_id IN {` + param + `:Array(String)} GROUP BY hunt_id)`
 }
 
@@ -46,7 +36,7 @@ FROM (SELECT hunt_id, argMax((fire, owner, claim_id, claimed, lease_until), (cla
 func NewestWatermarkSQL(database, param string) string {
 	return `SELECT hunt_id, t.1 AS watermark, t.2 AS claim_id
 FROM (SELECT hunt_id, argMax((watermark, claim_id), updated) AS t
-      FROM ` + QuoteIdent(database) + `.` + TableWatermark + `
+      FROM ` + chstore.QuoteIdent(database) + `.` + chstore.TableWatermark + `
       WHERE hunt_id IN {` + param + `:Array(String)} GROUP BY hunt_id)`
 }
 
@@ -74,7 +64,7 @@ type chStore struct {
 	database string
 }
 
-func (s chStore) table(name string) string { return QuoteIdent(s.database) + "." + name }
+func (s chStore) table(name string) string { return chstore.QuoteIdent(s.database) + "." + name }
 
 // maxStatement caps the hunts bound into one statement. Parameters travel in the URL over
 // HTTP, and servers cap its size (http_max_uri_size, 1 MiB by default): 2,000 hunts with
@@ -169,7 +159,7 @@ func (s chStore) insertClaims(ctx context.Context, claims []Row, lease time.Dura
 	}
 	// The WHERE re-checks freeness on the server at the moment the rows are written: a
 	// claimer that read a hunt as free cannot then overwrite a claim that landed since.
-	q := `INSERT INTO ` + s.table(TableLease) + ` (hunt_id, fire, owner, claim_id, claimed, lease_until)
+	q := `INSERT INTO ` + s.table(chstore.TableLease) + ` (hunt_id, fire, owner, claim_id, claimed, lease_until)
 SELECT b.h, toDateTime(b.f, 'UTC'), {owner:String}, toUUID(b.cid), now64(6),
        now64(3) + toIntervalMillisecond({lease_ms:Int64})
 FROM (SELECT c.1 AS h, c.2 AS f, c.3 AS cid
@@ -214,7 +204,7 @@ const liveOnly = " AND until > now64(3)"
 // writeFenced inserts, for each hunt whose newest lease row carries one of claimIDs, a copy
 // of that row with a fresh claimed and lease_until = untilExpr. extraWhere narrows further.
 func (s chStore) writeFenced(ctx context.Context, ids, claimIDs []string, untilExpr, extraWhere, token string) error {
-	q := `INSERT INTO ` + s.table(TableLease) + ` (hunt_id, fire, owner, claim_id, claimed, lease_until)
+	q := `INSERT INTO ` + s.table(chstore.TableLease) + ` (hunt_id, fire, owner, claim_id, claimed, lease_until)
 SELECT hunt_id, fire, owner, claim_id, now64(6), ` + untilExpr + `
 FROM (` + NewestLeaseSQL(s.database, "ids") + `)
 WHERE has(arrayMap(x -> toUUID(x), {claims:Array(String)}), claim_id)` + extraWhere

@@ -14,21 +14,10 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-// testDB is a fresh database with the coordination tables.
-func testDB(t testing.TB) *chtest.DB {
-	t.Helper()
-	db := chtest.New(t)
-	if _, err := chstore.Apply(context.Background(), db.Conn, db.Name, chstore.TopologySingle, ""); err != nil {
-		t.Fatalf("apply schema: %v", err)
-	}
-	return db
-}
 
 func newCoord(t testing.TB, db *chtest.DB, owner string, leaseDur, settle time.Duration) *Coordinator {
 	t.Helper()
@@ -114,7 +103,7 @@ func TestOptionsValidation(t *testing.T) {
 }
 
 func TestClaimRenewRelease(t *testing.T) {
-	db := testDB(t)
+	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
 	c := newCoord(t, db, "pod-a", 10*time.Second, time.Second)
 	now := serverNow(t, db)
@@ -180,7 +169,7 @@ func TestClaimRenewRelease(t *testing.T) {
 }
 
 func TestExpiredLeaseIsReclaimable(t *testing.T) {
-	db := testDB(t)
+	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
 	a := newCoord(t, db, "pod-a", 4*time.Second, time.Second)
 	b := newCoord(t, db, "pod-b", 10*time.Second, time.Second)
@@ -251,7 +240,7 @@ func waitServerPast(t testing.TB, db *chtest.DB, until time.Time) {
 }
 
 func TestAlreadyRun(t *testing.T) {
-	db := testDB(t)
+	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
 	c := newCoord(t, db, "pod-a", 10*time.Second, time.Second)
 	now := serverNow(t, db)
@@ -272,7 +261,7 @@ func TestAlreadyRun(t *testing.T) {
 // A peer finishes the fire (writes its watermark) between our insert and our verify: the
 // claim still wins the row but is reported AlreadyRun and released.
 func TestAlreadyRunDuringSettle(t *testing.T) {
-	db := testDB(t)
+	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
 	c := newCoord(t, db, "pod-a", 10*time.Second, time.Second)
 	now := serverNow(t, db)
@@ -295,7 +284,7 @@ func TestAlreadyRunDuringSettle(t *testing.T) {
 
 // Two coordinators claim the same 200 due fires at once: every fire is won exactly once.
 func TestConcurrentClaimsWinOnce(t *testing.T) {
-	db := testDB(t)
+	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
 	now := serverNow(t, db)
 	fires := make([]Fire, 200)
@@ -350,7 +339,7 @@ func fakeConnForValidation() driver.Conn {
 }
 
 func TestReplicaDelayNotReplicated(t *testing.T) {
-	db := testDB(t)
+	db := chtest.NewWithSchema(t)
 	c := newCoord(t, db, "pod-a", 10*time.Second, time.Second)
 	d, err := c.ReplicaDelay(context.Background())
 	if err != nil || d != 0 {

@@ -26,12 +26,9 @@ var chdbUnsupported = map[string]int32{KindProfile: 497, KindUser: 497, KindGran
 func onRealServer() bool { return os.Getenv(chtest.EnvURL) != "" }
 
 func TestApplyTwiceOnEngine(t *testing.T) {
-	db := chtest.New(t)
+	db := chtest.NewWithSchema(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := chstore.Apply(ctx, db.Conn, db.Name, chstore.Topology("single"), ""); err != nil {
-		t.Fatal(err)
-	}
 	// Three live hunts, one of them finished for now and one tombstoned: two are due.
 	if err := db.Conn.Exec(ctx, "INSERT INTO "+db.Name+".hunt_schedule (hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated) VALUES "+
 		"('a', 60, 0, 1, 'h', now64(6)), ('b', 3600, 7, 1, 'h', now64(6)), ('c', 60, 0, 1, 'h', now64(6)), ('gone', 0, 0, 0, 'h', now64(6))"); err != nil {
@@ -121,12 +118,9 @@ func applyEach(t *testing.T, ctx context.Context, conn Execer, p *Plan, password
 // control), so locally this checks the split; on a real server the runner identity is applied
 // twice and then must write coordination rows, read its source database, and nothing more.
 func TestRunnerApplyTwiceOnEngine(t *testing.T) {
-	db, src := chtest.New(t), chtest.New(t)
+	db, src := chtest.NewWithSchema(t), chtest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := chstore.Apply(ctx, db.Conn, db.Name, chstore.Topology("single"), ""); err != nil {
-		t.Fatal(err)
-	}
 	if err := src.Conn.Exec(ctx, "CREATE TABLE events (x UInt8) ENGINE = MergeTree ORDER BY x"); err != nil {
 		t.Fatal(err)
 	}

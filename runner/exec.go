@@ -10,6 +10,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
+	"github.com/hunt-runner/hunt-runner/chstore"
 )
 
 // findingsSQL wraps a hunt query so that ClickHouse writes its rows straight into
@@ -18,7 +19,7 @@ import (
 // the same row found again for the same fire collapses under the ReplacingMergeTree key.
 // The runner's own parameters are prefixed hr_ so they cannot collide with a hunt's.
 func findingsSQL(database, query string) string {
-	return "INSERT INTO " + quoteIdent(database) + ".hunt_findings " +
+	return "INSERT INTO " + chstore.QuoteIdent(database) + ".hunt_findings " +
 		"(hunt_id, fire, finding_id, finding, severity, labels, run_id, found)\n" +
 		"SELECT {hr_hunt:String}, toDateTime({hr_fire:UInt32}, 'UTC'), cityHash64(hr_finding), hr_finding, " +
 		"{hr_severity:String}, JSONExtract({hr_labels:String}, 'Map(String, String)'), {hr_run_id:UUID}, now64(6)\n" +
@@ -28,10 +29,6 @@ func findingsSQL(database, query string) string {
 // trimQuery drops trailing semicolons and blanks, which a subquery cannot hold.
 func trimQuery(q string) string {
 	return strings.TrimRight(strings.TrimSpace(q), "; \t\r\n")
-}
-
-func quoteIdent(s string) string {
-	return "`" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "`", "\\`") + "`"
 }
 
 // epochParam renders an instant as a DateTime64(3) parameter value. Epoch seconds are read the
@@ -101,7 +98,7 @@ func (r *Runner) insertFindings(ctx context.Context, h *Hunt, fire, lower int64,
 	cctx := clickhouse.Context(ctx, clickhouse.WithParameters(clickhouse.Parameters{
 		"hr_hunt": h.ID, "hr_fire": strconv.FormatInt(fire, 10), "hr_lower": strconv.FormatInt(max(lower, 0), 10)}))
 	row := r.conn.QueryRow(cctx, "SELECT uniqExactIf(finding_id, fire = toDateTime({hr_fire:UInt32}, 'UTC')), "+
-		"countIf(fire != toDateTime({hr_fire:UInt32}, 'UTC')) FROM "+quoteIdent(r.opts.Database)+".hunt_findings "+
+		"countIf(fire != toDateTime({hr_fire:UInt32}, 'UTC')) FROM "+chstore.QuoteIdent(r.opts.Database)+".hunt_findings "+
 		"WHERE hunt_id = {hr_hunt:String} AND fire > toDateTime({hr_lower:UInt32}, 'UTC') AND fire <= toDateTime({hr_fire:UInt32}, 'UTC')")
 	if err := row.Scan(&rows, &orphans); err != nil {
 		// The findings are written; only the count is missing. Not a failure of the run.
@@ -117,6 +114,6 @@ func (r *Runner) insertFindings(ctx context.Context, h *Hunt, fire, lower int64,
 func (r *Runner) deleteOrphans(ctx context.Context, h *Hunt, fire, lower int64) error {
 	return r.conn.Exec(clickhouse.Context(ctx, clickhouse.WithParameters(clickhouse.Parameters{
 		"hr_hunt": h.ID, "hr_fire": strconv.FormatInt(fire, 10), "hr_lower": strconv.FormatInt(max(lower, 0), 10)})),
-		"DELETE FROM "+quoteIdent(r.opts.Database)+".hunt_findings WHERE hunt_id = {hr_hunt:String} "+
+		"DELETE FROM "+chstore.QuoteIdent(r.opts.Database)+".hunt_findings WHERE hunt_id = {hr_hunt:String} "+
 			"AND fire > toDateTime({hr_lower:UInt32}, 'UTC') AND fire < toDateTime({hr_fire:UInt32}, 'UTC')")
 }

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/watermark"
 )
@@ -322,7 +323,7 @@ func (r *Runner) recordRunOnce(run watermark.Run) func(context.Context) error {
 	return func(ctx context.Context) error {
 		if tried {
 			var n uint64
-			err := r.conn.QueryRow(ctx, "SELECT count() FROM "+quoteIdent(r.opts.Database)+".hunt_run "+
+			err := r.conn.QueryRow(ctx, "SELECT count() FROM "+chstore.QuoteIdent(r.opts.Database)+".hunt_run "+
 				"WHERE hunt_id = ? AND fire = toDateTime(?, 'UTC') AND run_id = ? AND status = ?",
 				run.HuntID, run.Fire, run.RunID, run.Status).Scan(&n)
 			if err != nil {

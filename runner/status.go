@@ -8,6 +8,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/schedule"
 )
 
@@ -70,7 +71,7 @@ func Status(ctx context.Context, conn driver.Conn, store StateStore, database st
 	}
 	runs := map[string]lastRun{}
 	rows, err := conn.Query(ctx, "SELECT hunt_id, argMax(status, finished), argMax(error, finished), max(finished), "+
-		"argMax(rows_written, finished), argMax(fire, finished) FROM "+quoteIdent(database)+".hunt_run "+
+		"argMax(rows_written, finished), argMax(fire, finished) FROM "+chstore.QuoteIdent(database)+".hunt_run "+
 		"WHERE status != 'gap' GROUP BY hunt_id")
 	if err != nil {
 		return StatusReport{}, fmt.Errorf("status: read hunt_run: %w", err)
@@ -134,7 +135,7 @@ func Status(ctx context.Context, conn driver.Conn, store StateStore, database st
 // disabled entries).
 func PublishedSchedule(ctx context.Context, conn driver.Conn, database string) ([]ScheduleEntry, error) {
 	rows, err := conn.Query(ctx, "SELECT hunt_id, interval_seconds, phase_offset, enabled FROM "+
-		quoteIdent(database)+".hunt_schedule FINAL ORDER BY hunt_id")
+		chstore.QuoteIdent(database)+".hunt_schedule FINAL ORDER BY hunt_id")
 	if err != nil {
 		return nil, fmt.Errorf("read hunt_schedule: %w", err)
 	}

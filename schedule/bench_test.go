@@ -8,6 +8,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
+	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
 // benchHunts is the size of the published schedule in BenchmarkDueSQL (issue 3).
@@ -21,7 +23,7 @@ const benchHunts = 100_000
 // loop would otherwise make FINAL cheaper part-way through, by chance).
 func seedBacklog(ctx context.Context, b testing.TB, conn driver.Conn, database string, n int, now int64) {
 	b.Helper()
-	db := quoteIdent(database)
+	db := chstore.QuoteIdent(database)
 	for _, table := range []string{tableSchedule, tableWatermark, tableLease} {
 		if err := conn.Exec(ctx, "SYSTEM STOP MERGES "+db+"."+table); err != nil {
 			b.Fatalf("stop merges on %s: %v", table, err)
@@ -77,7 +79,7 @@ func seedBacklog(ctx context.Context, b testing.TB, conn driver.Conn, database s
 // scanSQL reads every column the due query reads, with no resolution of newest rows: the floor
 // any due query pays for I/O and decoding.
 func scanSQL(database string) string {
-	db := quoteIdent(database)
+	db := chstore.QuoteIdent(database)
 	return fmt.Sprintf(`SELECT
   (SELECT sum(cityHash64(hunt_id, interval_seconds, phase_offset, enabled, updated)) FROM %[1]s.hunt_schedule)
 + (SELECT sum(cityHash64(hunt_id, watermark, updated)) FROM %[1]s.hunt_watermark)
@@ -91,7 +93,7 @@ func scanSQL(database string) string {
 // (higher is better, goal ≥ 3 for the chosen form), ×scan = form time / scan time (goal ≤ 1.5).
 // All forms must return the same count (the parity test checks them per hunt).
 func BenchmarkDueSQL(b *testing.B) {
-	db := newEngineDB(b)
+	db := chtest.NewWithSchema(b)
 	ctx := context.Background()
 	now := time.Now().Unix()
 	seedBacklog(ctx, b, db.Conn, db.Name, benchHunts, now)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/hunt-runner/hunt-runner/chstore"
 )
 
 // ErrEmptySet is returned by Materialise for a hunt set with no hunts at all, unless
@@ -276,7 +277,9 @@ func NewClickHouseStore(conn Conn, database string) *ClickHouseStore {
 	return &ClickHouseStore{conn: conn, database: database}
 }
 
-func (s *ClickHouseStore) table(name string) string { return quoteIdent(s.database) + "." + name }
+func (s *ClickHouseStore) table(name string) string {
+	return chstore.QuoteIdent(s.database) + "." + name
+}
 
 // Published implements Store. FINAL leaves the newest row per hunt (ReplacingMergeTree by
 // updated).
@@ -350,7 +353,7 @@ func boolToUInt8(b bool) uint8 {
 // PublishedSetHash returns the set hash of the newest hunt_publish row ("" if nothing was ever
 // published), so a runner can tell whether hunt_schedule matches the set it loaded.
 func PublishedSetHash(ctx context.Context, q Querier, database string) (string, error) {
-	rows, err := q.Query(ctx, "SELECT set_hash FROM "+quoteIdent(database)+"."+tablePublish+" ORDER BY published DESC LIMIT 1")
+	rows, err := q.Query(ctx, "SELECT set_hash FROM "+chstore.QuoteIdent(database)+"."+tablePublish+" ORDER BY published DESC LIMIT 1")
 	if err != nil {
 		return "", fmt.Errorf("read published set hash: %w", err)
 	}

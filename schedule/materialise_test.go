@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
 func mustRow(t *testing.T, id string, interval time.Duration, hash string) Row {
@@ -22,17 +25,17 @@ func mustRow(t *testing.T, id string, interval time.Duration, hash string) Row {
 func tableCounts(t *testing.T, q Querier, database string) (schedule, publish uint64) {
 	t.Helper()
 	ctx := context.Background()
-	if err := queryOne(ctx, q, "SELECT count() FROM "+quoteIdent(database)+".hunt_schedule", &schedule); err != nil {
+	if err := queryOne(ctx, q, "SELECT count() FROM "+chstore.QuoteIdent(database)+".hunt_schedule", &schedule); err != nil {
 		t.Fatal(err)
 	}
-	if err := queryOne(ctx, q, "SELECT count() FROM "+quoteIdent(database)+".hunt_publish", &publish); err != nil {
+	if err := queryOne(ctx, q, "SELECT count() FROM "+chstore.QuoteIdent(database)+".hunt_publish", &publish); err != nil {
 		t.Fatal(err)
 	}
 	return schedule, publish
 }
 
 func TestMaterialiseOnEngine(t *testing.T) {
-	db := newEngineDB(t)
+	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
 	store := NewClickHouseStore(db.Conn, db.Name)
 	opts := MaterialiseOptions{Source: "dir:/hunts"}
@@ -116,7 +119,7 @@ func TestMaterialiseOnEngine(t *testing.T) {
 }
 
 func TestMaterialiseTombstoneRowShape(t *testing.T) {
-	db := newEngineDB(t)
+	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
 	store := NewClickHouseStore(db.Conn, db.Name)
 	if _, err := Materialise(ctx, store, []Row{mustRow(t, "gone", time.Minute, "h")}, "s1", MaterialiseOptions{}); err != nil {
@@ -127,7 +130,7 @@ func TestMaterialiseTombstoneRowShape(t *testing.T) {
 	}
 	var interval, offset uint32
 	var enabled uint8
-	if err := queryOne(ctx, db.Conn, "SELECT interval_seconds, phase_offset, enabled FROM "+quoteIdent(db.Name)+".hunt_schedule FINAL WHERE hunt_id = 'gone'", &interval, &offset, &enabled); err != nil {
+	if err := queryOne(ctx, db.Conn, "SELECT interval_seconds, phase_offset, enabled FROM "+chstore.QuoteIdent(db.Name)+".hunt_schedule FINAL WHERE hunt_id = 'gone'", &interval, &offset, &enabled); err != nil {
 		t.Fatal(err)
 	}
 	if interval != 0 || offset != 0 || enabled != 0 {
@@ -136,7 +139,7 @@ func TestMaterialiseTombstoneRowShape(t *testing.T) {
 }
 
 func TestMaterialiseDryRun(t *testing.T) {
-	db := newEngineDB(t)
+	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
 	store := NewClickHouseStore(db.Conn, db.Name)
 	a := mustRow(t, "hunt-a", 5*time.Minute, "ha1")
@@ -167,7 +170,7 @@ func TestMaterialiseDryRun(t *testing.T) {
 }
 
 func TestMaterialiseRefusesEmpty(t *testing.T) {
-	db := newEngineDB(t)
+	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
 	store := NewClickHouseStore(db.Conn, db.Name)
 	if _, err := Materialise(ctx, store, []Row{mustRow(t, "hunt-a", time.Minute, "h")}, "s1", MaterialiseOptions{}); err != nil {
@@ -189,7 +192,7 @@ func TestMaterialiseRefusesEmpty(t *testing.T) {
 }
 
 func TestMaterialiseKeepAbsent(t *testing.T) {
-	db := newEngineDB(t)
+	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
 	store := NewClickHouseStore(db.Conn, db.Name)
 	a, b := mustRow(t, "hunt-a", time.Minute, "ha"), mustRow(t, "hunt-b", time.Minute, "hb")
@@ -241,7 +244,7 @@ func (failingStore) Publish(context.Context, []Row, Publication) error {
 }
 
 func TestMaterialiseReadErrorWritesNothing(t *testing.T) {
-	db := newEngineDB(t)
+	db := chtest.NewWithSchema(t)
 	// A database without the tables: the read fails, and the error says so (never a silent 0).
 	store := NewClickHouseStore(db.Conn, db.Name+"_missing")
 	_, err := Materialise(context.Background(), store, []Row{{HuntID: "a", IntervalSeconds: 60, Enabled: true}}, "h", MaterialiseOptions{})

@@ -12,6 +12,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
+	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
 // The parity test proves DueCountSQL (every form of it) and IsDue agree on the real engine.
@@ -195,7 +197,7 @@ func parityCases(wallNow time.Time) (hunts []parityHunt, nows []int64) {
 // row under a tombstone, or an older live lease under an expired one.
 func insertParity(ctx context.Context, t testing.TB, conn driver.Conn, database string, hunts []parityHunt) {
 	t.Helper()
-	db := quoteIdent(database)
+	db := chstore.QuoteIdent(database)
 	for _, table := range []string{tableSchedule, tableWatermark, tableLease} {
 		if err := conn.Exec(ctx, "SYSTEM STOP MERGES "+db+"."+table); err != nil {
 			t.Fatalf("stop merges on %s: %v", table, err)
@@ -268,7 +270,7 @@ func insertParity(ctx context.Context, t testing.TB, conn driver.Conn, database 
 }
 
 func TestDueParity(t *testing.T) {
-	db := newEngineDB(t)
+	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
 	hunts, nows := parityCases(time.Now())
 	insertParity(ctx, t, db.Conn, db.Name, hunts)

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/hunt-runner/hunt-runner/chstore"
 )
 
 // Querier is the one method schedule needs to read ClickHouse; driver.Conn satisfies it.
@@ -23,13 +23,6 @@ const (
 	tableWatermark = "hunt_watermark"
 	tableRequest   = "hunt_request"
 )
-
-// quoteIdent quotes a database name for interpolation: the due SQL has no bound parameters so
-// that it can also be stored as a view (hunt_backlog_v1) or pasted into a scaler.
-func quoteIdent(name string) string {
-	r := strings.NewReplacer("\\", "\\\\", "`", "\\`")
-	return "`" + r.Replace(name) + "`"
-}
 
 // dueForm names a way to resolve "newest row per hunt" and combine the tables. Every form gives
 // the same answer (the parity test compares each one per hunt with IsDue); DueCountSQL uses
@@ -72,7 +65,7 @@ var dueForms = map[dueForm]string{formLive: "live", formFinal: "final", formArgM
 // row with interval 0. LEFT JOIN fills misses with 0 (join_use_nulls off): the has_* columns
 // tell "no row" from a zero value, so the SQL assumes nothing about now or the data.
 func dueCore(form dueForm, database, nowExpr string) string {
-	db := quoteIdent(database)
+	db := chstore.QuoteIdent(database)
 	t := func(name string) string { return db + "." + name }
 	now := "toInt64(" + nowExpr + ")"
 	var sched, wm, lease string
@@ -155,7 +148,9 @@ func dueCountSQL(form dueForm, database, nowExpr string) string {
 
 // DueCountSQL is the due backlog query: one row, one column `due` UInt64, the number of hunts
 // due at nowExpr (`now()` in production; a literal such as `toDateTime(1789027260)` in tests).
-// It is the SQL form of IsDue. database is quoted here; nowExpr is trusted SQL.
+// It is the SQL form of IsDue. database is quoted here; nowExpr is trusted SQL. The query has
+// no bound parameters so that it can also be stored as a view (hunt_backlog_v1) or pasted into
+// a scaler.
 func DueCountSQL(database, nowExpr string) string {
 	return dueCountSQL(formLive, database, nowExpr)
 }

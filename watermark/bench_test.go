@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
 // BenchmarkSnapshot compares the three ways of reading the newest row per hunt (argMax over a
 // version tuple, FINAL, LIMIT 1 BY) for the one-round-trip Snapshot over 10,000 hunts whose
 // rows are spread over several unmerged parts, as between merges in production.
 func BenchmarkSnapshot(b *testing.B) {
-	db := testDB(b)
+	db := chtest.NewWithSchema(b)
 	ctx := context.Background()
 	const hunts, parts = 10_000, 5
 	for p := range parts {

@@ -14,6 +14,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
+	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/lease"
 )
 
@@ -165,7 +166,7 @@ const snapshotNewest = newestMixed
 // newestRows returns a subquery with columns hunt_id and the named cols of the newest row
 // per hunt_id of table by version (a tuple expression for ties).
 func newestRows(database, table string, cols []string, version string, how newest) string {
-	tbl := lease.QuoteIdent(database) + "." + table
+	tbl := chstore.QuoteIdent(database) + "." + table
 	list := strings.Join(cols, ", ")
 	switch how {
 	case newestFinal, newestMixed:
@@ -210,7 +211,7 @@ SELECT 'state', hunt_id, toInt64(last_fire), toInt64(consecutive_failures), toSt
 FROM (` + st + `)
 UNION ALL
 SELECT 'request', r.hunt_id, toInt64(max(r.requested_fire)), 0, '', '', ` + nilID + `, ` + zeroTS + `, ` + zeroTS + `
-FROM ` + lease.QuoteIdent(database) + `.hunt_request AS r
+FROM ` + chstore.QuoteIdent(database) + `.hunt_request AS r
 LEFT JOIN (` + wm + `) AS w ON w.hunt_id = r.hunt_id
 WHERE r.requested_fire > w.watermark
 GROUP BY r.hunt_id`
@@ -279,7 +280,7 @@ WHERE claim_id = toUUID({claim:String}) AND toInt64(fire) = {fire:Int64} AND unt
 	return nil
 }
 
-func (s *Store) table(name string) string { return lease.QuoteIdent(s.database) + "." + name }
+func (s *Store) table(name string) string { return chstore.QuoteIdent(s.database) + "." + name }
 
 func insertCtx(ctx context.Context) context.Context {
 	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"async_insert": 0}))

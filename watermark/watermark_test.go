@@ -15,21 +15,11 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/lease"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
-
-func testDB(t testing.TB) *chtest.DB {
-	t.Helper()
-	db := chtest.New(t)
-	if _, err := chstore.Apply(context.Background(), db.Conn, db.Name, chstore.TopologySingle, ""); err != nil {
-		t.Fatalf("apply schema: %v", err)
-	}
-	return db
-}
 
 func coord(t testing.TB, db *chtest.DB, owner string, leaseDur time.Duration) *lease.Coordinator {
 	t.Helper()
@@ -69,7 +59,7 @@ func watermarkOf(t testing.TB, s *Store, hunt string) (int64, bool) {
 }
 
 func TestAdvanceFenced(t *testing.T) {
-	db := testDB(t)
+	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
 	s := New(db.Conn, db.Name)
 	now := serverNow(t, db)
@@ -112,7 +102,7 @@ func TestAdvanceFenced(t *testing.T) {
 }
 
 func TestAdvanceExpiredHolderFenced(t *testing.T) {
-	db := testDB(t)
+	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
 	s := New(db.Conn, db.Name)
 	a := coord(t, db, "pod-a", 4*time.Second)
@@ -137,7 +127,7 @@ func TestAdvanceExpiredHolderFenced(t *testing.T) {
 }
 
 func TestSnapshot(t *testing.T) {
-	db := testDB(t)
+	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
 	s := New(db.Conn, db.Name)
 	now := serverNow(t, db)
@@ -227,7 +217,7 @@ func TestSnapshot(t *testing.T) {
 }
 
 func TestSnapshotEmpty(t *testing.T) {
-	db := testDB(t)
+	db := chtest.NewWithSchema(t)
 	snap, err := New(db.Conn, db.Name).Snapshot(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +228,7 @@ func TestSnapshotEmpty(t *testing.T) {
 }
 
 func TestRecordRun(t *testing.T) {
-	db := testDB(t)
+	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
 	s := New(db.Conn, db.Name)
 	// Near the real clock: hunt_run's TTL drops rows that are already expired when inserted.
@@ -264,7 +254,7 @@ func TestRecordRun(t *testing.T) {
 }
 
 func TestRequestAndStateEscaping(t *testing.T) {
-	db := testDB(t)
+	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
 	s := New(db.Conn, db.Name)
 	odd := "it's a \\ \"hunt\"\twith\nodd chars"
@@ -304,7 +294,7 @@ func TestSnapshotOneRoundTrip(t *testing.T) {
 	if os.Getenv(chtest.EnvURL) != "" {
 		t.Skip("round trips are counted at chlocal; a real server is configured")
 	}
-	db := testDB(t)
+	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
 	s := New(db.Conn, db.Name)
 	for _, n := range []int{0, 1, 50} {
@@ -337,7 +327,7 @@ func commit(wm int64) Run {
 // hunt_watermark_run view), a retried Advance of the same claim writes nothing more, and a
 // skipped range becomes a gap row. Fenced writes produce no rows at all.
 func TestAdvanceWritesItsRunRows(t *testing.T) {
-	db := testDB(t)
+	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
 	s := New(db.Conn, db.Name)
 	now := serverNow(t, db)

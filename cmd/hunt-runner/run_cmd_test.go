@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/runner"
 )
@@ -17,11 +16,8 @@ import (
 // trigger queues a request, run serves it (and the scheduled fire), status shows both, and run
 // stops cleanly when its context ends (as on SIGTERM).
 func TestRunTriggerStatusOnEngine(t *testing.T) {
-	db := chtest.New(t)
+	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
-	if _, err := chstore.Apply(ctx, db.Conn, db.Name, chstore.TopologySingle, ""); err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	hunt := "interval: 1h\nquery: |\n  SELECT number AS n FROM numbers(3)\n  WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}\n"
 	if err := os.WriteFile(filepath.Join(dir, "three.yaml"), []byte(hunt), 0o644); err != nil {

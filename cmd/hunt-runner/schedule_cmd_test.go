@@ -56,10 +56,7 @@ func countRows(t *testing.T, db *chtest.DB, table string) uint64 {
 }
 
 func TestMaterialiseAndDueCommands(t *testing.T) {
-	db := chtest.New(t)
-	if _, err := chstore.Apply(context.Background(), db.Conn, db.Name, chstore.TopologySingle, ""); err != nil {
-		t.Fatal(err)
-	}
+	db := chtest.NewWithSchema(t)
 	t.Setenv(passwordEnv, "")
 	dir := t.TempDir()
 	writeHunt(t, dir, "a.yaml", "id: hunt-a\ninterval: 5m\n"+huntQuery)

@@ -1,0 +1,22 @@
+package chtest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
+)
+
+// NewWithSchema is New with hunt-runner's coordination tables created in the fresh database
+// (single-node topology), the starting point of every test of the coordination code.
+func NewWithSchema(t testing.TB) *DB {
+	t.Helper()
+	db := New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := chstore.Apply(ctx, db.Conn, db.Name, chstore.TopologySingle, ""); err != nil {
+		t.Fatalf("chtest: apply schema: %v", err)
+	}
+	return db
+}
