@@ -72,11 +72,15 @@ type Report struct {
 	// ReplacingMergeTree, want ReplicatedReplacingMergeTree"), e.g. tables created on one node
 	// before the cluster was set up. Apply never alters them; an operator must migrate them.
 	Mismatched []string
+	// Upgraded lists what the upgrade of an older layout did ("added column …", "copied …").
+	Upgraded []string
 }
 
 // Apply creates database and the coordination tables for topology t (TopologyAuto: asks
-// DetectTopology), idempotently. The report compares system.databases/system.tables before and
-// after, so a second Apply reports nothing created. Existing tables are never altered.
+// DetectTopology), idempotently, and upgrades an older layout in place (migrate.go): missing
+// columns are added, and a table whose key changed is moved aside and copied, never dropped.
+// The report compares system.databases/system.tables before and after, so a second Apply
+// reports nothing created.
 func Apply(ctx context.Context, conn driver.Conn, database string, t Topology, cluster string) (Report, error) {
 	rep := Report{Database: database, Topology: t}
 	if t == TopologyAuto || t == "" {
@@ -90,11 +94,38 @@ func Apply(ctx context.Context, conn driver.Conn, database string, t Topology, c
 	if err != nil {
 		return rep, err
 	}
-	for _, s := range stmts {
+	onCluster := ""
+	if rep.Topology == TopologyCluster {
+		onCluster = " ON CLUSTER " + quoteString(cluster)
+	}
+	views := len(stmts) - 2 // the last two statements are the views, which read new columns
+	for i, s := range stmts {
+		if i == views {
+			added, err := addMissingColumns(ctx, conn, database, onCluster)
+			if err != nil {
+				return rep, fmt.Errorf("apply schema: %w", err)
+			}
+			rep.Upgraded = append(rep.Upgraded, added...)
+		}
 		if err := conn.Exec(ctx, s.SQL); err != nil {
 			return rep, fmt.Errorf("apply schema: create %s: %w", s.Name, err)
 		}
+		if i == 0 { // the database exists now: move first-layout tables aside before creating
+			moved, err := prepareUpgrade(ctx, conn, database, onCluster)
+			if err != nil {
+				return rep, fmt.Errorf("apply schema: %w", err)
+			}
+			for _, m := range moved {
+				delete(before, "table "+database+"."+m)
+				rep.Upgraded = append(rep.Upgraded, "moved "+m+" (version 1 layout) to "+legacyName(m))
+			}
+		}
 	}
+	did, err := finishUpgrade(ctx, conn, database, onCluster)
+	if err != nil {
+		return rep, fmt.Errorf("apply schema: %w", err)
+	}
+	rep.Upgraded = append(rep.Upgraded, did...)
 	after, err := existing(ctx, conn, database)
 	if err != nil {
 		return rep, err

@@ -15,12 +15,25 @@ const (
 	TableRun       = "hunt_run"
 	TableFindings  = "hunt_findings"
 	TableRequest   = "hunt_request"
+	// TableSchema records the schema layout versions applied (see Apply and migrate.go).
+	TableSchema = "hunt_schema"
 
-	// ViewWatermarkRun turns every committed watermark row into its hunt_run rows (succeeded,
-	// and gap when the run skipped a range), so progress and its audit row are one insert: a
-	// pod killed between two separate writes can no longer leave a watermark without its row.
-	ViewWatermarkRun = "hunt_watermark_run"
+	// ViewRuns is the run log as people and status read it: hunt_run's failed and lost rows,
+	// and a succeeded row (plus a gap row when a range was skipped) for every commit in
+	// hunt_watermark. A commit is one row of one table, so a run is never committed without
+	// its audit row, nor recorded as succeeded without having committed.
+	ViewRuns = "hunt_runs"
+	// ViewFindingsCommitted is hunt_findings narrowed to runs that committed: findings of an
+	// attempt that crashed, lost its lease or was fenced (including an insert that landed
+	// late) are never seen through it.
+	ViewFindingsCommitted = "hunt_findings_committed"
 )
+
+// SchemaVersion is the layout DDL creates and Apply upgrades to. Version 1 is the first
+// release (hunt_watermark keyed by hunt_id and copied to hunt_run by a view; hunt_findings
+// keyed without run_id). Version 2 keeps every commit in hunt_watermark and keys findings by
+// run. testdata/layouts holds the DDL of every past layout; CHANGELOG.md the upgrade notes.
+const SchemaVersion = 2
 
 // Topology decides the engines of the coordination tables.
 type Topology string
@@ -63,12 +76,13 @@ type Statement struct {
 type column struct{ name, typ string }
 
 type table struct {
-	name    string
-	comment string
-	columns []column
-	version string // ReplacingMergeTree version column; empty for MergeTree
-	orderBy string
-	ttl     string
+	name        string
+	comment     string
+	columns     []column
+	projections []string
+	version     string // ReplacingMergeTree version column; empty for MergeTree
+	orderBy     string
+	ttl         string
 }
 
 // tables is the single source of the schema; docs/contracts.md is its prose form.
@@ -100,44 +114,56 @@ var tables = []table{
 		version: "claimed", orderBy: "hunt_id", ttl: "toDateTime(lease_until) + INTERVAL 1 DAY",
 	},
 	{
-		// The run_* and gap_* columns describe the run that committed this watermark; the
-		// hunt_watermark_run view copies them into hunt_run.
-		name: TableWatermark, comment: "fenced progress per hunt; newest row by updated",
+		// One row per commit: the run_* and gap_* columns describe the run that committed this
+		// watermark, so the commit and its audit record are one row (hunt_runs reads them).
+		// A commit is a compare-and-set on the newest row, so rows of a hunt have increasing
+		// watermarks; the newest is the greatest (watermark, updated). Past the retention a
+		// merge rolls a hunt's old rows up into one carrying the greatest watermark, so an idle
+		// hunt keeps its progress and the table stays as long as the run log. The projection
+		// serves the per-hunt maximum that the snapshot and the due count read.
+		name: TableWatermark, comment: "commits: one row per committed fire; newest by (watermark, updated)",
 		columns: []column{
 			{"hunt_id", "String"}, {"watermark", "DateTime('UTC')"}, {"claim_id", "UUID"},
 			{"updated", "DateTime64(6, 'UTC')"}, {"run_id", "UUID"}, {"run_owner", "String"},
 			{"run_start", "DateTime('UTC')"}, {"run_rows", "UInt64"}, {"run_started", "DateTime64(6, 'UTC')"},
 			{"gap_start", "DateTime('UTC')"}, {"gap_end", "DateTime('UTC')"},
+			{"findings_dropped", "UInt64"}, {"kind", "LowCardinality(String)"},
 		},
-		version: "updated", orderBy: "hunt_id",
+		projections: []string{"latest (SELECT hunt_id, max(watermark) GROUP BY hunt_id)"},
+		orderBy:     "(hunt_id, watermark)",
+		ttl: "toDateTime(updated) + INTERVAL 90 DAY GROUP BY hunt_id SET watermark = max(watermark), " +
+			"updated = max(updated), claim_id = argMax(claim_id, watermark), run_id = argMax(run_id, watermark)",
 	},
 	{
 		name: TableState, comment: "per-hunt health; newest row by updated",
 		columns: []column{
 			{"hunt_id", "String"}, {"status", "LowCardinality(String)"}, {"consecutive_failures", "UInt32"},
 			{"last_error", "String"}, {"last_fire", "DateTime('UTC')"}, {"updated", "DateTime64(6, 'UTC')"},
+			{"retry_after", "DateTime64(3, 'UTC')"}, {"overrun_count", "UInt64"}, {"too_aggressive", "UInt8"},
 		},
 		version: "updated", orderBy: "hunt_id",
 	},
 	{
-		name: TableRun, comment: "audit log, one row per finished attempt",
+		name: TableRun, comment: "attempts that did not commit (failed, lost); commits are in hunt_watermark, both read through hunt_runs",
 		columns: []column{
 			{"hunt_id", "String"}, {"fire", "DateTime('UTC')"}, {"run_id", "UUID"}, {"owner", "String"},
 			{"status", "LowCardinality(String)"}, {"window_start", "DateTime('UTC')"}, {"window_end", "DateTime('UTC')"},
 			{"rows_written", "UInt64"}, {"started", "DateTime64(6, 'UTC')"}, {"finished", "DateTime64(6, 'UTC')"},
-			{"error", "String"},
+			{"error", "String"}, {"findings_dropped", "UInt64"}, {"kind", "LowCardinality(String)"},
 		},
 		orderBy: "(hunt_id, fire, finished)", ttl: "toDateTime(finished) + INTERVAL 90 DAY",
 	},
 	{
-		// run_id is not in the key, so a re-run of the same fire collapses instead of duplicating.
-		name: TableFindings, comment: "hunt output; finding_id = cityHash64(finding)",
+		// Keyed by run: attempts of one fire never mix, so the committed run's findings are
+		// exactly its own (hunt_findings_committed), whatever an uncommitted attempt wrote or
+		// how late its insert landed. A retried insert of one run collapses under the key.
+		name: TableFindings, comment: "hunt output per attempt; read committed findings from hunt_findings_committed",
 		columns: []column{
 			{"hunt_id", "String"}, {"fire", "DateTime('UTC')"}, {"finding_id", "UInt64"}, {"finding", "String"},
 			{"severity", "LowCardinality(String)"}, {"labels", "Map(String, String)"}, {"run_id", "UUID"},
 			{"found", "DateTime64(6, 'UTC')"},
 		},
-		version: "found", orderBy: "(hunt_id, fire, finding_id)",
+		version: "found", orderBy: "(hunt_id, fire, run_id, finding_id)", ttl: "toDateTime(found) + INTERVAL 90 DAY",
 	},
 	{
 		name: TableRequest, comment: "run-now requests; pending while requested_fire > watermark",
@@ -146,6 +172,13 @@ var tables = []table{
 			{"requested_by", "String"}, {"requested", "DateTime64(6, 'UTC')"},
 		},
 		orderBy: "(hunt_id, requested_fire)", ttl: "toDateTime(requested) + INTERVAL 7 DAY",
+	},
+	{
+		name: TableSchema, comment: "schema layout versions applied by hunt-runner schema",
+		columns: []column{
+			{"version", "UInt32"}, {"applied", "DateTime64(6, 'UTC')"}, {"note", "String"},
+		},
+		orderBy: "version",
 	},
 }
 
@@ -159,7 +192,7 @@ func TableNames() []string {
 }
 
 // ObjectNames lists every object DDL creates in the database, tables then views, in order.
-func ObjectNames() []string { return append(TableNames(), ViewWatermarkRun) }
+func ObjectNames() []string { return append(TableNames(), ViewRuns, ViewFindingsCommitted) }
 
 // QuoteIdent quotes a ClickHouse identifier with backticks.
 func QuoteIdent(s string) string {
@@ -188,16 +221,24 @@ func DDL(database string, t Topology, cluster string) []Statement {
 	for _, tb := range tables {
 		out = append(out, Statement{Name: "table " + database + "." + tb.name, SQL: tb.create(database, t, onCluster)})
 	}
-	return append(out, Statement{Name: "table " + database + "." + ViewWatermarkRun, SQL: watermarkRunView(db, onCluster)})
+	return append(out,
+		Statement{Name: "table " + database + "." + ViewRuns, SQL: runsView(db, onCluster)},
+		Statement{Name: "table " + database + "." + ViewFindingsCommitted, SQL: findingsCommittedView(db, onCluster)})
 }
 
-// watermarkRunView is the materialized view from hunt_watermark to hunt_run: one succeeded row
-// per committed watermark, plus a gap row when gap_end > gap_start. A watermark row without a
-// run (set by hand, or seeded) is not a run and writes nothing.
-func watermarkRunView(db, onCluster string) string {
-	return "CREATE MATERIALIZED VIEW IF NOT EXISTS " + db + "." + QuoteIdent(ViewWatermarkRun) + onCluster +
-		" TO " + db + "." + QuoteIdent(TableRun) + `
-AS SELECT
+// runsView is the run log: hunt_run's rows of attempts that did not commit, and for every
+// commit row of hunt_watermark a succeeded row plus a gap row when gap_end > gap_start. A
+// watermark row without a run (seeded by hand) is not a run. Rows of the first layout's
+// hunt_run copies of commits (status succeeded or gap) are left out: the upgrade moved them
+// into hunt_watermark.
+func runsView(db, onCluster string) string {
+	return "CREATE VIEW IF NOT EXISTS " + db + "." + QuoteIdent(ViewRuns) + onCluster + ` AS
+SELECT hunt_id, fire, run_id, owner, status, window_start, window_end, rows_written, findings_dropped,
+    kind, started, finished, error
+FROM ` + db + "." + QuoteIdent(TableRun) + `
+WHERE status NOT IN ('succeeded', 'gap')
+UNION ALL
+SELECT
     hunt_id,
     watermark AS fire,
     run_id,
@@ -206,13 +247,25 @@ AS SELECT
     if(status = 'gap', gap_start, run_start) AS window_start,
     if(status = 'gap', gap_end, watermark) AS window_end,
     if(status = 'gap', 0, run_rows) AS rows_written,
+    if(status = 'gap', 0, findings_dropped) AS findings_dropped,
+    kind,
     run_started AS started,
     updated AS finished,
-    if(status = 'gap', concat('outage longer than max_catchup: [', toString(toUnixTimestamp(gap_start)), ', ',
-        toString(toUnixTimestamp(gap_end)), ') skipped'), '') AS error
+    if(status = 'gap', concat('outage longer than max_catchup: [', toString(gap_start), ', ',
+        toString(gap_end), ') skipped'), '') AS error
 FROM ` + db + "." + QuoteIdent(TableWatermark) + `
 ARRAY JOIN if(gap_end > gap_start, ['succeeded', 'gap'], ['succeeded']) AS status
 WHERE run_id != toUUID('00000000-0000-0000-0000-000000000000')`
+}
+
+// findingsCommittedView narrows hunt_findings to the runs that committed. A commit row in
+// hunt_watermark names its run_id, and only a run that passed the compare-and-set commit has
+// one.
+func findingsCommittedView(db, onCluster string) string {
+	return "CREATE VIEW IF NOT EXISTS " + db + "." + QuoteIdent(ViewFindingsCommitted) + onCluster + ` AS
+SELECT hunt_id, fire, finding_id, finding, severity, labels, run_id, found
+FROM ` + db + "." + QuoteIdent(TableFindings) + `
+WHERE (hunt_id, run_id) IN (SELECT hunt_id, run_id FROM ` + db + "." + QuoteIdent(TableWatermark) + `)`
 }
 
 func (tb table) create(database string, t Topology, onCluster string) string {
@@ -224,10 +277,17 @@ func (tb table) create(database string, t Topology, onCluster string) string {
 	}
 	for i, c := range tb.columns {
 		sep := ","
-		if i == len(tb.columns)-1 {
+		if i == len(tb.columns)-1 && len(tb.projections) == 0 {
 			sep = ""
 		}
 		fmt.Fprintf(&b, "    %-*s %s%s\n", width, c.name, c.typ, sep)
+	}
+	for i, p := range tb.projections {
+		sep := ","
+		if i == len(tb.projections)-1 {
+			sep = ""
+		}
+		fmt.Fprintf(&b, "    PROJECTION %s%s\n", p, sep)
 	}
 	fmt.Fprintf(&b, ")\nENGINE = %s\nORDER BY %s", tb.engine(database, t), tb.orderBy)
 	if tb.ttl != "" {

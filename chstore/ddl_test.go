@@ -54,7 +54,7 @@ func TestDDLTopologyProperties(t *testing.T) {
 			TableRun:      "ReplicatedMergeTree('/clickhouse/tables/{shard}/hunt_runner/hunt_run', '{replica}')",
 		}},
 		{TopologyCloud, "", map[string]string{
-			TableWatermark: "ReplicatedReplacingMergeTree(updated)", TablePublish: "ReplicatedMergeTree",
+			TableWatermark: "ReplicatedMergeTree", TablePublish: "ReplicatedMergeTree",
 		}},
 	}
 	for _, tt := range tests {
@@ -63,16 +63,17 @@ func TestDDLTopologyProperties(t *testing.T) {
 			if len(stmts) != 1+len(ObjectNames()) {
 				t.Fatalf("%d statements, want database + %d objects", len(stmts), len(ObjectNames()))
 			}
-			view := stmts[len(stmts)-1]
-			if !strings.HasPrefix(view.SQL, "CREATE MATERIALIZED VIEW IF NOT EXISTS `hunt_runner`.`hunt_watermark_run`") ||
-				!strings.Contains(view.SQL, " TO `hunt_runner`.`hunt_run`") ||
-				tt.topo == TopologyCluster != strings.Contains(view.SQL, "ON CLUSTER 'default'") {
-				t.Errorf("watermark → run view: %s", view.SQL)
+			views := stmts[len(stmts)-2:]
+			for i, name := range []string{ViewRuns, ViewFindingsCommitted} {
+				if !strings.HasPrefix(views[i].SQL, "CREATE VIEW IF NOT EXISTS `hunt_runner`.`"+name+"`") ||
+					tt.topo == TopologyCluster != strings.Contains(views[i].SQL, "ON CLUSTER 'default'") {
+					t.Errorf("view %s: %s", name, views[i].SQL)
+				}
 			}
 			if want := "CREATE DATABASE IF NOT EXISTS `hunt_runner`" + tt.dbSuffix; stmts[0].SQL != want {
 				t.Errorf("database statement\n got %q\nwant %q", stmts[0].SQL, want)
 			}
-			for _, s := range stmts[1 : len(stmts)-1] {
+			for _, s := range stmts[1 : len(stmts)-2] {
 				if !strings.Contains(s.SQL, "CREATE TABLE IF NOT EXISTS `hunt_runner`.") {
 					t.Errorf("%s is not idempotent: %s", s.Name, s.SQL)
 				}

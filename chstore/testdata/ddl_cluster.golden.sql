@@ -45,21 +45,25 @@ COMMENT 'claims; newest row per hunt by (claimed, claim_id)';
 -- table hunt_runner.hunt_watermark
 CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_watermark` ON CLUSTER 'default'
 (
-    hunt_id     String,
-    watermark   DateTime('UTC'),
-    claim_id    UUID,
-    updated     DateTime64(6, 'UTC'),
-    run_id      UUID,
-    run_owner   String,
-    run_start   DateTime('UTC'),
-    run_rows    UInt64,
-    run_started DateTime64(6, 'UTC'),
-    gap_start   DateTime('UTC'),
-    gap_end     DateTime('UTC')
+    hunt_id          String,
+    watermark        DateTime('UTC'),
+    claim_id         UUID,
+    updated          DateTime64(6, 'UTC'),
+    run_id           UUID,
+    run_owner        String,
+    run_start        DateTime('UTC'),
+    run_rows         UInt64,
+    run_started      DateTime64(6, 'UTC'),
+    gap_start        DateTime('UTC'),
+    gap_end          DateTime('UTC'),
+    findings_dropped UInt64,
+    kind             LowCardinality(String),
+    PROJECTION latest (SELECT hunt_id, max(watermark) GROUP BY hunt_id)
 )
-ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/hunt_runner/hunt_watermark', '{replica}', updated)
-ORDER BY hunt_id
-COMMENT 'fenced progress per hunt; newest row by updated';
+ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/hunt_runner/hunt_watermark', '{replica}')
+ORDER BY (hunt_id, watermark)
+TTL toDateTime(updated) + INTERVAL 90 DAY GROUP BY hunt_id SET watermark = max(watermark), updated = max(updated), claim_id = argMax(claim_id, watermark), run_id = argMax(run_id, watermark)
+COMMENT 'commits: one row per committed fire; newest by (watermark, updated)';
 
 -- table hunt_runner.hunt_state
 CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_state` ON CLUSTER 'default'
@@ -69,7 +73,10 @@ CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_state` ON CLUSTER 'default'
     consecutive_failures UInt32,
     last_error           String,
     last_fire            DateTime('UTC'),
-    updated              DateTime64(6, 'UTC')
+    updated              DateTime64(6, 'UTC'),
+    retry_after          DateTime64(3, 'UTC'),
+    overrun_count        UInt64,
+    too_aggressive       UInt8
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/hunt_runner/hunt_state', '{replica}', updated)
 ORDER BY hunt_id
@@ -78,22 +85,24 @@ COMMENT 'per-hunt health; newest row by updated';
 -- table hunt_runner.hunt_run
 CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_run` ON CLUSTER 'default'
 (
-    hunt_id      String,
-    fire         DateTime('UTC'),
-    run_id       UUID,
-    owner        String,
-    status       LowCardinality(String),
-    window_start DateTime('UTC'),
-    window_end   DateTime('UTC'),
-    rows_written UInt64,
-    started      DateTime64(6, 'UTC'),
-    finished     DateTime64(6, 'UTC'),
-    error        String
+    hunt_id          String,
+    fire             DateTime('UTC'),
+    run_id           UUID,
+    owner            String,
+    status           LowCardinality(String),
+    window_start     DateTime('UTC'),
+    window_end       DateTime('UTC'),
+    rows_written     UInt64,
+    started          DateTime64(6, 'UTC'),
+    finished         DateTime64(6, 'UTC'),
+    error            String,
+    findings_dropped UInt64,
+    kind             LowCardinality(String)
 )
 ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/hunt_runner/hunt_run', '{replica}')
 ORDER BY (hunt_id, fire, finished)
 TTL toDateTime(finished) + INTERVAL 90 DAY
-COMMENT 'audit log, one row per finished attempt';
+COMMENT 'attempts that did not commit (failed, lost); commits are in hunt_watermark, both read through hunt_runs';
 
 -- table hunt_runner.hunt_findings
 CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_findings` ON CLUSTER 'default'
@@ -108,8 +117,9 @@ CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_findings` ON CLUSTER 'default'
     found      DateTime64(6, 'UTC')
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/hunt_runner/hunt_findings', '{replica}', found)
-ORDER BY (hunt_id, fire, finding_id)
-COMMENT 'hunt output; finding_id = cityHash64(finding)';
+ORDER BY (hunt_id, fire, run_id, finding_id)
+TTL toDateTime(found) + INTERVAL 90 DAY
+COMMENT 'hunt output per attempt; read committed findings from hunt_findings_committed';
 
 -- table hunt_runner.hunt_request
 CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_request` ON CLUSTER 'default'
@@ -125,9 +135,25 @@ ORDER BY (hunt_id, requested_fire)
 TTL toDateTime(requested) + INTERVAL 7 DAY
 COMMENT 'run-now requests; pending while requested_fire > watermark';
 
--- table hunt_runner.hunt_watermark_run
-CREATE MATERIALIZED VIEW IF NOT EXISTS `hunt_runner`.`hunt_watermark_run` ON CLUSTER 'default' TO `hunt_runner`.`hunt_run`
-AS SELECT
+-- table hunt_runner.hunt_schema
+CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_schema` ON CLUSTER 'default'
+(
+    version UInt32,
+    applied DateTime64(6, 'UTC'),
+    note    String
+)
+ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/hunt_runner/hunt_schema', '{replica}')
+ORDER BY version
+COMMENT 'schema layout versions applied by hunt-runner schema';
+
+-- table hunt_runner.hunt_runs
+CREATE VIEW IF NOT EXISTS `hunt_runner`.`hunt_runs` ON CLUSTER 'default' AS
+SELECT hunt_id, fire, run_id, owner, status, window_start, window_end, rows_written, findings_dropped,
+    kind, started, finished, error
+FROM `hunt_runner`.`hunt_run`
+WHERE status NOT IN ('succeeded', 'gap')
+UNION ALL
+SELECT
     hunt_id,
     watermark AS fire,
     run_id,
@@ -136,10 +162,18 @@ AS SELECT
     if(status = 'gap', gap_start, run_start) AS window_start,
     if(status = 'gap', gap_end, watermark) AS window_end,
     if(status = 'gap', 0, run_rows) AS rows_written,
+    if(status = 'gap', 0, findings_dropped) AS findings_dropped,
+    kind,
     run_started AS started,
     updated AS finished,
-    if(status = 'gap', concat('outage longer than max_catchup: [', toString(toUnixTimestamp(gap_start)), ', ',
-        toString(toUnixTimestamp(gap_end)), ') skipped'), '') AS error
+    if(status = 'gap', concat('outage longer than max_catchup: [', toString(gap_start), ', ',
+        toString(gap_end), ') skipped'), '') AS error
 FROM `hunt_runner`.`hunt_watermark`
 ARRAY JOIN if(gap_end > gap_start, ['succeeded', 'gap'], ['succeeded']) AS status
 WHERE run_id != toUUID('00000000-0000-0000-0000-000000000000');
+
+-- table hunt_runner.hunt_findings_committed
+CREATE VIEW IF NOT EXISTS `hunt_runner`.`hunt_findings_committed` ON CLUSTER 'default' AS
+SELECT hunt_id, fire, finding_id, finding, severity, labels, run_id, found
+FROM `hunt_runner`.`hunt_findings`
+WHERE (hunt_id, run_id) IN (SELECT hunt_id, run_id FROM `hunt_runner`.`hunt_watermark`);

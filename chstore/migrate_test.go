@@ -1,0 +1,116 @@
+package chstore_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
+)
+
+// createLayout runs a past layout's DDL script (testdata/layouts/vN/topology.sql) for database.
+func createLayout(t *testing.T, db *chtest.DB, path, database string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := strings.ReplaceAll(string(b), "hunt_runner", database)
+	for _, stmt := range strings.Split(script, ";\n") {
+		var lines []string
+		for _, l := range strings.Split(stmt, "\n") {
+			if !strings.HasPrefix(l, "--") {
+				lines = append(lines, l)
+			}
+		}
+		if sql := strings.TrimSpace(strings.Join(lines, "\n")); sql != "" {
+			if err := db.Conn.Exec(context.Background(), sql); err != nil {
+				t.Fatalf("%s: %v\n%s", path, err, sql)
+			}
+		}
+	}
+}
+
+// Every past layout upgrades in place: progress, the run log and findings carry over, the
+// views read them, and a second Apply changes nothing.
+func TestApplyUpgradesEveryPastLayout(t *testing.T) {
+	layouts, err := filepath.Glob("testdata/layouts/v*/*.sql")
+	if err != nil || len(layouts) == 0 {
+		t.Fatalf("no past layouts under testdata/layouts: %v", err)
+	}
+	db := chtest.New(t)
+	ctx := context.Background()
+	for _, path := range layouts {
+		topo := chstore.Topology(strings.TrimSuffix(filepath.Base(path), ".sql"))
+		t.Run(path, func(t *testing.T) {
+			name := freshDatabase(t, db)
+			createLayout(t, db, path, name)
+			q := func(sql string) {
+				t.Helper()
+				if err := db.Conn.Exec(ctx, strings.ReplaceAll(sql, "DB", chstore.QuoteIdent(name))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Version 1: a commit with a skipped range (its view writes succeeded + gap rows), a
+			// failed attempt, a seeded watermark with no run, and findings of the commit.
+			q(`INSERT INTO DB.hunt_watermark (hunt_id, watermark, claim_id, updated, run_id, run_owner, run_start, run_rows, run_started, gap_start, gap_end)
+			   VALUES ('a', 1000, generateUUIDv4(), now64(6), '11111111-1111-1111-1111-111111111111', 'pod-1', 900, 2, now64(6), 100, 900),
+			          ('b', 500, generateUUIDv4(), now64(6), '00000000-0000-0000-0000-000000000000', '', 0, 0, now64(6), 0, 0)`)
+			q(`INSERT INTO DB.hunt_run (hunt_id, fire, run_id, owner, status, window_start, window_end, rows_written, started, finished, error)
+			   VALUES ('a', 1100, generateUUIDv4(), 'pod-2', 'failed', 1000, 1100, 0, now64(6), now64(6), 'boom')`)
+			q(`INSERT INTO DB.hunt_findings (hunt_id, fire, finding_id, finding, severity, labels, run_id, found)
+			   VALUES ('a', 1000, 1, '{"x":1}', 'high', map(), '11111111-1111-1111-1111-111111111111', now64(6)),
+			          ('a', 1000, 2, '{"x":2}', 'high', map(), '11111111-1111-1111-1111-111111111111', now64(6))`)
+
+			rep, err := chstore.Apply(ctx, db.Conn, name, topo, "default")
+			if err != nil {
+				t.Fatal(err)
+			}
+			// chlocal rewrites Replicated engines to single-node ones, so only the single layout
+			// can be expected to match its topology here.
+			if len(rep.Upgraded) == 0 || (topo == chstore.TopologySingle && len(rep.Mismatched) != 0) {
+				t.Fatalf("upgrade report: upgraded %v mismatched %v", rep.Upgraded, rep.Mismatched)
+			}
+			count := func(sql string) uint64 {
+				t.Helper()
+				var n uint64
+				if err := db.Conn.QueryRow(ctx, strings.ReplaceAll(sql, "DB", chstore.QuoteIdent(name))).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			checks := []struct {
+				sql  string
+				want uint64
+			}{
+				{"SELECT toUInt64(max(version)) FROM DB.hunt_schema", chstore.SchemaVersion},
+				{"SELECT count() FROM DB.hunt_watermark", 2},
+				{"SELECT toUInt64(max(watermark)) FROM DB.hunt_watermark WHERE hunt_id = 'b'", 500},
+				{"SELECT count() FROM DB.hunt_runs WHERE hunt_id = 'a' AND status = 'succeeded' AND rows_written = 2", 1},
+				{"SELECT count() FROM DB.hunt_runs WHERE hunt_id = 'a' AND status = 'gap' AND toUInt64(window_start) = 100", 1},
+				{"SELECT count() FROM DB.hunt_runs WHERE hunt_id = 'a' AND status = 'failed'", 1},
+				{"SELECT count() FROM DB.hunt_runs", 3},
+				{"SELECT count() FROM DB.hunt_findings_committed WHERE hunt_id = 'a'", 2},
+				{"SELECT count() FROM DB.hunt_findings_v1", 2},
+			}
+			for _, c := range checks {
+				if got := count(c.sql); got != c.want {
+					t.Errorf("%s = %d, want %d", c.sql, got, c.want)
+				}
+			}
+			again, err := chstore.Apply(ctx, db.Conn, name, topo, "default")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(again.Created) != 0 || len(again.Upgraded) != 0 {
+				t.Errorf("second Apply: created %v upgraded %v", again.Created, again.Upgraded)
+			}
+			if got := count("SELECT count() FROM DB.hunt_watermark"); got != 2 {
+				t.Errorf("second Apply copied again: %d watermark rows, want 2", got)
+			}
+		})
+	}
+}
