@@ -32,10 +32,12 @@ FROM (SELECT hunt_id, argMax((fire, owner, claim_id, claimed, lease_until), (cla
 }
 
 // NewestWatermarkSQL is a subquery giving the newest watermark of each hunt in the
-// Array(String) parameter named param, as columns hunt_id, watermark, claim_id.
+// Array(String) parameter named param, as columns hunt_id, watermark, claim_id, run_id.
+// Newest is the greatest (watermark, updated): commits only ever raise a hunt's watermark, so
+// a late-landing or lagging row can never move progress back, whatever the clocks say.
 func NewestWatermarkSQL(database, param string) string {
-	return `SELECT hunt_id, t.1 AS watermark, t.2 AS claim_id
-FROM (SELECT hunt_id, argMax((watermark, claim_id), updated) AS t
+	return `SELECT hunt_id, t.1 AS watermark, t.2 AS claim_id, t.3 AS run_id
+FROM (SELECT hunt_id, argMax((watermark, claim_id, run_id), (watermark, updated)) AS t
       FROM ` + chstore.QuoteIdent(database) + `.` + chstore.TableWatermark + `
       WHERE hunt_id IN {` + param + `:Array(String)} GROUP BY hunt_id)`
 }

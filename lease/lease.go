@@ -30,6 +30,12 @@ type Lease struct {
 	// must stop writing. It is the start of the claim or renewal that produced this Lease
 	// plus Lease minus Settle, so a slow round trip never stretches trust past Until.
 	Trusted time.Time
+	// Watermark is the hunt's newest watermark as the verify read saw it, after this claim's
+	// row was the newest (HasWatermark false: the hunt never committed). The run's window
+	// starts there, and its commit is a compare-and-set against it, so a run never covers a
+	// range another commit already covered.
+	Watermark    int64
+	HasWatermark bool
 }
 
 // Outcome is how one fire of a Claim batch ended; runner uses it as a metric label.

@@ -193,9 +193,10 @@ func (p *protocol) claim(ctx context.Context, fires []Fire) (Result, error) {
 				"tied", verify.Tied[c.HuntID])
 			continue
 		}
+		wm, hasWM := verify.Watermarks[c.HuntID]
 		won := Lease{HuntID: l.HuntID, Fire: l.Fire, Owner: l.Owner, ClaimID: l.ClaimID, Claimed: l.Claimed, Until: l.Until,
-			Trusted: freeRead.Add(p.lease - p.settle)}
-		if wm, ok := verify.Watermarks[c.HuntID]; ok && wm >= c.Fire {
+			Trusted: freeRead.Add(p.lease - p.settle), Watermark: wm, HasWatermark: hasWM}
+		if hasWM && wm >= c.Fire {
 			// A peer finished this fire between our free read and now.
 			finished = append(finished, won)
 			res.AlreadyRun = append(res.AlreadyRun, f)

@@ -16,7 +16,10 @@ type Hunt struct {
 	Query      string        // one SELECT using {window_start:DateTime64(3)} and {window_end:DateTime64(3)}
 	Severity   string
 	Labels     map[string]string
-	ConfigHash string // content hash of the definition, for logs
+	// MaxFindings caps the findings one run stores; 0 means DefaultMaxFindings. The rest are
+	// counted as dropped in the run's record.
+	MaxFindings int
+	ConfigHash  string // content hash of the definition, for logs
 }
 
 // DefaultRunTimeout applies to a hunt that sets no timeout.
@@ -33,6 +36,22 @@ func (h *Hunt) maxCatchupSeconds() int64 {
 		return h.Interval
 	}
 	return s
+}
+
+// DefaultMaxFindings and MaxFindingsCeiling bound the findings one run stores.
+const (
+	DefaultMaxFindings = 1000
+	MaxFindingsCeiling = 10000
+)
+
+func (h *Hunt) maxFindings() int {
+	switch {
+	case h.MaxFindings <= 0:
+		return DefaultMaxFindings
+	case h.MaxFindings > MaxFindingsCeiling:
+		return MaxFindingsCeiling
+	}
+	return h.MaxFindings
 }
 
 func (h *Hunt) timeout() time.Duration {

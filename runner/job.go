@@ -13,7 +13,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/watermark"
 )
@@ -39,7 +38,8 @@ type RunReport struct {
 	WindowEnd   time.Time
 	GapStart    int64 // skipped range, when GapEnd > GapStart
 	GapEnd      int64
-	Rows        uint64
+	Rows        uint64 // findings stored
+	Dropped     uint64 // findings past the hunt's max_findings, not stored
 	Duration    time.Duration
 	Err         error
 }
@@ -80,6 +80,13 @@ func (j *job) isLost() bool {
 }
 
 func (j *job) stopRenewal() { j.stopOnce.Do(func() { close(j.stopCh) }) }
+
+// trusted reports whether the lease may still be written under: not lost, and before its
+// process-clock trust deadline.
+func (j *job) trusted() bool {
+	l := j.currentLease()
+	return !j.isLost() && (l.Trusted.IsZero() || time.Now().Before(l.Trusted))
+}
 
 // startRenewal renews the lease every lease/3 until stopRenewal. A renewal that reports the
 // lease lost, or a lease that runs out because renewals kept failing, cancels the run.
@@ -139,9 +146,11 @@ func (r *Runner) execute(j *job) {
 	defer j.stopRenewal()
 	defer j.cancel()
 	h := j.hunt
-	runID := uuid.New()
 	l := j.currentLease()
-	w := runWindow(h, j.state.Watermark, j.state.HasWatermark, j.fire)
+	// The window starts where the claim's verify read saw progress, not where the tick's
+	// snapshot did: a peer may have committed in between, and the commit compares against it.
+	w := runWindow(h, l.Watermark, l.HasWatermark, j.fire)
+	runID := uuid.New()
 	ctx, span := r.opts.Tracer.Start(j.ctx, "hunt-runner.run")
 	defer span.End()
 	span.SetAttributes(attribute.String("hunt_id", h.ID), attribute.Int64("fire", j.fire),
@@ -150,124 +159,139 @@ func (r *Runner) execute(j *job) {
 	log := r.log.With("hunt_id", h.ID, "fire", j.fire, "claim_id", l.ClaimID, "run_id", runID)
 
 	startedLocal := time.Now()
-	started := time.Now().UTC()
-	lower := int64(0)
-	if j.state.HasWatermark {
-		lower = j.state.Watermark
+	run := watermark.Run{HuntID: h.ID, Fire: j.fire, RunID: runID, Owner: r.opts.Owner,
+		WindowStart: w.Start, WindowEnd: w.End, Started: startedLocal.UTC(), Kind: watermark.KindScheduled}
+	if j.requested {
+		run.Kind = watermark.KindRequest
 	}
-	var rows, orphans uint64
-	var err error
-	if t := l.Trusted; !t.IsZero() && time.Now().After(t) {
-		// Queued for longer than the lease can be trusted without a renewal: do not start.
-		j.markLost("the lease was past its trusted deadline before the run started")
-	} else {
-		rows, orphans, err = r.insertFindings(ctx, h, j.fire, lower, runID, w)
+	if w.hasGap() {
+		run.GapStart, run.GapEnd = w.GapStart, w.GapEnd
 	}
-	rep := RunReport{HuntID: h.ID, Fire: j.fire, RunID: runID, Requested: j.requested,
-		WindowStart: w.DataStart, WindowEnd: w.DataEnd, Rows: rows}
+	res, err := r.runHunt(ctx, j, runID, w)
+	run.RowsWritten, run.FindingsDropped = uint64(len(res.docs)), res.dropped
+
+	// The commit must not be cut by a lease loss noticed meanwhile (the compare-and-set
+	// decides). Its writes are retried through a ClickHouse outage (see durably) until
+	// commitBudget, or until shutdown cancels the runs after the grace period.
+	commitCtx, cancel := context.WithTimeout(trace.ContextWithSpan(r.runCtx, span), r.commitBudget())
+	defer cancel()
+	run.Status, err = r.commit(commitCtx, log, j, run, err)
+	rep := RunReport{HuntID: h.ID, Fire: j.fire, RunID: runID, Requested: j.requested, Status: run.Status, Err: err,
+		WindowStart: w.DataStart, WindowEnd: w.DataEnd, Rows: run.RowsWritten, Dropped: run.FindingsDropped,
+		Duration: time.Since(startedLocal)}
 	if w.hasGap() {
 		rep.GapStart, rep.GapEnd = w.GapStart, w.GapEnd
 	}
-	// The commit must not be cut by a lease loss noticed meanwhile (the fence decides). Its
-	// writes are retried through a ClickHouse outage (see durably) until commitBudget, or until
-	// shutdown cancels the runs after the grace period.
-	commitCtx, cancel := context.WithTimeout(trace.ContextWithSpan(r.runCtx, span), r.commitBudget())
-	defer cancel()
-	run := watermark.Run{HuntID: h.ID, Fire: j.fire, RunID: runID, Owner: r.opts.Owner,
-		WindowStart: w.Start, WindowEnd: w.End, Started: started}
-
-	if !l.Trusted.IsZero() && time.Now().After(j.currentLease().Trusted) {
-		// Renewals failed for longer than the lease can be trusted: a peer may hold it.
-		j.markLost("the lease is past its trusted deadline")
+	if err != nil {
+		run.Error = err.Error()
 	}
-	switch {
-	case j.isLost():
-		rep.Status, rep.Err = StatusLost, errors.New("lease lost during the run")
-	case err != nil && r.runCtx.Err() != nil:
-		// Shutdown cut the run: commit nothing, let the lease expire.
-		rep.Status, rep.Err = StatusCancelled, err
-	case err != nil:
-		rep.Status, rep.Err = StatusFailed, err
-	default:
-		rep.Status = StatusSucceeded
-		// One fenced insert commits the watermark together with the run's succeeded (and gap)
-		// rows in hunt_run: a crash can never leave one without the other.
-		commit := run
-		commit.Status, commit.RowsWritten = StatusSucceeded, rows
-		if w.hasGap() {
-			commit.GapStart, commit.GapEnd = w.GapStart, w.GapEnd
-		}
-		if aerr := r.durably(commitCtx, log, "commit the run", func(ctx context.Context) error {
-			return r.store.Advance(ctx, l, commit)
-		}); aerr != nil {
-			if errors.Is(aerr, watermark.ErrFenced) || errors.Is(aerr, lease.ErrFenced) || errors.Is(aerr, lease.ErrLost) {
-				rep.Status, rep.Err = StatusLost, fmt.Errorf("watermark write fenced: %w", aerr)
-			} else {
-				r.opts.Metrics.clickhouseError(ctx, "commit")
-				rep.Status, rep.Err = StatusFailed, fmt.Errorf("advance watermark: %w", aerr)
-			}
-		}
-	}
-	rep.Duration = time.Since(startedLocal)
-	run.Status = rep.Status
-	run.RowsWritten = rep.Rows
-	if rep.Err != nil {
-		run.Error = rep.Err.Error()
-	}
-
-	switch rep.Status {
-	case StatusSucceeded:
-		r.release(commitCtx, log, l)
-		if orphans > 0 {
-			if err := r.deleteOrphans(commitCtx, h, j.fire, lower); err != nil {
-				log.Warn("removing findings of uncommitted attempts failed; they stay until removed by hand",
-					"orphans", orphans, "error", err)
-			} else {
-				log.Info("removed findings of uncommitted attempts (crashed or lost runs) now covered by this run",
-					"orphans", orphans)
-			}
-		}
-		if w.hasGap() {
-			r.opts.Metrics.gap(ctx, h.ID)
-			log.Warn("gap: outage longer than max_catchup, skipped range recorded",
-				"gap_start", w.GapStart, "gap_end", w.GapEnd, "max_catchup_seconds", h.maxCatchupSeconds())
-		}
-		// hunt_state records health transitions: a healthy hunt staying healthy writes nothing
-		// (one round trip less per run); hunt_run and the watermark carry its progress.
-		if j.state.Status != StatusSucceeded || j.state.ConsecutiveFailures != 0 || j.state.LastError != "" {
-			r.setState(commitCtx, log, watermark.State{HuntID: h.ID, Status: StatusSucceeded, LastFire: j.fire})
-		}
-		r.planner.succeeded(h.ID)
-		log.Info("hunt run succeeded", "rows_written", rep.Rows, "window_start", w.DataStart,
-			"window_end", w.DataEnd, "duration_seconds", rep.Duration.Seconds())
-	case StatusFailed:
-		failures := j.state.ConsecutiveFailures + 1
-		d := r.planner.failed(h, failures, r.opts.Clock())
-		r.setState(commitCtx, log, watermark.State{HuntID: h.ID, Status: StatusFailed,
-			ConsecutiveFailures: failures, LastError: run.Error, LastFire: j.fire})
-		r.release(commitCtx, log, l)
-		run.Finished = time.Now().UTC()
-		r.recordRun(commitCtx, log, run)
-		span.SetStatus(codes.Error, "failed")
-		span.RecordError(rep.Err)
-		log.Error("hunt run failed", "error", rep.Err, "consecutive_failures", failures, "backoff", d.String())
-	case StatusLost:
-		// Someone else owns the fire now: no watermark, no release, only the audit row.
-		run.Finished = time.Now().UTC()
-		r.recordRun(commitCtx, log, run)
-		span.SetStatus(codes.Error, "lost")
-		log.Warn("hunt run lost its lease; nothing committed", "error", rep.Err)
-	case StatusCancelled:
-		span.SetStatus(codes.Error, "cancelled")
-		log.Warn("hunt run cancelled by shutdown; nothing committed, the lease will expire", "error", rep.Err)
-	}
+	r.record(commitCtx, log, span, j, run, rep)
 	r.opts.Metrics.runDone(ctx, h.ID, rep.Status, rep.Duration, rep.Rows)
 	if r.opts.OnRun != nil {
 		r.opts.OnRun(rep)
 	}
 }
 
+// runHunt runs the hunt's query and stores what it found under runID, unless the lease can no
+// longer be trusted (queued too long, or renewals failing).
+func (r *Runner) runHunt(ctx context.Context, j *job, runID uuid.UUID, w window) (found, error) {
+	if !j.trusted() {
+		j.markLost("the lease was past its trusted deadline before the run started")
+		return found{}, errLeaseLost
+	}
+	res, err := r.query(ctx, j.hunt, j.fire, runID, w)
+	if err != nil {
+		return res, err
+	}
+	if res.dropped > 0 {
+		r.opts.Metrics.findingsDropped(ctx, j.hunt.ID, res.dropped)
+	}
+	return res, r.storeFindings(ctx, j.hunt, j.fire, runID, res.docs)
+}
+
+var errLeaseLost = errors.New("lease lost during the run")
+
+// commit decides the run's outcome and, for a run that succeeded, commits it: one
+// compare-and-set insert that moves the watermark and is the run's audit row (Advance). Every
+// attempt, retries included, is made only while the lease is still trusted.
+func (r *Runner) commit(ctx context.Context, log logger, j *job, run watermark.Run, runErr error) (string, error) {
+	switch {
+	case j.isLost() || errors.Is(runErr, errLeaseLost):
+		return StatusLost, errLeaseLost
+	case runErr != nil && r.runCtx.Err() != nil:
+		return StatusCancelled, runErr // shutdown cut the run: commit nothing, the lease expires
+	case runErr != nil:
+		return StatusFailed, runErr
+	}
+	run.Status = StatusSucceeded
+	err := r.durably(ctx, log, "commit the run", func(ctx context.Context) error {
+		if !j.trusted() {
+			// Renewals failed for longer than the lease can be trusted: a peer may hold it.
+			j.markLost("the lease is past its trusted deadline")
+			return fmt.Errorf("%w: past the trusted deadline", lease.ErrLost)
+		}
+		return r.store.Advance(ctx, j.currentLease(), run)
+	})
+	switch {
+	case err == nil:
+		return StatusSucceeded, nil
+	case errors.Is(err, watermark.ErrFenced), errors.Is(err, lease.ErrLost):
+		return StatusLost, fmt.Errorf("commit refused: %w", err)
+	default:
+		r.opts.Metrics.clickhouseError(ctx, "commit")
+		return StatusFailed, fmt.Errorf("commit: %w", err)
+	}
+}
+
+// record writes what follows an outcome: release, hunt state, the audit row of an attempt
+// that did not commit, and the log line.
+func (r *Runner) record(ctx context.Context, log logger, span trace.Span, j *job, run watermark.Run, rep RunReport) {
+	h, l := j.hunt, j.currentLease()
+	switch rep.Status {
+	case StatusSucceeded:
+		r.release(ctx, log, l)
+		if rep.GapEnd > rep.GapStart {
+			r.opts.Metrics.gap(ctx, h.ID)
+			log.Warn("gap: outage longer than max_catchup, skipped range recorded",
+				"gap_start", unixUTC(rep.GapStart), "gap_end", unixUTC(rep.GapEnd), "max_catchup_seconds", h.maxCatchupSeconds())
+		}
+		// hunt_state records health transitions: a healthy hunt staying healthy writes nothing
+		// (one round trip less per run); the commit row carries its progress.
+		if st := j.state; st.Status != StatusSucceeded || st.ConsecutiveFailures != 0 || st.LastError != "" || st.HasRetryAfter {
+			r.setState(ctx, log, watermark.State{HuntID: h.ID, Status: StatusSucceeded, LastFire: j.fire,
+				OverrunCount: st.OverrunCount, TooAggressive: st.TooAggressive})
+		}
+		r.planner.succeeded(h.ID)
+		log.Info("hunt run succeeded", "findings", rep.Rows, "findings_dropped", rep.Dropped,
+			"window_start", rep.WindowStart, "window_end", rep.WindowEnd, "duration_seconds", rep.Duration.Seconds())
+	case StatusFailed:
+		failures := j.state.ConsecutiveFailures + 1
+		d := r.planner.failed(h, failures, r.opts.Clock())
+		r.setState(ctx, log, watermark.State{HuntID: h.ID, Status: StatusFailed, ConsecutiveFailures: failures,
+			LastError: run.Error, LastFire: j.fire, Backoff: d,
+			OverrunCount: j.state.OverrunCount, TooAggressive: j.state.TooAggressive})
+		r.release(ctx, log, l)
+		run.Finished = time.Now().UTC()
+		r.recordRun(ctx, log, run)
+		span.SetStatus(codes.Error, "failed")
+		span.RecordError(rep.Err)
+		log.Error("hunt run failed", "error", rep.Err, "consecutive_failures", failures, "backoff", d.String())
+	case StatusLost:
+		// Someone else owns the fire now: no commit, no release, only the audit row.
+		run.Finished = time.Now().UTC()
+		r.recordRun(ctx, log, run)
+		span.SetStatus(codes.Error, "lost")
+		log.Warn("hunt run lost its lease; nothing committed", "error", rep.Err)
+	case StatusCancelled:
+		span.SetStatus(codes.Error, "cancelled")
+		log.Warn("hunt run cancelled by shutdown; nothing committed, the lease will expire", "error", rep.Err)
+	}
+}
+
+func unixUTC(s int64) string { return time.Unix(s, 0).UTC().Format(time.RFC3339) }
+
 type logger interface {
+	Info(string, ...any)
 	Warn(string, ...any)
 	Error(string, ...any)
 }
@@ -322,15 +346,8 @@ func (r *Runner) recordRunOnce(run watermark.Run) func(context.Context) error {
 	tried := false
 	return func(ctx context.Context) error {
 		if tried {
-			var n uint64
-			err := r.conn.QueryRow(ctx, "SELECT count() FROM "+chstore.QuoteIdent(r.opts.Database)+".hunt_run "+
-				"WHERE hunt_id = ? AND fire = toDateTime(?, 'UTC') AND run_id = ? AND status = ?",
-				run.HuntID, run.Fire, run.RunID, run.Status).Scan(&n)
-			if err != nil {
+			if ok, err := r.store.Recorded(ctx, run); err != nil || ok {
 				return err
-			}
-			if n > 0 {
-				return nil
 			}
 		}
 		tried = true

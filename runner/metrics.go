@@ -20,6 +20,7 @@ import (
 //	hunt_runner_claims_total{outcome}                   won|lost|already_run|error
 //	hunt_runner_behind_seconds{hunt_id}                 now − oldest owed fire (0 when caught up)
 //	hunt_runner_gaps_total{hunt_id}
+//	hunt_runner_findings_dropped_total{hunt_id}
 //	hunt_runner_overruns_total{hunt_id}
 //	hunt_runner_tick_duration_seconds
 //	hunt_runner_clickhouse_errors_total{stage}          snapshot|claim|renew|run|commit|release|…
@@ -28,7 +29,7 @@ import (
 //	hunt_runner_replica_delay_seconds, hunt_runner_settle_seconds
 //	hunt_runner_runs_in_flight, hunt_runner_runs_queued
 type Metrics struct {
-	runs, rows, claimsC, gaps, overruns, chErrors metric.Int64Counter
+	runs, rows, claimsC, gaps, overruns, chErrors, dropped metric.Int64Counter
 	runDur, tickDur                               metric.Float64Histogram
 
 	mu           sync.Mutex
@@ -54,6 +55,7 @@ func NewMetrics(meter metric.Meter, settle time.Duration) (*Metrics, error) {
 	m.rows = counter("hunt_runner_rows_written", "Findings of succeeded runs (distinct rows of the fire).")
 	m.claimsC = counter("hunt_runner_claims", "Claim attempts by outcome.")
 	m.gaps = counter("hunt_runner_gaps", "Ranges skipped because an outage exceeded max_catchup.")
+	m.dropped = counter("hunt_runner_findings_dropped", "Result rows past a hunt's max_findings, counted but not stored.")
 	m.overruns = counter("hunt_runner_overruns", "Fires owed while the previous fire still held the lease.")
 	m.chErrors = counter("hunt_runner_clickhouse_errors", "ClickHouse errors by stage.")
 	if err != nil {
@@ -154,6 +156,13 @@ func (m *Metrics) claims(ctx context.Context, outcome string, n int) {
 		return
 	}
 	m.claimsC.Add(ctx, int64(n), metric.WithAttributes(attribute.String("outcome", outcome)))
+}
+
+func (m *Metrics) findingsDropped(ctx context.Context, huntID string, n uint64) {
+	if m == nil {
+		return
+	}
+	m.dropped.Add(ctx, int64(n), metric.WithAttributes(attribute.String("hunt_id", huntID)))
 }
 
 func (m *Metrics) gap(ctx context.Context, huntID string) {

@@ -31,11 +31,16 @@ type StateStore interface {
 	Snapshot(ctx context.Context) (watermark.Snapshot, error)
 	Advance(ctx context.Context, l lease.Lease, run watermark.Run) error // commits run.WindowEnd and the run's rows
 	RecordRun(ctx context.Context, r watermark.Run) error
+	Recorded(ctx context.Context, r watermark.Run) (bool, error) // RecordRun's row is there
 	SetState(ctx context.Context, st watermark.State) error
 }
 
 // Options configure a Runner. Zero values take the documented defaults.
 type Options struct {
+	// HuntConn runs the hunts' own SELECTs; nil means the coordination connection. In
+	// production it is a separate, read-only identity (provision --role hunts), so a hunt can
+	// read source data and nothing of hunt-runner's.
+	HuntConn    driver.Conn
 	Owner       string        // required: this runner's identity in lease rows (pod name)
 	Database    string        // coordination database; default "hunt_runner"
 	Tick        time.Duration // how often due fires are planned and claimed; default 5s
@@ -120,14 +125,15 @@ func (o *Options) setDefaults() error {
 
 // Runner is the worker loop. Create it with New and run it with Start.
 type Runner struct {
-	conn    driver.Conn
-	claimer Claimer
-	store   StateStore
-	source  Source
-	opts    Options
-	log     *slog.Logger
-	planner *planner
-	sem     *semaphore.Weighted
+	conn     driver.Conn
+	huntConn driver.Conn
+	claimer  Claimer
+	store    StateStore
+	source   Source
+	opts     Options
+	log      *slog.Logger
+	planner  *planner
+	sem      *semaphore.Weighted
 
 	mu       sync.Mutex
 	queue    []*job           // won, waiting for a run slot, most overdue first
@@ -156,8 +162,12 @@ func New(conn driver.Conn, claimer Claimer, store StateStore, source Source, opt
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
+	huntConn := opts.HuntConn
+	if huntConn == nil {
+		huntConn = conn
+	}
 	r := &Runner{
-		conn: conn, claimer: claimer, store: store, source: source, opts: opts,
+		conn: conn, huntConn: huntConn, claimer: claimer, store: store, source: source, opts: opts,
 		log:     opts.Logger,
 		planner: newPlanner(opts.Tick),
 		sem:     semaphore.NewWeighted(int64(opts.Concurrency)),

@@ -45,6 +45,12 @@ type HuntState struct {
 	ConsecutiveFailures uint32
 	LastError           string
 	LastFire            int64
+	// RetryAfter (server clock) is when a failing hunt may be claimed again: every pod honours
+	// it, and the due count leaves the hunt out until then.
+	RetryAfter    time.Time
+	HasRetryAfter bool
+	OverrunCount  uint64
+	TooAggressive bool
 }
 
 // Run statuses for hunt_run.
@@ -71,7 +77,17 @@ type Run struct {
 	// GapStart, GapEnd: a range this run skipped (outage longer than max_catchup); Advance
 	// records it as a gap row when GapEnd > GapStart. RecordRun ignores them.
 	GapStart, GapEnd int64
+	// FindingsDropped counts result rows past the hunt's max_findings, not stored.
+	FindingsDropped uint64
+	Kind            string // KindScheduled (default), KindRequest, KindBackfill
 }
+
+// Run kinds (hunt_run.kind and hunt_watermark.kind).
+const (
+	KindScheduled = "scheduled"
+	KindRequest   = "request"
+	KindBackfill  = "backfill"
+)
 
 // State is one hunt_state row.
 type State struct {
@@ -80,6 +96,10 @@ type State struct {
 	ConsecutiveFailures uint32
 	LastError           string
 	LastFire            int64
+	// Backoff > 0 sets retry_after to the server's now plus Backoff.
+	Backoff       time.Duration
+	OverrunCount  uint64
+	TooAggressive bool
 }
 
 // Store reads and writes the progress tables.
@@ -113,11 +133,11 @@ func (s *Store) snapshot(ctx context.Context, how newest) (Snapshot, error) {
 	for rows.Next() {
 		var (
 			kind, hunt, s1, s2 string
-			n1, n2             int64
+			n1, n2, n3         int64
 			id                 uuid.UUID
 			ts, now            time.Time
 		)
-		if err := rows.Scan(&kind, &hunt, &n1, &n2, &s1, &s2, &id, &ts, &now); err != nil {
+		if err := rows.Scan(&kind, &hunt, &n1, &n2, &n3, &s1, &s2, &id, &ts, &now); err != nil {
 			return snap, fmt.Errorf("watermark: snapshot: %w", err)
 		}
 		if kind == "now" {
@@ -132,6 +152,9 @@ func (s *Store) snapshot(ctx context.Context, how newest) (Snapshot, error) {
 			h.LeaseFire, h.LeaseOwner, h.LeaseClaimID, h.LeaseUntil, h.HasLease = n1, s1, id, ts, true
 		case "state":
 			h.LastFire, h.ConsecutiveFailures, h.Status, h.LastError = n1, uint32(n2), s1, s2
+			// n3 packs overrun_count with too_aggressive in its lowest bit.
+			h.OverrunCount, h.TooAggressive = uint64(n3)>>1, n3&1 == 1
+			h.RetryAfter, h.HasRetryAfter = ts, ts.Unix() > 0
 		case "request":
 			h.RequestedFire, h.HasRequest = n1, true
 		}
@@ -182,9 +205,11 @@ func newestRows(database, table string, cols []string, version string, how newes
 		version + ") AS t FROM " + tbl + " GROUP BY hunt_id)"
 }
 
-// snapshotSQL is one statement of tagged rows: (kind, hunt_id, n1, n2, s1, s2, id, ts, now).
+// snapshotSQL is one statement of tagged rows: (kind, hunt_id, n1, n2, n3, s1, s2, id, ts, now).
 func snapshotSQL(database string, how newest) string {
-	wm := newestRows(database, "hunt_watermark", []string{"watermark", "claim_id", "updated"}, "updated", how)
+	// Commits only raise a hunt's watermark, so its newest is the greatest (the table's
+	// projection answers this without reading every commit).
+	wm := "SELECT hunt_id, max(watermark) AS watermark FROM " + chstore.QuoteIdent(database) + "." + chstore.TableWatermark + " GROUP BY hunt_id"
 	leaseVersion := "(claimed, claim_id)"
 	if how == newestLimitBy {
 		leaseVersion = "claimed DESC, claim_id"
@@ -194,55 +219,77 @@ func snapshotSQL(database string, how newest) string {
 		leaseHow, leaseVersion = newestLimitBy, "claimed DESC, claim_id"
 	}
 	ls := newestRows(database, "hunt_lease", []string{"fire", "owner", "claim_id", "claimed", "lease_until"}, leaseVersion, leaseHow)
-	st := newestRows(database, "hunt_state", []string{"status", "consecutive_failures", "last_error", "last_fire", "updated"}, "updated", how)
+	st := newestRows(database, "hunt_state", []string{"status", "consecutive_failures", "last_error", "last_fire", "updated",
+		"retry_after", "overrun_count", "too_aggressive"}, "updated", how)
 	const nilID = "toUUID('00000000-0000-0000-0000-000000000000')"
 	const zeroTS = "toDateTime64(0, 6, 'UTC')"
-	return `SELECT 'now' AS kind, '' AS hunt_id, toInt64(0) AS n1, toInt64(0) AS n2, '' AS s1, '' AS s2,
+	return `SELECT 'now' AS kind, '' AS hunt_id, toInt64(0) AS n1, toInt64(0) AS n2, toInt64(0) AS n3, '' AS s1, '' AS s2,
        ` + nilID + ` AS id, ` + zeroTS + ` AS ts, now64(6) AS now
 UNION ALL
-SELECT 'watermark', hunt_id, toInt64(watermark), 0, '', '', claim_id, toDateTime64(updated, 6, 'UTC'), ` + zeroTS + `
+SELECT 'watermark', hunt_id, toInt64(watermark), 0, 0, '', '', ` + nilID + `, ` + zeroTS + `, ` + zeroTS + `
 FROM (` + wm + `)
 UNION ALL
-SELECT 'lease', hunt_id, toInt64(fire), 0, owner, '', claim_id, toDateTime64(lease_until, 6, 'UTC'), ` + zeroTS + `
+SELECT 'lease', hunt_id, toInt64(fire), 0, 0, owner, '', claim_id, toDateTime64(lease_until, 6, 'UTC'), ` + zeroTS + `
 FROM (` + ls + `)
 UNION ALL
-SELECT 'state', hunt_id, toInt64(last_fire), toInt64(consecutive_failures), toString(status), last_error, ` + nilID + `,
-       toDateTime64(updated, 6, 'UTC'), ` + zeroTS + `
+SELECT 'state', hunt_id, toInt64(last_fire), toInt64(consecutive_failures),
+       toInt64(overrun_count) * 2 + toInt64(too_aggressive), toString(status), last_error, ` + nilID + `,
+       toDateTime64(retry_after, 6, 'UTC'), ` + zeroTS + `
 FROM (` + st + `)
 UNION ALL
-SELECT 'request', r.hunt_id, toInt64(max(r.requested_fire)), 0, '', '', ` + nilID + `, ` + zeroTS + `, ` + zeroTS + `
+SELECT 'request', r.hunt_id, toInt64(max(r.requested_fire)), 0, 0, '', '', ` + nilID + `, ` + zeroTS + `, ` + zeroTS + `
 FROM ` + chstore.QuoteIdent(database) + `.hunt_request AS r
 LEFT JOIN (` + wm + `) AS w ON w.hunt_id = r.hunt_id
 WHERE r.requested_fire > w.watermark
 GROUP BY r.hunt_id`
 }
 
-// Advance commits run: the hunt's watermark becomes run.WindowEnd, only if l is still the
-// newest, live lease of that hunt for the same fire (fencing), then reads it back (ErrFenced
-// when it did not land). The same insert writes the run's audit rows: the hunt_watermark_run
-// view turns the watermark row into a succeeded hunt_run row, plus a gap row when
-// run.GapEnd > run.GapStart, so no crash can separate progress from its record. A claim
-// commits at most once (a retry after an answer was lost inserts nothing), so a retried
-// Advance never writes a second succeeded row.
+// Advance commits run with a compare-and-set: one row lands in hunt_watermark, moving the
+// hunt's watermark to run.WindowEnd, only if, when the statement runs,
+//
+//   - the newest lease of the hunt is l's claim, for l's fire, and live; and
+//   - the newest watermark is still the one l's verify read saw (l.Watermark, or none), and
+//     below the new one.
+//
+// So a run commits only the window it actually read, from where progress stood when it won the
+// claim, and no two commits of a hunt overlap, whatever pauses, late answers or expiries came
+// between. The row is also the run's audit record (hunt_runs reads it), so a commit and its
+// record cannot be separated. It then reads back by run id: ErrFenced when the row did not
+// land. A retry after a lost answer inserts nothing (the compare no longer holds) and finds
+// the row of the first attempt; its deduplication token is the run id, so a retry routed to
+// another replica is dropped by the block deduplication too.
 func (s *Store) Advance(ctx context.Context, l lease.Lease, run Run) error {
 	watermark := run.WindowEnd
-	q := `INSERT INTO ` + s.table("hunt_watermark") + ` (hunt_id, watermark, claim_id, updated,
-    run_id, run_owner, run_start, run_rows, run_started, gap_start, gap_end)
-SELECT hunt_id, toDateTime({wm:Int64}, 'UTC'), claim_id, now64(6),
+	q := `INSERT INTO ` + s.table(chstore.TableWatermark) + ` (hunt_id, watermark, claim_id, updated,
+    run_id, run_owner, run_start, run_rows, run_started, gap_start, gap_end, findings_dropped, kind)
+SELECT l.hunt_id, toDateTime({wm:Int64}, 'UTC'), l.claim_id, now64(6),
     toUUID({run:String}), {owner:String}, toDateTime({ws:Int64}, 'UTC'), {rows:UInt64},
-    fromUnixTimestamp64Micro({started:Int64}, 'UTC'), toDateTime({gs:Int64}, 'UTC'), toDateTime({ge:Int64}, 'UTC')
-FROM (` + lease.NewestLeaseSQL(s.database, "ids") + `)
-WHERE claim_id = toUUID({claim:String}) AND toInt64(fire) = {fire:Int64} AND until > now64(3)
-  AND claim_id NOT IN (SELECT claim_id FROM ` + s.table("hunt_watermark") + ` WHERE hunt_id IN {ids:Array(String)})`
+    fromUnixTimestamp64Micro({started:Int64}, 'UTC'), toDateTime({gs:Int64}, 'UTC'), toDateTime({ge:Int64}, 'UTC'),
+    {dropped:UInt64}, {kind:String}
+FROM (` + lease.NewestLeaseSQL(s.database, "ids") + `) AS l
+LEFT JOIN (` + lease.NewestWatermarkSQL(s.database, "ids") + `) AS w ON w.hunt_id = l.hunt_id
+WHERE l.claim_id = toUUID({claim:String}) AND toInt64(l.fire) = {fire:Int64} AND l.until > now64(3)
+  AND (w.hunt_id != '') = {has_prev:Bool} AND toInt64(w.watermark) = {prev:Int64} AND {wm:Int64} > {prev:Int64}`
+	kind := run.Kind
+	if kind == "" {
+		kind = KindScheduled
+	}
+	prev := int64(0)
+	if l.HasWatermark {
+		prev = l.Watermark
+	}
 	wctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
 		"async_insert":               0,
-		"insert_deduplication_token": fmt.Sprintf("wm:%s:%d:%d", l.ClaimID, watermark, time.Now().UnixNano()),
+		"join_use_nulls":             0,
+		"insert_deduplication_token": "commit:" + run.RunID.String(),
 	}))
 	err := s.conn.Exec(wctx, q,
 		clickhouse.Named("ids", []string{l.HuntID}),
 		clickhouse.Named("wm", watermark),
 		clickhouse.Named("claim", l.ClaimID.String()),
 		clickhouse.Named("fire", l.Fire),
+		clickhouse.Named("has_prev", l.HasWatermark),
+		clickhouse.Named("prev", prev),
 		clickhouse.Named("run", run.RunID.String()),
 		clickhouse.Named("owner", run.Owner),
 		clickhouse.Named("ws", run.WindowStart),
@@ -250,37 +297,35 @@ WHERE claim_id = toUUID({claim:String}) AND toInt64(fire) = {fire:Int64} AND unt
 		clickhouse.Named("started", run.Started.UnixMicro()),
 		clickhouse.Named("gs", run.GapStart),
 		clickhouse.Named("ge", run.GapEnd),
+		clickhouse.Named("dropped", run.FindingsDropped),
+		clickhouse.Named("kind", kind),
 	)
 	if err != nil {
 		return fmt.Errorf("watermark: advance %s to %d: %w", l.HuntID, watermark, err)
 	}
-	var (
-		got   int64
-		claim uuid.UUID
-		found bool
-	)
-	rows, err := s.conn.Query(ctx, `SELECT toInt64(watermark), claim_id FROM (`+lease.NewestWatermarkSQL(s.database, "ids")+`)`,
-		clickhouse.Named("ids", []string{l.HuntID}))
+	ok, err := s.Committed(ctx, l.HuntID, run.RunID)
 	if err != nil {
 		return fmt.Errorf("watermark: advance %s read-back: %w", l.HuntID, err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := rows.Scan(&got, &claim); err != nil {
-			return fmt.Errorf("watermark: advance %s read-back: %w", l.HuntID, err)
-		}
-		found = true
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("watermark: advance %s read-back: %w", l.HuntID, err)
-	}
-	if !found || claim != l.ClaimID || got != watermark {
-		return fmt.Errorf("%w: hunt %s fire %d claim %s: watermark not written", ErrFenced, l.HuntID, l.Fire, l.ClaimID)
+	if !ok {
+		return fmt.Errorf("%w: hunt %s fire %d claim %s: not committed (lease no longer ours, or the watermark moved from %d)",
+			ErrFenced, l.HuntID, l.Fire, l.ClaimID, prev)
 	}
 	return nil
 }
 
-func (s *Store) table(name string) string { return chstore.QuoteIdent(s.database) + "." + name }
+// Committed reports whether run committed (its row is in hunt_watermark).
+func (s *Store) Committed(ctx context.Context, huntID string, run uuid.UUID) (bool, error) {
+	var n uint64
+	err := s.conn.QueryRow(ctx, "SELECT count() FROM "+s.table(chstore.TableWatermark)+
+		" WHERE hunt_id = {h:String} AND run_id = toUUID({run:String})",
+		clickhouse.Named("h", huntID), clickhouse.Named("run", run.String())).Scan(&n)
+	return n > 0, err
+}
+
+func (s *Store) table(name string) string {
+	return chstore.QuoteIdent(s.database) + "." + chstore.QuoteIdent(name)
+}
 
 func insertCtx(ctx context.Context) context.Context {
 	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"async_insert": 0}))
@@ -289,24 +334,33 @@ func insertCtx(ctx context.Context) context.Context {
 // RecordRun appends a hunt_run row.
 func (s *Store) RecordRun(ctx context.Context, r Run) error {
 	switch r.Status {
-	case StatusSucceeded, StatusFailed, StatusLost, StatusGap:
+	case StatusFailed, StatusLost:
 	default:
-		return fmt.Errorf("watermark: run status %q is not one of succeeded, failed, lost, gap", r.Status)
+		// Succeeded and gap rows are commits: only Advance writes them, in hunt_watermark.
+		return fmt.Errorf("watermark: run status %q is not one of failed, lost (commits go through Advance)", r.Status)
 	}
 	if r.RunID == uuid.Nil {
 		r.RunID = uuid.New()
 	}
-	q := `INSERT INTO ` + s.table("hunt_run") + ` (hunt_id, fire, run_id, owner, status, window_start, window_end,
-       rows_written, started, finished, error)
+	if r.Kind == "" {
+		r.Kind = KindScheduled
+	}
+	q := `INSERT INTO ` + s.table(chstore.TableRun) + ` (hunt_id, fire, run_id, owner, status, window_start, window_end,
+       rows_written, started, finished, error, findings_dropped, kind)
 SELECT {h:String}, toDateTime({fire:Int64}, 'UTC'), toUUID({run:String}), {owner:String}, {status:String},
        toDateTime({ws:Int64}, 'UTC'), toDateTime({we:Int64}, 'UTC'), {rows:UInt64},
-       fromUnixTimestamp64Micro({started:Int64}, 'UTC'), fromUnixTimestamp64Micro({finished:Int64}, 'UTC'), {err:String}`
-	err := s.conn.Exec(insertCtx(ctx), q,
+       fromUnixTimestamp64Micro({started:Int64}, 'UTC'), fromUnixTimestamp64Micro({finished:Int64}, 'UTC'), {err:String},
+       {dropped:UInt64}, {kind:String}`
+	// The run id is the deduplication token: a retry of this row on a replicated table after a
+	// lost answer is dropped by the block deduplication.
+	ictx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
+		"async_insert": 0, "insert_deduplication_token": "run:" + r.RunID.String() + ":" + r.Status}))
+	err := s.conn.Exec(ictx, q,
 		clickhouse.Named("h", r.HuntID), clickhouse.Named("fire", r.Fire), clickhouse.Named("run", r.RunID.String()),
 		clickhouse.Named("owner", r.Owner), clickhouse.Named("status", r.Status),
 		clickhouse.Named("ws", r.WindowStart), clickhouse.Named("we", r.WindowEnd), clickhouse.Named("rows", r.RowsWritten),
 		clickhouse.Named("started", r.Started.UnixMicro()), clickhouse.Named("finished", r.Finished.UnixMicro()),
-		clickhouse.Named("err", r.Error),
+		clickhouse.Named("err", r.Error), clickhouse.Named("dropped", r.FindingsDropped), clickhouse.Named("kind", r.Kind),
 	)
 	if err != nil {
 		return fmt.Errorf("watermark: record run %s fire %d: %w", r.HuntID, r.Fire, err)
@@ -314,14 +368,28 @@ SELECT {h:String}, toDateTime({fire:Int64}, 'UTC'), toUUID({run:String}), {owner
 	return nil
 }
 
+// Recorded reports whether RecordRun's row for r is in hunt_run (looked up by run id and
+// status), so a retry after a lost answer does not write it twice.
+func (s *Store) Recorded(ctx context.Context, r Run) (bool, error) {
+	var n uint64
+	err := s.conn.QueryRow(ctx, "SELECT count() FROM "+s.table(chstore.TableRun)+
+		" WHERE hunt_id = {h:String} AND run_id = toUUID({run:String}) AND status = {status:String}",
+		clickhouse.Named("h", r.HuntID), clickhouse.Named("run", r.RunID.String()), clickhouse.Named("status", r.Status)).Scan(&n)
+	return n > 0, err
+}
+
 // SetState writes a hunt_state row (updated = server clock).
 func (s *Store) SetState(ctx context.Context, st State) error {
-	q := `INSERT INTO ` + s.table("hunt_state") + ` (hunt_id, status, consecutive_failures, last_error, last_fire, updated)
-SELECT {h:String}, {status:String}, {failures:UInt32}, {err:String}, toDateTime({fire:Int64}, 'UTC'), now64(6)`
+	q := `INSERT INTO ` + s.table(chstore.TableState) + ` (hunt_id, status, consecutive_failures, last_error, last_fire, updated,
+    retry_after, overrun_count, too_aggressive)
+SELECT {h:String}, {status:String}, {failures:UInt32}, {err:String}, toDateTime({fire:Int64}, 'UTC'), now64(6),
+    if({backoff_ms:Int64} > 0, now64(3) + toIntervalMillisecond({backoff_ms:Int64}), toDateTime64(0, 3, 'UTC')),
+    {overruns:UInt64}, {aggressive:Bool}`
 	err := s.conn.Exec(insertCtx(ctx), q,
 		clickhouse.Named("h", st.HuntID), clickhouse.Named("status", st.Status),
 		clickhouse.Named("failures", st.ConsecutiveFailures), clickhouse.Named("err", st.LastError),
-		clickhouse.Named("fire", st.LastFire),
+		clickhouse.Named("fire", st.LastFire), clickhouse.Named("backoff_ms", st.Backoff.Milliseconds()),
+		clickhouse.Named("overruns", st.OverrunCount), clickhouse.Named("aggressive", st.TooAggressive),
 	)
 	if err != nil {
 		return fmt.Errorf("watermark: set state %s: %w", st.HuntID, err)
@@ -334,7 +402,7 @@ func (s *Store) Request(ctx context.Context, huntID string, fire int64, by strin
 	if huntID == "" {
 		return errors.New("watermark: request: empty hunt id")
 	}
-	q := `INSERT INTO ` + s.table("hunt_request") + ` (hunt_id, requested_fire, request_id, requested_by, requested)
+	q := `INSERT INTO ` + s.table(chstore.TableRequest) + ` (hunt_id, requested_fire, request_id, requested_by, requested)
 SELECT {h:String}, toDateTime({fire:Int64}, 'UTC'), generateUUIDv4(), {by:String}, now64(6)`
 	err := s.conn.Exec(insertCtx(ctx), q,
 		clickhouse.Named("h", huntID), clickhouse.Named("fire", fire), clickhouse.Named("by", by))
