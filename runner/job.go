@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hunt-runner/hunt-runner/lease"
+	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/watermark"
 )
 
@@ -51,6 +52,9 @@ type job struct {
 	fire      int64
 	requested bool
 	state     watermark.HuntState // as read by the tick that claimed it
+	// serverAt maps the process clock onto the server's: the tick's snapshot time and the
+	// local time it was read at. Used only to tell whether a run overran its interval.
+	snapNow, snapLocal time.Time
 
 	mu       sync.Mutex
 	lease    lease.Lease
@@ -61,9 +65,10 @@ type job struct {
 	stopCh   chan struct{}
 }
 
-func (r *Runner) newJob(d dueFire, l lease.Lease, st watermark.HuntState) *job {
+func (r *Runner) newJob(d dueFire, l lease.Lease, st watermark.HuntState, snapNow, snapLocal time.Time) *job {
 	ctx, cancel := context.WithCancel(r.runCtx)
 	return &job{r: r, hunt: d.Hunt, fire: d.Fire, requested: d.Requested, state: st, lease: l,
+		snapNow: snapNow, snapLocal: snapLocal,
 		ctx: ctx, cancel: cancel, stopCh: make(chan struct{})}
 }
 
@@ -80,6 +85,9 @@ func (j *job) isLost() bool {
 }
 
 func (j *job) stopRenewal() { j.stopOnce.Do(func() { close(j.stopCh) }) }
+
+// serverNow estimates the server's clock from the tick's snapshot and the process clock.
+func (j *job) serverNow() time.Time { return j.snapNow.Add(time.Since(j.snapLocal)) }
 
 // trusted reports whether the lease may still be written under: not lost, and before its
 // process-clock trust deadline.
@@ -255,11 +263,24 @@ func (r *Runner) record(ctx context.Context, log logger, span trace.Span, j *job
 			log.Warn("gap: outage longer than max_catchup, skipped range recorded",
 				"gap_start", unixUTC(rep.GapStart), "gap_end", unixUTC(rep.GapEnd), "max_catchup_seconds", h.maxCatchupSeconds())
 		}
+		// Overruns are counted here, by the one run that committed the fire, so the cluster
+		// counts each exactly once: the run overran when the hunt's next fire came due before
+		// it committed. A run longer than the interval itself can never keep up.
+		st := j.state
+		overran := !j.requested && schedule.LatestFire(j.serverNow().Unix(), h.Interval, h.Offset) > j.fire
+		aggressive := rep.Duration > time.Duration(h.Interval)*time.Second
+		if overran {
+			st.OverrunCount++
+			r.opts.Metrics.overrun(ctx, h.ID)
+			log.Warn("overrun: the next fire came due before this run committed", "overrun_count", st.OverrunCount,
+				"duration_seconds", rep.Duration.Seconds(), "interval_seconds", h.Interval, "too_aggressive", aggressive)
+		}
 		// hunt_state records health transitions: a healthy hunt staying healthy writes nothing
 		// (one round trip less per run); the commit row carries its progress.
-		if st := j.state; st.Status != StatusSucceeded || st.ConsecutiveFailures != 0 || st.LastError != "" || st.HasRetryAfter {
+		if overran || aggressive != st.TooAggressive || st.Status != StatusSucceeded || st.ConsecutiveFailures != 0 ||
+			st.LastError != "" || st.HasRetryAfter {
 			r.setState(ctx, log, watermark.State{HuntID: h.ID, Status: StatusSucceeded, LastFire: j.fire,
-				OverrunCount: st.OverrunCount, TooAggressive: st.TooAggressive})
+				OverrunCount: st.OverrunCount, TooAggressive: aggressive})
 		}
 		r.planner.succeeded(h.ID)
 		log.Info("hunt run succeeded", "findings", rep.Rows, "findings_dropped", rep.Dropped,

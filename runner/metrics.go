@@ -30,7 +30,7 @@ import (
 //	hunt_runner_runs_in_flight, hunt_runner_runs_queued
 type Metrics struct {
 	runs, rows, claimsC, gaps, overruns, chErrors, dropped metric.Int64Counter
-	runDur, tickDur                               metric.Float64Histogram
+	runDur, tickDur                                        metric.Float64Histogram
 
 	mu           sync.Mutex
 	replicaDelay time.Duration

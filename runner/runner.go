@@ -307,6 +307,7 @@ func (r *Runner) tick(ctx context.Context) error {
 		return nil
 	}
 	snap, err := r.store.Snapshot(ctx)
+	snapLocal := time.Now()
 	if err != nil {
 		r.opts.Metrics.clickhouseError(ctx, "snapshot")
 		span.RecordError(err)
@@ -339,12 +340,6 @@ func (r *Runner) tick(ctx context.Context) error {
 	r.behind = p.Behind
 	r.setHash = set.Hash
 	r.mu.Unlock()
-	for _, o := range p.Overruns {
-		r.opts.Metrics.overrun(ctx, o.Hunt.ID)
-		r.log.Warn("overrun: the previous fire still holds the lease while the next is owed",
-			"hunt_id", o.Hunt.ID, "fire", o.Fire, "lease_fire", snap.Hunts[o.Hunt.ID].LeaseFire,
-			"lease_owner", snap.Hunts[o.Hunt.ID].LeaseOwner)
-	}
 	span.SetAttributes(attribute.Int("hunts", len(set.Hunts)), attribute.Int("due", len(p.Due)),
 		attribute.Int("leased", p.Leased), attribute.Int("backoff", p.BackOff))
 	if check {
@@ -409,7 +404,7 @@ func (r *Runner) tick(ctx context.Context) error {
 			continue
 		}
 		d := byKey[f]
-		jobs = append(jobs, r.newJob(d, l, snap.Hunts[d.Hunt.ID]))
+		jobs = append(jobs, r.newJob(d, l, snap.Hunts[d.Hunt.ID], snap.Now, snapLocal))
 	}
 	r.enqueue(jobs)
 	return nil

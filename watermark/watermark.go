@@ -154,7 +154,9 @@ func (s *Store) snapshot(ctx context.Context, how newest) (Snapshot, error) {
 			h.LastFire, h.ConsecutiveFailures, h.Status, h.LastError = n1, uint32(n2), s1, s2
 			// n3 packs overrun_count with too_aggressive in its lowest bit.
 			h.OverrunCount, h.TooAggressive = uint64(n3)>>1, n3&1 == 1
-			h.RetryAfter, h.HasRetryAfter = ts, ts.Unix() > 0
+			if ts.Unix() > 0 {
+				h.RetryAfter, h.HasRetryAfter = ts, true
+			}
 		case "request":
 			h.RequestedFire, h.HasRequest = n1, true
 		}

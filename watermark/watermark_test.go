@@ -81,7 +81,9 @@ func TestAdvanceFenced(t *testing.T) {
 		t.Fatalf("loser's advance: %v, want ErrFenced", err)
 	}
 	// Nor can the holder write for another fire than the one it holds.
-	if err := s.Advance(ctx, lease.Lease{HuntID: "h", Fire: now + 60, ClaimID: held.ClaimID}, commit(now+60)); !errors.Is(err, ErrFenced) {
+	// (with the right verified watermark, so only the fire check refuses it).
+	other := lease.Lease{HuntID: "h", Fire: now + 60, ClaimID: held.ClaimID, Watermark: now - 1, HasWatermark: true}
+	if err := s.Advance(ctx, other, commit(now+60)); !errors.Is(err, ErrFenced) {
 		t.Fatalf("advance for a fire not held: %v, want ErrFenced", err)
 	}
 
@@ -98,6 +100,88 @@ func TestAdvanceFenced(t *testing.T) {
 	}
 	if wm, _ := watermarkOf(t, s, "h"); wm != now {
 		t.Fatalf("watermark = %d, want %d", wm, now)
+	}
+}
+
+// TestAdvanceIsCompareAndSet: a commit lands only if the watermark is still the one its claim's
+// verify read saw, the new one is above it, and the hunt's newest lease row (not merely this
+// claim's latest row) is this claim's, live, for this fire. Each case fails without its guard.
+func TestAdvanceIsCompareAndSet(t *testing.T) {
+	db := chtest.NewWithSchema(t)
+	ctx := context.Background()
+	s := New(db.Conn, db.Name)
+	now := serverNow(t, db)
+	a := coord(t, db, "pod-a", 20*time.Second)
+
+	first := claimOne(t, a, "h", now-120)
+	if first.HasWatermark {
+		t.Fatalf("first claim saw a watermark: %+v", first)
+	}
+	if err := s.Advance(ctx, first, commit(now-120)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	held := claimOne(t, a, "h", now-60)
+	if !held.HasWatermark || held.Watermark != now-120 {
+		t.Fatalf("verified watermark = %d/%v, want %d", held.Watermark, held.HasWatermark, now-120)
+	}
+
+	// A claim that verified before a peer's commit (it saw no watermark, or an older one) is
+	// refused: its window would overlap the commit.
+	stale := held
+	stale.HasWatermark, stale.Watermark = false, 0
+	if err := s.Advance(ctx, stale, commit(now-60)); !errors.Is(err, ErrFenced) {
+		t.Fatalf("commit from a stale verify (no watermark): %v, want ErrFenced", err)
+	}
+	stale.HasWatermark, stale.Watermark = true, now-180
+	if err := s.Advance(ctx, stale, commit(now-60)); !errors.Is(err, ErrFenced) {
+		t.Fatalf("commit from a stale verify (older watermark): %v, want ErrFenced", err)
+	}
+	// Progress never moves back or stands still.
+	if err := s.Advance(ctx, held, commit(now-120)); !errors.Is(err, ErrFenced) {
+		t.Fatalf("commit at the current watermark: %v, want ErrFenced", err)
+	}
+	// A peer's newer row on top of our still-live row: ours is no longer the newest lease.
+	peer := uuid.New()
+	if err := db.Conn.Exec(ctx, "INSERT INTO "+db.Name+".hunt_lease (hunt_id, fire, owner, claim_id, claimed, lease_until) "+
+		"SELECT 'h', toDateTime(?, 'UTC'), 'pod-b', toUUID(?), now64(6), now64(3) + INTERVAL 20 SECOND", now-60, peer.String()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Advance(ctx, held, commit(now-60)); !errors.Is(err, ErrFenced) {
+		t.Fatalf("commit under a peer's newer lease row: %v, want ErrFenced", err)
+	}
+	if wm, _ := watermarkOf(t, s, "h"); wm != now-120 {
+		t.Fatalf("watermark = %d after refused commits, want %d", wm, now-120)
+	}
+	var rows uint64
+	if err := db.Conn.QueryRow(ctx, "SELECT count() FROM "+db.Name+".hunt_watermark").Scan(&rows); err != nil || rows != 1 {
+		t.Fatalf("%d commit rows (%v), want 1", rows, err)
+	}
+}
+
+// A commit row that lands late, or on a lagging replica, with an older watermark but a newer
+// updated never moves progress back: the newest is the greatest (watermark, updated).
+func TestNewestWatermarkIsTheGreatest(t *testing.T) {
+	db := chtest.NewWithSchema(t)
+	ctx := context.Background()
+	s := New(db.Conn, db.Name)
+	now := serverNow(t, db)
+	for _, q := range []string{
+		"INSERT INTO " + db.Name + ".hunt_watermark (hunt_id, watermark, updated) SELECT 'h', toDateTime(?, 'UTC'), now64(6) - INTERVAL 1 MINUTE",
+		"INSERT INTO " + db.Name + ".hunt_watermark (hunt_id, watermark, updated) SELECT 'h', toDateTime(?, 'UTC') - 60, now64(6)",
+	} {
+		if err := db.Conn.Exec(ctx, q, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if wm, ok := watermarkOf(t, s, "h"); !ok || wm != now {
+		t.Fatalf("snapshot watermark = %d, want %d", wm, now)
+	}
+	res, err := coord(t, db, "pod-a", 10*time.Second).Claim(ctx, []lease.Fire{{HuntID: "h", Fire: now + 60}})
+	if err != nil || len(res.Won) != 1 || res.Won[0].Watermark != now {
+		t.Fatalf("claim's verified watermark: %+v, %v; want %d", res, err, now)
 	}
 }
 
@@ -233,17 +317,24 @@ func TestRecordRun(t *testing.T) {
 	s := New(db.Conn, db.Name)
 	// Near the real clock: hunt_run's TTL drops rows that are already expired when inserted.
 	started := time.Now().UTC().Truncate(time.Microsecond)
-	run := Run{HuntID: "h", Fire: 1700000000, RunID: uuid.New(), Owner: "pod-a", Status: StatusSucceeded,
-		WindowStart: 1699999940, WindowEnd: 1700000000, RowsWritten: 42, Started: started, Finished: started.Add(1500 * time.Millisecond)}
+	run := Run{HuntID: "h", Fire: 1700000000, RunID: uuid.New(), Owner: "pod-a", Status: StatusFailed,
+		WindowStart: 1699999940, WindowEnd: 1700000000, RowsWritten: 42, Started: started, Finished: started.Add(1500 * time.Millisecond),
+		Error: "boom", FindingsDropped: 3, Kind: KindRequest}
 	if err := s.RecordRun(ctx, run); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RecordRun(ctx, Run{HuntID: "h", Status: "completed"}); err == nil {
-		t.Fatal("an unknown status was accepted")
+	for _, status := range []string{"completed", StatusSucceeded, StatusGap} {
+		// Commits are written only by Advance, in hunt_watermark.
+		if err := s.RecordRun(ctx, Run{HuntID: "h", Status: status}); err == nil {
+			t.Fatalf("status %q was accepted", status)
+		}
+	}
+	if ok, err := s.Recorded(ctx, run); err != nil || !ok {
+		t.Fatalf("Recorded = %v, %v", ok, err)
 	}
 	var got Run
-	err := db.Conn.QueryRow(ctx, "SELECT hunt_id, toInt64(fire), run_id, owner, toString(status), toInt64(window_start), toInt64(window_end), rows_written, started, finished, error FROM "+db.Name+".hunt_run").
-		Scan(&got.HuntID, &got.Fire, &got.RunID, &got.Owner, &got.Status, &got.WindowStart, &got.WindowEnd, &got.RowsWritten, &got.Started, &got.Finished, &got.Error)
+	err := db.Conn.QueryRow(ctx, "SELECT hunt_id, toInt64(fire), run_id, owner, toString(status), toInt64(window_start), toInt64(window_end), rows_written, started, finished, error, findings_dropped, toString(kind) FROM "+db.Name+".hunt_runs").
+		Scan(&got.HuntID, &got.Fire, &got.RunID, &got.Owner, &got.Status, &got.WindowStart, &got.WindowEnd, &got.RowsWritten, &got.Started, &got.Finished, &got.Error, &got.FindingsDropped, &got.Kind)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,9 +414,9 @@ func commit(wm int64) Run {
 	return Run{RunID: uuid.New(), Owner: "pod-test", WindowStart: wm - 60, WindowEnd: wm, Started: time.Now()}
 }
 
-// TestAdvanceWritesItsRunRows: the watermark and its audit rows are one insert (through the
-// hunt_watermark_run view), a retried Advance of the same claim writes nothing more, and a
-// skipped range becomes a gap row. Fenced writes produce no rows at all.
+// TestAdvanceWritesItsRunRows: the commit is its own audit row (hunt_runs reads it), a retried
+// Advance of the same run writes nothing more, and a skipped range becomes a gap row. Fenced
+// writes produce no rows at all.
 func TestAdvanceWritesItsRunRows(t *testing.T) {
 	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
@@ -348,7 +439,7 @@ func TestAdvanceWritesItsRunRows(t *testing.T) {
 		t.Fatalf("loser: %v", err)
 	}
 	rows, err := db.Conn.Query(ctx, "SELECT toString(status), run_id, owner, toInt64(fire), toInt64(window_start), toInt64(window_end), rows_written, started, error FROM "+
-		db.Name+".hunt_run ORDER BY status DESC")
+		db.Name+".hunt_runs ORDER BY status DESC")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +465,7 @@ func TestAdvanceWritesItsRunRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(got) != 2 {
-		t.Fatalf("hunt_run rows = %+v, want one succeeded and one gap", got)
+		t.Fatalf("hunt_runs rows = %+v, want one succeeded and one gap", got)
 	}
 	ok, gap := got[0], got[1]
 	if ok.status != StatusSucceeded || ok.runID != run.RunID || ok.owner != "pod-a" || ok.fire != now-1 ||
