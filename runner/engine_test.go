@@ -148,7 +148,7 @@ func (e *env) latest(h Hunt) int64 {
 
 func (e *env) watermarkOf(id string) (int64, bool) {
 	e.t.Helper()
-	rows, err := e.db.Conn.Query(e.ctx, "SELECT toUnixTimestamp(watermark) FROM hunt_watermark WHERE hunt_id = ? ORDER BY updated DESC LIMIT 1", id)
+	rows, err := e.db.Conn.Query(e.ctx, "SELECT toUnixTimestamp(watermark) FROM hunt_watermark WHERE hunt_id = ? ORDER BY watermark DESC, updated DESC LIMIT 1", id)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -177,7 +177,7 @@ type runRow struct {
 func (e *env) runs(id string) []runRow {
 	e.t.Helper()
 	rows, err := e.db.Conn.Query(e.ctx, "SELECT toUnixTimestamp(fire), toUnixTimestamp(window_start), toUnixTimestamp(window_end), "+
-		"status, error, rows_written FROM hunt_run WHERE hunt_id = ? ORDER BY finished, status", id)
+		"status, error, rows_written FROM hunt_runs WHERE hunt_id = ? ORDER BY finished, status", id)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func (e *env) runs(id string) []runRow {
 func TestRunnerRunsCommitsAndBacksOff(t *testing.T) {
 	e := newEnv(t)
 	good := Hunt{ID: "logins", Interval: 3600, Offset: 0, Query: eventsQuery, Severity: "high",
-		Labels: map[string]string{"team": "secops"}, Delay: 2 * time.Minute}
+		Labels: map[string]string{"team": "secops"}, Delay: 2 * time.Minute, MaxFindings: MaxFindingsCeiling}
 	broken := Hunt{ID: "broken", Interval: 3600, Offset: 0,
 		Query: "SELECT throwIf(number = 0, 'boom') AS x FROM numbers(1) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}
 	hs := &HuntSet{Hash: "set-1", Hunts: []Hunt{broken, good}}
@@ -234,7 +234,7 @@ func TestRunnerRunsCommitsAndBacksOff(t *testing.T) {
 	if want == 0 {
 		t.Fatal("fixture: no events in the window")
 	}
-	if got := e.count("SELECT count() FROM hunt_findings FINAL WHERE hunt_id = 'logins'"); got != want {
+	if got := e.count("SELECT count() FROM hunt_findings_committed WHERE hunt_id = 'logins'"); got != want {
 		t.Fatalf("findings %d, want %d", got, want)
 	}
 	var finding, sev string
@@ -283,27 +283,22 @@ func TestRunnerRunsCommitsAndBacksOff(t *testing.T) {
 		t.Fatalf("a finished fire ran again: %d runs", n)
 	}
 
-	// A forced re-run of the same fire (watermark moved back) adds no findings.
+	// An older watermark row landing late (a lagging replica, a stale write) moves nothing back.
 	e.setWatermark("logins", fire-3600)
 	e.tickAndWait(r)
-	if got := e.count("SELECT count() FROM hunt_findings FINAL WHERE hunt_id = 'logins'"); got != want {
-		t.Fatalf("after a re-run: findings %d, want still %d", got, want)
-	}
 	if wm, _ := e.watermarkOf("logins"); wm != fire {
-		t.Fatalf("watermark %d after the re-run, want %d; runs %+v", wm, fire, e.runs("logins"))
+		t.Fatalf("watermark %d after a late older row, want %d; runs %+v", wm, fire, e.runs("logins"))
 	}
-
-	e.tickAndWait(r) // refresh the behind gauge after the re-run
 	mu.Lock()
-	if len(reports) != 3 {
-		t.Fatalf("OnRun saw %d runs, want 3: %+v", len(reports), reports)
+	if len(reports) != 2 {
+		t.Fatalf("OnRun saw %d runs, want 2: %+v", len(reports), reports)
 	}
 	mu.Unlock()
 	body := scrape(t, tel)
 	for _, want := range []string{
-		`hunt_runner_runs_total{hunt_id="logins",outcome="succeeded"} 2`,
+		`hunt_runner_runs_total{hunt_id="logins",outcome="succeeded"} 1`,
 		`hunt_runner_runs_total{hunt_id="broken",outcome="failed"} 1`,
-		`hunt_runner_claims_total{outcome="won"} 3`,
+		`hunt_runner_claims_total{outcome="won"} 2`,
 		`hunt_runner_loaded_set_info{hash="set-1"} 1`,
 		`hunt_runner_behind_seconds{hunt_id="logins"} 0`,
 		`hunt_runner_settle_seconds 0.4`,
@@ -327,7 +322,7 @@ func scrape(t *testing.T, tel *Telemetry) string {
 
 func TestRunnerGapAfterLongOutage(t *testing.T) {
 	e := newEnv(t)
-	h := Hunt{ID: "gappy", Interval: 60, Offset: 7, Query: eventsQuery, MaxCatchup: 5 * time.Minute}
+	h := Hunt{ID: "gappy", Interval: 60, Offset: 7, Query: eventsQuery, MaxCatchup: 5 * time.Minute, MaxFindings: MaxFindingsCeiling}
 	fire := e.latest(h)
 	e.setWatermark("gappy", fire-3600)
 	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
@@ -355,7 +350,7 @@ func TestRunnerGapAfterLongOutage(t *testing.T) {
 		t.Fatalf("gap [%d, %d) run [%d, %d); want gap [%d, %d) run [%d, %d)", gap.Start, gap.End, ok.Start, ok.End,
 			fire-3600, f-300, f-300, f)
 	}
-	if got, want := e.count("SELECT count() FROM hunt_findings FINAL WHERE hunt_id = 'gappy'"), e.eventsIn(f-300, f, 0); got != want {
+	if got, want := e.count("SELECT count() FROM hunt_findings_committed WHERE hunt_id = 'gappy'"), e.eventsIn(f-300, f, 0); got != want {
 		t.Fatalf("findings %d, want %d (only the newest max_catchup)", got, want)
 	}
 }
@@ -443,19 +438,19 @@ func TestTwoRunnersEachFireOnce(t *testing.T) {
 		})
 	}
 	deadline := time.Now().Add(2 * time.Minute)
-	for e.count("SELECT count() FROM hunt_watermark FINAL") < 200 && time.Now().Before(deadline) {
+	for e.count("SELECT uniqExact(hunt_id) FROM hunt_watermark") < 200 && time.Now().Before(deadline) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	cancel()
 	wg.Wait()
-	if n := e.count("SELECT count() FROM hunt_watermark FINAL"); n != 200 {
+	if n := e.count("SELECT uniqExact(hunt_id) FROM hunt_watermark"); n != 200 {
 		t.Fatalf("%d hunts committed, want 200", n)
 	}
-	if n := e.count("SELECT count() FROM (SELECT hunt_id, fire FROM hunt_run WHERE status = 'succeeded' GROUP BY hunt_id, fire HAVING count() > 1)"); n != 0 {
+	if n := e.count("SELECT count() FROM (SELECT hunt_id, fire FROM hunt_runs WHERE status = 'succeeded' GROUP BY hunt_id, fire HAVING count() > 1)"); n != 0 {
 		t.Fatalf("%d fires succeeded twice", n)
 	}
-	if n := e.count("SELECT count() FROM hunt_run WHERE status = 'succeeded'"); n != 200 {
-		rows, _ := e.db.Conn.Query(e.ctx, "SELECT status, error, count() FROM hunt_run GROUP BY ALL")
+	if n := e.count("SELECT count() FROM hunt_runs WHERE status = 'succeeded'"); n != 200 {
+		rows, _ := e.db.Conn.Query(e.ctx, "SELECT status, error, count() FROM hunt_runs GROUP BY ALL")
 		for rows.Next() {
 			var st, er string
 			var c uint64
@@ -464,7 +459,7 @@ func TestTwoRunnersEachFireOnce(t *testing.T) {
 		}
 		t.Fatalf("%d succeeded runs, want 200", n)
 	}
-	owners := e.count("SELECT uniqExact(owner) FROM hunt_run")
+	owners := e.count("SELECT uniqExact(owner) FROM hunt_runs")
 	t.Logf("runs split over %d owners", owners)
 }
 
@@ -524,28 +519,93 @@ func (w tWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Findings of an attempt that never committed (a crash after the insert) are keyed with a fire
-// the watermark never reached; the run that covers their window again removes them.
-func TestRunnerRemovesFindingsOfUncommittedAttempts(t *testing.T) {
+// Findings of attempts that never committed — a crash after the insert, or an insert that
+// the server finished after its client died and that lands after the commit — are never seen
+// through hunt_findings_committed, and a committed run's findings strictly inside the new
+// run's window stay as they were.
+func TestCommittedViewHidesUncommittedAttempts(t *testing.T) {
 	e := newEnv(t)
-	h := Hunt{ID: "crashy", Interval: 600, Offset: 0, Query: eventsQuery}
+	h := Hunt{ID: "crashy", Interval: 600, Offset: 0, Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
 	fire := e.latest(h)
-	e.setWatermark("crashy", fire-1200)
-	// What a crashed attempt for fire-600 left behind, plus a committed finding at the watermark.
+	committed := uuid.New()
+	// A committed run of fire-1200 with one finding; a crashed attempt at fire-600 left a finding.
+	e.exec("INSERT INTO hunt_watermark (hunt_id, watermark, claim_id, updated, run_id) SELECT 'crashy', toDateTime(?, 'UTC'), generateUUIDv4(), now64(6), ?",
+		fire-1200, committed)
 	e.exec(fmt.Sprintf("INSERT INTO hunt_findings (hunt_id, fire, finding_id, finding, run_id, found) VALUES "+
 		"('crashy', toDateTime(%d, 'UTC'), 1, 'orphan', generateUUIDv4(), now64(6)), "+
-		"('crashy', toDateTime(%d, 'UTC'), 2, 'committed', generateUUIDv4(), now64(6))", fire-600, fire-1200))
+		"('crashy', toDateTime(%d, 'UTC'), 2, 'committed', '%s', now64(6))", fire-600, fire-1200, committed))
 	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
 	e.tickAndWait(r)
-	if n := e.count("SELECT count() FROM hunt_findings WHERE hunt_id = 'crashy' AND fire = toDateTime(?, 'UTC')", fire-600); n != 0 {
-		t.Fatalf("%d findings of the uncommitted fire remain", n)
+	// A late insert of another attempt of the fire just committed, same rows, newer `found`.
+	e.exec("INSERT INTO hunt_findings (hunt_id, fire, finding_id, finding, run_id, found) "+
+		"SELECT hunt_id, fire, finding_id, finding, generateUUIDv4(), now64(6) + 1 FROM hunt_findings WHERE hunt_id = 'crashy' AND fire = toDateTime(?, 'UTC')", fire)
+	if n := e.count("SELECT count() FROM hunt_findings_committed WHERE hunt_id = 'crashy' AND finding = 'orphan'"); n != 0 {
+		t.Fatalf("%d findings of the uncommitted attempt are visible", n)
 	}
-	if n := e.count("SELECT count() FROM hunt_findings WHERE hunt_id = 'crashy' AND fire = toDateTime(?, 'UTC')", fire-1200); n != 1 {
-		t.Fatalf("the committed fire's finding was touched: %d rows", n)
+	if n := e.count("SELECT count() FROM hunt_findings_committed WHERE hunt_id = 'crashy' AND fire = toDateTime(?, 'UTC')", fire-1200); n != 1 {
+		t.Fatalf("the committed fire's finding: %d rows, want 1", n)
 	}
-	if got, want := e.count("SELECT count() FROM hunt_findings FINAL WHERE hunt_id = 'crashy' AND fire = toDateTime(?, 'UTC')", fire),
-		e.eventsIn(fire-1200, fire, 0); got != want {
-		t.Fatalf("findings of the run %d, want %d", got, want)
+	want := e.eventsIn(fire-1200, fire, 0)
+	if got := e.count("SELECT count() FROM hunt_findings_committed WHERE hunt_id = 'crashy' AND fire = toDateTime(?, 'UTC')", fire); got != want {
+		t.Fatalf("findings of the committed run %d, want exactly %d (one per event, late attempt hidden)", got, want)
+	}
+}
+
+// A flooding hunt stores at most its max_findings, the same ones on every run (the order is
+// deterministic), and its record counts the rest.
+func TestRunnerCapsFindings(t *testing.T) {
+	e := newEnv(t)
+	h := Hunt{ID: "flood", Interval: 3600, MaxFindings: 100,
+		Query: "SELECT number AS n FROM numbers(5000) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}
+	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
+	e.tickAndWait(r)
+	if n := e.count("SELECT count() FROM hunt_findings_committed WHERE hunt_id = 'flood'"); n != 100 {
+		t.Fatalf("stored %d findings, want the cap of 100", n)
+	}
+	if n := e.count("SELECT sum(findings_dropped) FROM hunt_runs WHERE hunt_id = 'flood' AND status = 'succeeded'"); n != 4900 {
+		t.Fatalf("findings_dropped = %d, want 4900", n)
+	}
+	var first string
+	e.scan(&first, "SELECT finding FROM hunt_findings_committed WHERE hunt_id = 'flood' ORDER BY cityHash64(finding), finding LIMIT 1")
+	var minHash string
+	e.scan(&minHash, "SELECT argMin(f, (cityHash64(f), f)) FROM (SELECT formatRowNoNewline('JSONEachRow', number AS n) AS f FROM numbers(5000))")
+	if first != minHash {
+		t.Fatalf("kept %q first, want the deterministic first %q", first, minHash)
+	}
+}
+
+// A commit that the server refuses (here a constraint on hunt_watermark standing in for
+// Keeper read-only, too many parts or a memory limit) leaves neither progress nor a succeeded
+// record: the run is failed, and the next attempt after the fault commits once.
+func TestCommitAndRecordAreOne(t *testing.T) {
+	e := newEnv(t)
+	h := Hunt{ID: "atomic", Interval: 3600, Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
+	e.exec("ALTER TABLE hunt_watermark ADD CONSTRAINT refuse CHECK hunt_id != 'atomic'")
+	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
+	e.tickAndWait(r)
+	if _, ok := e.watermarkOf("atomic"); ok {
+		t.Fatal("a refused commit moved the watermark")
+	}
+	runs := e.runs("atomic")
+	if len(runs) != 1 || runs[0].Status != StatusFailed {
+		t.Fatalf("runs %+v, want one failed and no succeeded", runs)
+	}
+	if n := e.count("SELECT count() FROM hunt_findings_committed WHERE hunt_id = 'atomic'"); n != 0 {
+		t.Fatalf("%d findings of the refused commit are visible", n)
+	}
+	e.exec("ALTER TABLE hunt_watermark DROP CONSTRAINT refuse")
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); { // through the backoff (one tick)
+		if _, ok := e.watermarkOf("atomic"); ok {
+			break
+		}
+		e.tickAndWait(r)
+	}
+	fire := e.latest(h)
+	if wm, ok := e.watermarkOf("atomic"); !ok || wm != fire {
+		t.Fatalf("watermark %d/%v after the fault, want %d", wm, ok, fire)
+	}
+	if n := e.count("SELECT count() FROM hunt_runs WHERE hunt_id = 'atomic' AND status = 'succeeded'"); n != 1 {
+		t.Fatalf("%d succeeded records, want 1", n)
 	}
 }
 
@@ -614,7 +674,7 @@ func (r *Runner) metricsInFlight() int {
 func TestRunnerQuerySettings(t *testing.T) {
 	e := newEnv(t)
 	h := Hunt{ID: "settings", Interval: 3600, Timeout: 42 * time.Second, Query: "SELECT toString(getSetting('max_execution_time')) AS met, " +
-		"toString(getSetting('log_comment')) AS lc, toString(getSetting('insert_deduplication_token')) AS tok " +
+		"toString(getSetting('log_comment')) AS lc, toString(getSetting('readonly')) AS ro " +
 		"FROM numbers(1) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)};"}
 	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
 	e.tickAndWait(r)
@@ -624,7 +684,7 @@ func TestRunnerQuerySettings(t *testing.T) {
 	var got struct {
 		Met string `json:"met"`
 		Lc  string `json:"lc"`
-		Tok string `json:"tok"`
+		Ro  string `json:"ro"`
 	}
 	if err := json.Unmarshal([]byte(finding), &got); err != nil {
 		t.Fatalf("finding %q: %v", finding, err)
@@ -635,7 +695,53 @@ func TestRunnerQuerySettings(t *testing.T) {
 	if !strings.Contains(got.Lc, "hunt_id=settings") || !strings.Contains(got.Lc, fmt.Sprintf("fire=%d", fire)) {
 		t.Errorf("log_comment %q does not name hunt and fire %d", got.Lc, fire)
 	}
-	if want := fmt.Sprintf("hunt-runner:settings:%d:%d:%d", fire, fire-3600, fire); got.Tok != want {
-		t.Errorf("insert_deduplication_token %q, want %q", got.Tok, want)
+	t.Logf("hunt statement ran with readonly=%s", got.Ro)
+}
+
+// pausedClaimer runs a peer's work between the tick's snapshot and the claim, as a pod paused
+// there (GC, CPU throttling) would see it; the claim itself is the real protocol.
+type pausedClaimer struct {
+	Claimer
+	during func()
+}
+
+func (p pausedClaimer) Claim(ctx context.Context, fires []lease.Fire) (lease.Result, error) {
+	p.during()
+	return p.Claimer.Claim(ctx, fires)
+}
+
+// Issue scenario 1: pod A reads its snapshot, then pauses; peer B claims, runs and commits the
+// previous fire; A claims the next fire. A's window must start at B's commit, not at the
+// snapshot's watermark: the committed windows tile and every event is found exactly once.
+func TestWindowStartsAtTheVerifiedWatermark(t *testing.T) {
+	e := newEnv(t)
+	h := Hunt{ID: "paused", Interval: 60, Offset: 0, Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
+	f2 := e.latest(h)
+	f1, w0 := f2-60, f2-180
+	e.setWatermark("paused", w0)
+	b := e.runner("pod-b", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
+	a := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
+	a.claimer = pausedClaimer{Claimer: a.claimer, during: func() {
+		// B, running as the schedule stood at f1: claim f1, run [w0, f1), commit.
+		res, err := b.coord.Claim(e.ctx, []lease.Fire{{HuntID: "paused", Fire: f1}})
+		if err != nil || len(res.Won) != 1 {
+			t.Fatalf("peer claim: %+v, %v", res, err)
+		}
+		b.enqueue([]*job{b.newJob(dueFire{Hunt: &b.source().Hunts[0], Fire: f1}, res.Won[0], watermark.HuntState{}, time.Now(), time.Now())})
+		b.wg.Wait()
+	}}
+	e.tickAndWait(a)
+	runs := e.runs("paused")
+	var ok []runRow
+	for _, r := range runs {
+		if r.Status == StatusSucceeded {
+			ok = append(ok, r)
+		}
+	}
+	if len(ok) != 2 || ok[0].Start != w0 || ok[0].End != f1 || ok[1].Start != f1 || ok[1].End != f2 {
+		t.Fatalf("committed windows %+v, want [%d, %d) then [%d, %d)", ok, w0, f1, f1, f2)
+	}
+	if got, want := e.count("SELECT count() FROM hunt_findings_committed WHERE hunt_id = 'paused'"), e.eventsIn(w0, f2, 0); got != want {
+		t.Fatalf("%d committed findings, want exactly %d (one per event)", got, want)
 	}
 }

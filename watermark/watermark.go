@@ -250,8 +250,9 @@ GROUP BY r.hunt_id`
 // hunt's watermark to run.WindowEnd, only if, when the statement runs,
 //
 //   - the newest lease of the hunt is l's claim, for l's fire, and live; and
-//   - the newest watermark is still the one l's verify read saw (l.Watermark, or none), and
-//     below the new one.
+//   - the newest watermark is still where the run's window (or its recorded gap) starts —
+//     or there is still none, for a first run (l.HasWatermark is what the claim verified) —
+//     and below the new one.
 //
 // So a run commits only the window it actually read, from where progress stood when it won the
 // claim, and no two commits of a hunt overlap, whatever pauses, late answers or expiries came
@@ -271,14 +272,17 @@ SELECT l.hunt_id, toDateTime({wm:Int64}, 'UTC'), l.claim_id, now64(6),
 FROM (` + lease.NewestLeaseSQL(s.database, "ids") + `) AS l
 LEFT JOIN (` + lease.NewestWatermarkSQL(s.database, "ids") + `) AS w ON w.hunt_id = l.hunt_id
 WHERE l.claim_id = toUUID({claim:String}) AND toInt64(l.fire) = {fire:Int64} AND l.until > now64(3)
-  AND (w.hunt_id != '') = {has_prev:Bool} AND toInt64(w.watermark) = {prev:Int64} AND {wm:Int64} > {prev:Int64}`
+  AND (w.hunt_id != '') = {has_prev:Bool} AND (NOT {has_prev:Bool} OR toInt64(w.watermark) = {prev:Int64})
+  AND {wm:Int64} > {prev:Int64}`
 	kind := run.Kind
 	if kind == "" {
 		kind = KindScheduled
 	}
-	prev := int64(0)
-	if l.HasWatermark {
-		prev = l.Watermark
+	// The run continues from where its window (or the gap before it) starts; that must still
+	// be the newest watermark, so the committed windows of a hunt tile.
+	prev := run.WindowStart
+	if run.GapEnd > run.GapStart {
+		prev = run.GapStart
 	}
 	wctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
 		"async_insert":               0,

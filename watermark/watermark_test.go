@@ -95,7 +95,9 @@ func TestAdvanceFenced(t *testing.T) {
 	if err := s.Advance(ctx, held, commit(now+200)); !errors.Is(err, ErrFenced) {
 		t.Fatalf("old holder's advance after takeover: %v, want ErrFenced", err)
 	}
-	if err := s.Advance(ctx, next, commit(now)); err != nil {
+	nextRun := commit(now)
+	nextRun.WindowStart = now - 1 // continues from the holder's commit
+	if err := s.Advance(ctx, next, nextRun); err != nil {
 		t.Fatalf("new holder's advance: %v", err)
 	}
 	if wm, _ := watermarkOf(t, s, "h"); wm != now {
@@ -136,7 +138,9 @@ func TestAdvanceIsCompareAndSet(t *testing.T) {
 		t.Fatalf("commit from a stale verify (no watermark): %v, want ErrFenced", err)
 	}
 	stale.HasWatermark, stale.Watermark = true, now-180
-	if err := s.Advance(ctx, stale, commit(now-60)); !errors.Is(err, ErrFenced) {
+	overlapping := commit(now - 60)
+	overlapping.WindowStart = now - 180
+	if err := s.Advance(ctx, stale, overlapping); !errors.Is(err, ErrFenced) {
 		t.Fatalf("commit from a stale verify (older watermark): %v, want ErrFenced", err)
 	}
 	// Progress never moves back or stands still.
