@@ -104,3 +104,65 @@ func TestListeningLineAndSIGTERM(t *testing.T) {
 		t.Fatalf("a given -path must be kept: %v", err)
 	}
 }
+
+// startBin runs chlocal with args and returns its address once it listens.
+func startBin(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(chtest.Binary(t), args...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`^listening on (\S+) `).FindStringSubmatch(line)
+	if m == nil {
+		t.Fatalf("first line %q", line)
+	}
+	return m[1]
+}
+
+func TestFaultsFlag(t *testing.T) {
+	chtest.LibPath(t)
+	dir := t.TempDir()
+	good := filepath.Join(dir, "faults.json")
+	if err := os.WriteFile(good, []byte(`{"seed": 5, "rules": [{"name": "nope", "kind": "read", "match": "nope", "effect": "fail_before", "code": 242}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addr := startBin(t, "-faults", good)
+	resp, err := http.Post("http://"+addr+"/", "text/plain", strings.NewReader("SELECT 'nope'"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == 200 || resp.Header.Get("X-ClickHouse-Exception-Code") != "242" {
+		t.Fatalf("statement under the file's rule: %s, code %q", resp.Status, resp.Header.Get("X-ClickHouse-Exception-Code"))
+	}
+	resp, err = http.Get("http://" + addr + "/chlocal/faults")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), `"seed":5`) || !strings.Contains(string(b), `"fired":1`) {
+		t.Fatalf("GET /chlocal/faults = %s", b)
+	}
+
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"rules": [{"name": "late", "effect": "delay_answer"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(chtest.Binary(t), "-faults", bad).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "rule 0 (late)") || !strings.Contains(string(out), "needs a delay") {
+		t.Fatalf("bad rule file: %v, output %q; want a failure naming the rule", err, out)
+	}
+}
