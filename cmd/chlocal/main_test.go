@@ -3,6 +3,7 @@ package main_test
 import (
 	"bufio"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -164,5 +165,53 @@ func TestFaultsFlag(t *testing.T) {
 	out, err := exec.Command(chtest.Binary(t), "-faults", bad).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "rule 0 (late)") || !strings.Contains(string(out), "needs a delay") {
 		t.Fatalf("bad rule file: %v, output %q; want a failure naming the rule", err, out)
+	}
+}
+
+// nonLoopbackIP returns an address of this machine other than loopback, or skips.
+func nonLoopbackIP(t *testing.T) string {
+	t.Helper()
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !n.IP.IsLinkLocalUnicast() {
+			return n.IP.String()
+		}
+	}
+	t.Skip("this machine has no non-loopback IPv4 address")
+	return ""
+}
+
+// Listening on every address is not enough to serve other hosts: the peer
+// must be loopback unless -allow-remote is given, and web pages stay refused.
+func TestAllowRemoteFlag(t *testing.T) {
+	chtest.LibPath(t)
+	ip := nonLoopbackIP(t)
+	get := func(addr, origin string) int {
+		t.Helper()
+		_, port, _ := net.SplitHostPort(addr)
+		req, _ := http.NewRequest(http.MethodGet, "http://"+net.JoinHostPort(ip, port)+"/?query=SELECT+1", nil)
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	strict := startBin(t, "-listen", "0.0.0.0:0")
+	if code := get(strict, ""); code != http.StatusForbidden {
+		t.Fatalf("a peer at %s without -allow-remote: %d, want 403", ip, code)
+	}
+	open := startBin(t, "-listen", "0.0.0.0:0", "-allow-remote")
+	if code := get(open, ""); code != http.StatusOK {
+		t.Fatalf("a peer at %s with -allow-remote: %d, want 200", ip, code)
+	}
+	if code := get(open, "http://evil.example"); code != http.StatusForbidden {
+		t.Fatalf("a web page with -allow-remote: %d, want 403", code)
 	}
 }

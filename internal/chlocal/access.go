@@ -12,20 +12,28 @@ import (
 // chlocal runs every statement it is sent with full rights (file(), url(),
 // INSERT INTO FUNCTION …), so a web page must never reach it. A page can
 // send requests to 127.0.0.1 (a "simple" cross-origin POST needs no
-// preflight), and through DNS rebinding it can even make them look
-// same-origin under its own name. Hence, by default:
+// preflight, an <img> GET carries no Origin at all), and through DNS
+// rebinding it can even make them look same-origin under its own name.
+// Hence, by default:
 //   - the peer must be a loopback address;
-//   - the Host header must name loopback (localhost, 127.0.0.0/8, ::1): a
+//   - the Host header must name loopback (localhost, 127.0.0.0/8, ::1, or
+//     the unspecified address a client of a 0.0.0.0 listener dials): a
 //     rebound name such as evil.example:PORT is refused;
 //   - an Origin header, which browsers send and ordinary clients do not,
-//     must be a loopback origin.
+//     must be a loopback origin;
+//   - Sec-Fetch-Site, which current browsers send on every request, must not
+//     be cross-site (this catches the GETs of <img>, <script> and links,
+//     which carry no Origin).
 //
 // AllowRemote drops the first two for a chlocal serving other hosts
-// (compose, a cluster); the Origin rule stays, since no web page has a
+// (compose, a cluster); the browser rules stay, since no web page has a
 // reason to talk to it.
 func (s *Server) refusal(r *http.Request) string {
 	if o := r.Header.Get("Origin"); o != "" && !loopbackOrigin(o) {
 		return "requests from web pages (Origin " + o + ") are refused"
+	}
+	if strings.EqualFold(r.Header.Get("Sec-Fetch-Site"), "cross-site") {
+		return "requests from web pages (Sec-Fetch-Site: cross-site) are refused"
 	}
 	if s.opts.AllowRemote {
 		return ""
@@ -55,6 +63,9 @@ func loopbackHost(hostport string) bool {
 		host = h
 	} else if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
 		host = host[1 : len(host)-1]
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return true // a rebinding page cannot make a browser send Host 0.0.0.0; the browser rules catch one that fetches it
 	}
 	return loopbackName(host)
 }
