@@ -215,3 +215,64 @@ func TestAllowRemoteFlag(t *testing.T) {
 		t.Fatalf("a web page with -allow-remote: %d, want 403", code)
 	}
 }
+
+// SIGTERM ends injected holds: a request held for ten minutes does not keep
+// chlocal from shutting down cleanly.
+func TestSIGTERMEndsHolds(t *testing.T) {
+	chtest.LibPath(t)
+	cmd := exec.Command(chtest.Binary(t))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := strings.Fields(strings.TrimPrefix(line, "listening on "))[0]
+	req, _ := http.NewRequest(http.MethodPut, "http://"+addr+"/chlocal/faults",
+		strings.NewReader(`{"rules": [{"match": "held", "effect": "delay_answer", "delay": "10m"}]}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	go func() {
+		if resp, err := http.Post("http://"+addr+"/", "text/plain", strings.NewReader("SELECT 'held'")); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, err := http.Get("http://" + addr + "/chlocal/log")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(b), `"executed":true`) && strings.Contains(string(b), "held") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the held statement never ran: %s", b)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM with a held request: %v, want a clean exit", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("chlocal did not exit within 20s of SIGTERM")
+	}
+}

@@ -91,6 +91,19 @@ func async(f func() error) chan error {
 	return ch
 }
 
+// result waits for an async call's error, failing the test after a minute:
+// a hold that is never released must fail the test, not hang it.
+func result(t *testing.T, ch chan error) error {
+	t.Helper()
+	select {
+	case err := <-ch:
+		return err
+	case <-time.After(time.Minute):
+		t.Fatal("no answer within a minute of the hold's release")
+		return nil
+	}
+}
+
 func pending(ch chan error) bool {
 	select {
 	case err := <-ch:
@@ -125,7 +138,7 @@ func TestFaultDelayAnswerInsertLandsBeforeItsAnswer(t *testing.T) {
 		t.Fatalf("log entry while held = %+v (found %v), want fault late-ack, executed, not done", st, ok)
 	}
 	e.srv.ClearFaults(t)
-	if err := <-done; err != nil {
+	if err := result(t, done); err != nil {
 		t.Fatalf("insert after the hold: %v", err)
 	}
 	if st, _ := logged(t, e.srv, "INSERT INTO fa"); !st.Done || st.ErrorCode != 0 {
@@ -157,7 +170,7 @@ func TestFaultDelayAnswerReadIsStale(t *testing.T) {
 		t.Fatal("the read was answered before the hold ended")
 	}
 	e.srv.ClearFaults(t)
-	if err := <-done; err != nil {
+	if err := result(t, done); err != nil {
 		t.Fatal(err)
 	}
 	if got != 1 {
@@ -182,7 +195,7 @@ func TestFaultDelayStart(t *testing.T) {
 		t.Fatalf("held insert executed or answered: %+v", st)
 	}
 	e.srv.ClearFaults(t)
-	if err := <-done; err != nil {
+	if err := result(t, done); err != nil {
 		t.Fatalf("insert after the hold: %v", err)
 	}
 	if n := e.count(t); n != 1 {
@@ -341,7 +354,16 @@ func TestStatementLogSettings(t *testing.T) {
 	if st.Params["n"] != "5" || st.Kind != ctl.KindRead || st.Database != "default" || !st.Done {
 		t.Errorf("entry = %+v", st)
 	}
-	resp, err := http.Get(srv.URL + "/chlocal/log?limit=1000")
+	// A password sent as a URL parameter is not a setting and is not logged.
+	resp, err := http.Post(srv.URL+"/?user=default&password="+password, "text/plain", strings.NewReader("SELECT 'pw-in-url'"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if st, ok := logged(t, srv, "pw-in-url"); !ok || len(st.Settings) != 0 {
+		t.Fatalf("statement with user and password parameters: %+v (found %v), want no settings", st, ok)
+	}
+	resp, err = http.Get(srv.URL + "/chlocal/log?limit=1000")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +380,7 @@ func TestStatementLogSettings(t *testing.T) {
 	var last []ctl.Statement
 	err = json.NewDecoder(resp.Body).Decode(&last)
 	resp.Body.Close()
-	if err != nil || len(last) != 1 || !strings.Contains(last[0].SQL, "logmark") {
+	if err != nil || len(last) != 1 || !strings.Contains(last[0].SQL, "pw-in-url") {
 		t.Fatalf("limit=1: %+v, %v", last, err)
 	}
 	if got := srv.StatementsSince(t, last[0].Seq); len(got) != 0 {
