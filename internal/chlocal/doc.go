@@ -24,4 +24,14 @@
 // headers or streaming (results are buffered); a request whose client gave
 // up still runs to completion; one engine per process (a second Start
 // fails). GET /chlocal/stats reports how many SQL requests were served.
+//
+// For tests it adds what a real server cannot do on demand: fault rules
+// (Options.Faults, SetFaults, PUT/GET/DELETE /chlocal/faults) that answer
+// chosen statements late, hold them before they run, or answer them with a
+// ClickHouse exception before or after they ran; and a bounded statement log
+// (GET /chlocal/log) of each statement's SQL and settings as received.
+//
+// It answers only loopback clients that name a loopback Host and are not web
+// pages (Options.AllowRemote relaxes the first two), because it runs
+// whatever it is sent with full rights. See docs/chlocal.md.
 package chlocal

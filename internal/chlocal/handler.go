@@ -3,7 +3,6 @@ package chlocal
 import (
 	"compress/gzip"
 	"compress/zlib"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -16,11 +15,14 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ClickHouse/ch-go/compress"
 	"github.com/andybalholm/brotli"
 	"github.com/google/uuid"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 )
 
 // reservedParams are URL parameters of the HTTP interface itself, not settings.
@@ -47,14 +49,17 @@ var (
 const maxFrame = 1 << 20
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if why := s.refusal(r); why != "" {
+		s.log.Warn("chlocal: request refused", slog.String("reason", why))
+		s.fail(w, exception{code: 195, name: "IP_ADDRESS_NOT_ALLOWED", msg: "chlocal: " + why}, http.StatusForbidden)
+		return
+	}
+	if s.serveControl(w, r) {
+		return
+	}
 	switch r.URL.Path {
 	case "/ping":
 		io.WriteString(w, "Ok.\n")
-		return
-	case "/chlocal/stats":
-		w.Header().Set("Content-Type", "application/json")
-		rss, hwm := memoryUsage()
-		_ = json.NewEncoder(w).Encode(map[string]int64{"queries": s.queries.Load(), "rss_bytes": rss, "max_rss_bytes": hwm})
 		return
 	case "/":
 	default:
@@ -118,6 +123,7 @@ func readBody(r *http.Request, blocks bool) ([]byte, error) {
 
 // request is one SQL request, parsed from the URL and body.
 type request struct {
+	text       string // the statement as sent, without INSERT data: what faults match and the log records
 	sql        []byte
 	database   string
 	format     string
@@ -137,33 +143,72 @@ func (s *Server) serveQuery(w http.ResponseWriter, params url.Values, body []byt
 	if req.infile != "" {
 		defer os.Remove(req.infile)
 	}
+	kind := ctl.Classify(req.text)
+	seq := s.stmts.Add(ctl.Statement{
+		Time: time.Now().UTC(), QueryID: params.Get("query_id"), Kind: kind, Database: req.database,
+		SQL: req.text, Settings: settingsMap(req.settings), Params: paramsMap(req.names, req.values),
+	})
+	code := s.answer(w, params.Get("query_id"), req, ex, kind, seq)
+	s.stmts.Finish(seq, code)
+}
+
+// answer runs a parsed request, with the fault that fires on it if any, and
+// returns the exception code it sent (0 for success). Injected delays are
+// spent outside the session lock, so that they hold up only their own request.
+func (s *Server) answer(w http.ResponseWriter, queryID string, req request, ex *exception, kind ctl.Kind, seq uint64) int {
 	if ex != nil {
 		s.fail(w, *ex, ex.status())
-		return
+		return ex.code
 	}
-	queryID := params.Get("query_id")
 	if queryID == "" {
 		queryID = uuid.NewString()
 	}
 	s.queries.Add(1)
+	var rule ctl.FaultRule
+	faulty := false
+	if in := s.faults.Load(); in != nil {
+		rule, faulty = in.Decide(kind, req.text)
+	}
+	if faulty {
+		s.stmts.SetFault(seq, rule.Name, rule.Effect)
+		w.Header().Set("X-Chlocal-Fault", rule.Name)
+		s.log.Debug("chlocal: fault", slog.String("rule", rule.Name), slog.String("effect", string(rule.Effect)),
+			slog.Duration("delay", rule.Delay))
+		switch rule.Effect {
+		case ctl.DelayStart:
+			if !s.hold(rule.Delay) {
+				return s.failWith(w, exception{code: 1001, name: "STD_EXCEPTION", msg: "chlocal is closing"})
+			}
+		case ctl.FailBefore:
+			s.hold(rule.Delay)
+			return s.failWith(w, injected(rule))
+		}
+	}
 	out, err := s.run(req)
+	s.stmts.SetExecuted(seq)
+	if faulty {
+		switch rule.Effect {
+		case ctl.DelayAnswer:
+			s.hold(rule.Delay)
+		case ctl.FailAfter:
+			s.hold(rule.Delay)
+			return s.failWith(w, injected(rule))
+		}
+	}
 	if err != nil {
 		ex := parseException(err.Error())
 		s.log.Debug("chlocal: query failed", slog.Int("code", ex.code), slog.String("err", ex.msg))
-		s.fail(w, ex, ex.status())
-		return
+		return s.failWith(w, ex)
 	}
 	if len(out) > 0 && req.format == "Native" && req.protocol > 0 {
 		out, err = reframeNative(out, min(req.protocol, s.revision), &s.sc)
 		if err != nil {
-			s.fail(w, exception{code: 1001, name: "STD_EXCEPTION", msg: "chlocal: " + err.Error()}, http.StatusInternalServerError)
-			return
+			return s.failWith(w, exception{code: 1001, name: "STD_EXCEPTION", msg: "chlocal: " + err.Error()})
 		}
 	}
 	if len(out) > 0 && req.compressed {
 		if out, err = compressBlocks(out, req.method); err != nil {
-			s.fail(w, exception{code: 1001, name: "STD_EXCEPTION", msg: "chlocal: " + err.Error()}, http.StatusInternalServerError)
-			return
+			return s.failWith(w, exception{code: 1001, name: "STD_EXCEPTION", msg: "chlocal: " + err.Error()})
 		}
 	}
 	h := w.Header()
@@ -179,6 +224,38 @@ func (s *Server) serveQuery(w http.ResponseWriter, params url.Values, body []byt
 	h.Set("Content-Length", strconv.Itoa(len(out)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(out)
+	return 0
+}
+
+// injected is the exception a fail_after or fail_before rule sends.
+func injected(rule ctl.FaultRule) exception {
+	msg := rule.Message
+	if msg == "" {
+		msg = "chlocal: fault " + rule.Name + " (" + string(rule.Effect) + ") injected"
+	}
+	return exception{code: rule.Code, name: ctl.ErrorName(rule.Code), msg: msg}
+}
+
+func settingsMap(settings []setting) map[string]string {
+	if len(settings) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(settings))
+	for _, st := range settings {
+		m[st.name] = st.value
+	}
+	return m
+}
+
+func paramsMap(names, values []string) map[string]string {
+	if len(names) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(names))
+	for i, n := range names {
+		m[n] = values[i]
+	}
+	return m
 }
 
 func (s *Server) parseRequest(params url.Values, body []byte) (request, *exception) {
@@ -223,6 +300,7 @@ func (s *Server) parseRequest(params url.Values, body []byte) (request, *excepti
 	}
 
 	query := params.Get("query")
+	req.text = query
 	switch {
 	case query != "" && len(body) > 0:
 		if m := insertDataRe.FindStringSubmatch(query); m != nil {
@@ -247,6 +325,7 @@ func (s *Server) parseRequest(params url.Values, body []byte) (request, *excepti
 	case query != "":
 		req.sql = []byte(s.rewrite(query))
 	default:
+		req.text = string(body)
 		req.sql = body
 		if !insertRe.Match(body) {
 			req.sql = []byte(s.rewrite(string(body)))
@@ -391,6 +470,12 @@ func compressBlocks(out []byte, m compress.Method) ([]byte, error) {
 		out = out[n:]
 	}
 	return res, nil
+}
+
+// failWith writes an exception with its usual status and returns its code.
+func (s *Server) failWith(w http.ResponseWriter, ex exception) int {
+	s.fail(w, ex, ex.status())
+	return ex.code
 }
 
 // fail writes an exception as clickhouse-server does.

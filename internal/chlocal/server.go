@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
+
+	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 )
 
 // PinnedMajor is the ClickHouse major version this package is written
@@ -45,6 +47,18 @@ type Options struct {
 	RewriteReplicated bool
 	// Logger receives startup and per-error lines. Default: slog.Default().
 	Logger *slog.Logger
+	// Faults are the fault rules in effect from the start (see FaultRule);
+	// PUT /chlocal/faults and SetFaults replace them at run time.
+	Faults FaultSet
+	// StatementLog is how many statements GET /chlocal/log keeps: 0 means
+	// ctl.DefaultLogSize, a negative value turns the log off.
+	StatementLog int
+	// AllowRemote answers peers other than loopback and any Host header, for
+	// a chlocal listening on a non-loopback address (compose, a cluster). By
+	// default only loopback clients naming a loopback Host are answered, and
+	// in both modes requests carrying a non-loopback Origin (web pages) are
+	// refused.
+	AllowRemote bool
 }
 
 // Server is a running chlocal HTTP server.
@@ -67,6 +81,11 @@ type Server struct {
 	curDB     string            // database of the last USE; "" forces one
 	applied   map[string]string // per-request settings currently in effect
 	queries   atomic.Int64
+	faults    atomic.Pointer[ctl.Injector] // nil: no faults
+	stmts     *ctl.StatementLog            // nil: no log
+	closing   chan struct{}                // closed by Close: injected holds end early
+	relMu     sync.Mutex
+	release   chan struct{} // closed (and replaced) by ClearFaults: injected holds end early
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -75,8 +94,9 @@ var started atomic.Bool
 
 // Start loads chDB, prepares a server-like session and serves ClickHouse's
 // HTTP interface until Close. It fails with ErrNoLibrary when the library is
-// missing, ErrVersion when it is not ClickHouse PinnedMajor.x, and
-// ErrAlreadyStarted when called twice in one process.
+// missing, ErrVersion when it is not ClickHouse PinnedMajor.x,
+// ErrAlreadyStarted when called twice in one process, and an error naming
+// the rule when a fault rule is invalid.
 func Start(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Listen == "" {
 		opts.Listen = "127.0.0.1:0"
@@ -84,15 +104,28 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	// Checked before claiming the process's one engine, so that a missing library can be
-	// reported (and fixed) without using it up.
+	s := &Server{opts: opts, log: opts.Logger, done: make(chan struct{}), session: make(chan struct{}, 1),
+		closing: make(chan struct{}), release: make(chan struct{})}
+	switch {
+	case opts.StatementLog == 0:
+		s.stmts = ctl.NewStatementLog(ctl.DefaultLogSize)
+	case opts.StatementLog > 0:
+		s.stmts = ctl.NewStatementLog(opts.StatementLog)
+	}
+	// The library and the fault rules are checked before claiming the
+	// process's one engine, so that either can be reported (and fixed)
+	// without using it up.
 	if err := checkLibrary(opts.LibPath); err != nil {
 		return nil, err
+	}
+	if len(opts.Faults.Rules) > 0 {
+		if err := s.SetFaults(opts.Faults); err != nil {
+			return nil, err
+		}
 	}
 	if !started.CompareAndSwap(false, true) {
 		return nil, ErrAlreadyStarted
 	}
-	s := &Server{opts: opts, log: opts.Logger, done: make(chan struct{}), session: make(chan struct{}, 1)}
 	if err := s.start(ctx); err != nil {
 		s.cleanup()
 		return nil, err
@@ -138,6 +171,10 @@ func (s *Server) start(ctx context.Context) error {
 	}()
 	s.log.Debug("chlocal: listening", slog.String("addr", ln.Addr().String()),
 		slog.String("version", s.version), slog.String("data", s.opts.DataPath))
+	if tcp, ok := ln.Addr().(*net.TCPAddr); ok && !tcp.IP.IsLoopback() && !s.opts.AllowRemote {
+		s.log.Warn("chlocal: listening on a non-loopback address, but only loopback clients are answered; "+
+			"set AllowRemote (-allow-remote) to serve other hosts", slog.String("addr", ln.Addr().String()))
+	}
 	return nil
 }
 
@@ -240,6 +277,7 @@ func (s *Server) Queries() int64 { return s.queries.Load() }
 // directory. The process cannot start another engine afterwards.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
+		close(s.closing)
 		if s.http != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			defer cancel()

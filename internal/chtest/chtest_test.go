@@ -11,6 +11,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
+	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
@@ -205,5 +206,41 @@ func TestServerURLFromEnvironment(t *testing.T) {
 	}
 	if chtest.Queries(t, s.URL) <= before {
 		t.Fatal("the re-run did not use the server from " + chtest.EnvURL)
+	}
+}
+
+// Fault rules survive a restart of a private server, with their seed; ClearFaults removes them.
+func TestFaultsSurviveRestart(t *testing.T) {
+	srv := chtest.Start(t)
+	seed := srv.SetFaults(t, ctl.FaultRule{Name: "boom", Kind: ctl.KindRead, Match: `boom`, Effect: ctl.FailBefore, Code: 252})
+	srv.Stop()
+	srv.Start()
+	opts, err := chtest.Options(srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := clickhouse.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var ex *clickhouse.Exception
+	if err := conn.Exec(context.Background(), "SELECT 'boom'"); !errors.As(err, &ex) || ex.Code != 252 {
+		t.Fatalf("after restart: %v, want exception 252", err)
+	}
+	rs := srv.FaultStats(t)
+	if len(rs) != 1 || rs[0].Name != "boom" || rs[0].Fired != 1 {
+		t.Fatalf("stats after restart: %+v", rs)
+	}
+	if st := srv.SetFaultSet(t, ctl.FaultSet{Seed: seed, Rules: []ctl.FaultRule{{Effect: ctl.FailBefore, Match: "boom"}}}); st.Seed != seed {
+		t.Fatalf("seed %d, want %d", st.Seed, seed)
+	}
+	srv.ClearFaults(t)
+	if err := conn.Exec(context.Background(), "SELECT 'boom'"); err != nil {
+		t.Fatalf("after ClearFaults: %v", err)
+	}
+	log := srv.StatementLog(t)
+	if len(log) == 0 || log[len(log)-1].SQL != "SELECT 'boom'" || log[len(log)-1].Fault != "" {
+		t.Fatalf("last logged statement: %+v", log[len(log)-1:])
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 )
 
 // process is a running chlocal.
@@ -136,11 +138,12 @@ type Server struct {
 	// Addr is 127.0.0.1:PORT.
 	Addr string
 
-	t    testing.TB
-	bin  string
-	data string
-	mu   sync.Mutex
-	proc *process
+	t      testing.TB
+	bin    string
+	data   string
+	mu     sync.Mutex
+	proc   *process
+	faults *ctl.FaultSet // the rules last set, put back after a restart
 }
 
 // Start runs a private chlocal process with its own data directory. It
@@ -184,6 +187,9 @@ func (s *Server) Start() {
 		var p *process
 		if p, err = startProcess(s.bin, s.Addr, s.data); err == nil {
 			s.proc = p
+			if err := s.reapplyFaults(); err != nil {
+				s.t.Fatalf("chtest: restart chlocal on %s: %v", s.Addr, err)
+			}
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
