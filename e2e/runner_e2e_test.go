@@ -206,14 +206,14 @@ type runWin struct {
 func verify(t *testing.T, ctx context.Context, conn driver.Conn, intervals map[string]int64, stoppedAt int64) {
 	t.Helper()
 	var doubles uint64
-	if err := conn.QueryRow(ctx, "SELECT count() FROM (SELECT hunt_id, fire FROM "+coordDB+".hunt_run "+
+	if err := conn.QueryRow(ctx, "SELECT count() FROM (SELECT hunt_id, fire FROM "+coordDB+".hunt_runs "+
 		"WHERE status = 'succeeded' GROUP BY hunt_id, fire HAVING count() > 1)").Scan(&doubles); err != nil {
 		t.Fatal(err)
 	}
 	if doubles != 0 {
 		t.Errorf("%d (hunt, fire) pairs succeeded twice", doubles)
-		rows, err := conn.Query(ctx, "SELECT hunt_id, toInt64(fire), run_id, owner, started, finished FROM "+coordDB+".hunt_run "+
-			"WHERE status = 'succeeded' AND (hunt_id, fire) IN (SELECT hunt_id, fire FROM "+coordDB+".hunt_run "+
+		rows, err := conn.Query(ctx, "SELECT hunt_id, toInt64(fire), run_id, owner, started, finished FROM "+coordDB+".hunt_runs "+
+			"WHERE status = 'succeeded' AND (hunt_id, fire) IN (SELECT hunt_id, fire FROM "+coordDB+".hunt_runs "+
 			"WHERE status = 'succeeded' GROUP BY hunt_id, fire HAVING count() > 1) ORDER BY hunt_id, started")
 		if err == nil {
 			for rows.Next() {
@@ -231,7 +231,7 @@ func verify(t *testing.T, ctx context.Context, conn driver.Conn, intervals map[s
 	}
 
 	rows, err := conn.Query(ctx, "SELECT hunt_id, toInt64(fire), toInt64(window_start), toInt64(window_end), toString(status) FROM "+
-		coordDB+".hunt_run WHERE status IN ('succeeded', 'gap') ORDER BY hunt_id, window_start")
+		coordDB+".hunt_runs WHERE status IN ('succeeded', 'gap') ORDER BY hunt_id, window_start")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +246,7 @@ func verify(t *testing.T, ctx context.Context, conn driver.Conn, intervals map[s
 	}
 	rows.Close()
 	wms := map[string]int64{}
-	rows, err = conn.Query(ctx, "SELECT hunt_id, toInt64(watermark) FROM "+coordDB+".hunt_watermark FINAL")
+	rows, err = conn.Query(ctx, "SELECT hunt_id, toInt64(max(watermark)) FROM "+coordDB+".hunt_watermark GROUP BY hunt_id")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,7 +311,7 @@ func verify(t *testing.T, ctx context.Context, conn driver.Conn, intervals map[s
 	}
 
 	var findings uint64
-	if err := conn.QueryRow(ctx, "SELECT count() FROM "+coordDB+".hunt_findings FINAL").Scan(&findings); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT count() FROM "+coordDB+".hunt_findings_committed").Scan(&findings); err != nil {
 		t.Fatal(err)
 	}
 	// One clean run over the same windows reads every event in them once.
@@ -322,9 +322,9 @@ func verify(t *testing.T, ctx context.Context, conn driver.Conn, intervals map[s
 		t.Errorf("the 20 s outage recorded no gap for the hunts with a short max_catchup")
 	}
 	var owners uint64
-	_ = conn.QueryRow(ctx, "SELECT uniqExact(owner) FROM "+coordDB+".hunt_run WHERE status = 'succeeded'").Scan(&owners)
+	_ = conn.QueryRow(ctx, "SELECT uniqExact(owner) FROM "+coordDB+".hunt_runs WHERE status = 'succeeded'").Scan(&owners)
 	var lost uint64
-	_ = conn.QueryRow(ctx, "SELECT count() FROM "+coordDB+".hunt_run WHERE status = 'lost'").Scan(&lost)
+	_ = conn.QueryRow(ctx, "SELECT count() FROM "+coordDB+".hunt_runs WHERE status = 'lost'").Scan(&lost)
 	t.Logf("%d succeeded runs by %d owners, %d gaps, %d lost, %d findings, %d/%d hunts at the latest fire, max lag %ds at stop",
 		runs, owners, gaps, lost, findings, atLatest, len(ids), maxLag)
 	if owners < 2 {

@@ -62,7 +62,7 @@ type lastRun struct {
 	fire            time.Time
 }
 
-// Status reads the coordination state (one snapshot plus one read of hunt_run) and reports
+// Status reads the coordination state (one snapshot plus one read of hunt_runs) and reports
 // every hunt of entries, sorted by id. Hunts that have state but are not in entries are left out.
 func Status(ctx context.Context, conn driver.Conn, store StateStore, database string, entries []ScheduleEntry) (StatusReport, error) {
 	snap, err := store.Snapshot(ctx)
@@ -71,23 +71,23 @@ func Status(ctx context.Context, conn driver.Conn, store StateStore, database st
 	}
 	runs := map[string]lastRun{}
 	rows, err := conn.Query(ctx, "SELECT hunt_id, argMax(status, finished), argMax(error, finished), max(finished), "+
-		"argMax(rows_written, finished), argMax(fire, finished) FROM "+chstore.QuoteIdent(database)+".hunt_run "+
+		"argMax(rows_written, finished), argMax(fire, finished) FROM "+chstore.QuoteIdent(database)+"."+chstore.ViewRuns+" "+
 		"WHERE status != 'gap' GROUP BY hunt_id")
 	if err != nil {
-		return StatusReport{}, fmt.Errorf("status: read hunt_run: %w", err)
+		return StatusReport{}, fmt.Errorf("status: read hunt_runs: %w", err)
 	}
 	for rows.Next() {
 		var id string
 		var lr lastRun
 		if err := rows.Scan(&id, &lr.status, &lr.errText, &lr.finished, &lr.rows, &lr.fire); err != nil {
 			rows.Close()
-			return StatusReport{}, fmt.Errorf("status: read hunt_run: %w", err)
+			return StatusReport{}, fmt.Errorf("status: read hunt_runs: %w", err)
 		}
 		runs[id] = lr
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return StatusReport{}, fmt.Errorf("status: read hunt_run: %w", err)
+		return StatusReport{}, fmt.Errorf("status: read hunt_runs: %w", err)
 	}
 
 	now := snap.Now.Unix()

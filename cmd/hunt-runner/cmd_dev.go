@@ -267,8 +267,8 @@ func (p *runPrinter) print(rep runner.RunReport) {
 func (p *runPrinter) findings(rep runner.RunReport) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	rows, err := p.conn.Query(ctx, "SELECT finding FROM "+chstore.QuoteIdent(p.db)+".hunt_findings FINAL "+
-		"WHERE hunt_id = ? AND fire = toDateTime(?, 'UTC') ORDER BY finding LIMIT ?", rep.HuntID, rep.Fire, p.show)
+	rows, err := p.conn.Query(ctx, "SELECT finding FROM "+chstore.QuoteIdent(p.db)+"."+chstore.ViewFindingsCommitted+
+		" WHERE hunt_id = ? AND run_id = ? ORDER BY finding LIMIT ?", rep.HuntID, rep.RunID, p.show)
 	if err != nil {
 		return []string{"(could not read findings: " + err.Error() + ")"}
 	}

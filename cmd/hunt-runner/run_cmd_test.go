@@ -50,7 +50,7 @@ func TestRunTriggerStatusOnEngine(t *testing.T) {
 	deadline := time.Now().Add(time.Minute)
 	var runs uint64
 	for time.Now().Before(deadline) {
-		_ = db.Conn.QueryRow(ctx, "SELECT count() FROM hunt_run WHERE status = 'succeeded'").Scan(&runs)
+		_ = db.Conn.QueryRow(ctx, "SELECT count() FROM hunt_runs WHERE status = 'succeeded'").Scan(&runs)
 		if runs >= 2 {
 			break
 		}
