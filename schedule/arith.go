@@ -74,10 +74,36 @@ func NextFire(now, interval, offset int64) int64 {
 
 // Window is the half-open data window [start, end) a run of fire covers: it starts at the
 // watermark, or one interval before the fire on a hunt's first run, and ends at the fire.
-// Shifting by a hunt's delay and capping catch-up are the caller's business.
+// Shifting by a hunt's delay is the caller's business; RunSpan adds the catch-up cap.
 func Window(watermark int64, hasWatermark bool, fire, interval int64) (start, end int64) {
 	if hasWatermark {
 		return watermark, fire
 	}
 	return fire - interval, fire
+}
+
+// Span is the window one run covers, in schedule seconds: [Start, End), End becoming the
+// watermark when the run commits. [GapStart, GapEnd) is a range the run skips because it lies
+// beyond the catch-up cap; it is empty (GapEnd <= GapStart) on a healthy run.
+type Span struct {
+	Start, End       int64
+	GapStart, GapEnd int64
+}
+
+// HasGap reports whether the run skips a range.
+func (s Span) HasGap() bool { return s.GapEnd > s.GapStart }
+
+// RunSpan is the span a run of fire covers: Window, cut to its newest maxCatchup seconds after
+// an outage longer than that (the cut-off part is the gap, recorded rather than silently lost).
+// A watermark at or beyond the fire cannot be owed; the empty span at the fire is the safe
+// answer. maxCatchup must be positive (the runner resolves a hunt's default and floor).
+func RunSpan(watermark int64, hasWatermark bool, fire, interval, maxCatchup int64) Span {
+	start, end := Window(watermark, hasWatermark, fire, interval)
+	start = min(start, end)
+	s := Span{Start: start, End: end}
+	if end-start > maxCatchup {
+		s.GapStart, s.GapEnd = start, end-maxCatchup
+		s.Start = end - maxCatchup
+	}
+	return s
 }

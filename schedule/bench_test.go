@@ -24,7 +24,7 @@ const benchHunts = 100_000
 func seedBacklog(ctx context.Context, b testing.TB, conn driver.Conn, database string, n int, now int64) {
 	b.Helper()
 	db := chstore.QuoteIdent(database)
-	for _, table := range []string{tableSchedule, tableWatermark, tableLease} {
+	for _, table := range []string{chstore.TableSchedule, chstore.TableWatermark, chstore.TableLease} {
 		if err := conn.Exec(ctx, "SYSTEM STOP MERGES "+db+"."+table); err != nil {
 			b.Fatalf("stop merges on %s: %v", table, err)
 		}
@@ -46,15 +46,15 @@ func seedBacklog(ctx context.Context, b testing.TB, conn driver.Conn, database s
 	intervals := []uint32{60, 300, 600, 3600, 86400}
 	id := func(i int) string { return fmt.Sprintf("hunt-%06d", i) }
 	t0 := time.Unix(now, 0).UTC()
-	send(tableSchedule, "hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated", n, func(i int) []any {
+	send(chstore.TableSchedule, "hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated", n, func(i int) []any {
 		iv := intervals[i%len(intervals)]
 		return []any{id(i), iv, uint32(PhaseOffset(id(i), int64(iv), DefaultSpreadFraction)), uint8(1), "h", t0.Add(-time.Hour)}
 	})
-	send(tableSchedule, "hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated", n/20, func(i int) []any {
+	send(chstore.TableSchedule, "hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated", n/20, func(i int) []any {
 		return []any{id(i * 20), uint32(0), uint32(0), uint8(0), "", t0.Add(-time.Minute)}
 	})
 	for gen := range 2 {
-		send(tableWatermark, "hunt_id, watermark, claim_id, updated", n, func(i int) []any {
+		send(chstore.TableWatermark, "hunt_id, watermark, claim_id, updated", n, func(i int) []any {
 			iv := int64(intervals[i%len(intervals)])
 			fire := LatestFire(now, iv, PhaseOffset(id(i), iv, DefaultSpreadFraction))
 			wm := fire - iv*int64(1-gen) // the newer row covers the latest fire for most hunts
@@ -63,7 +63,7 @@ func seedBacklog(ctx context.Context, b testing.TB, conn driver.Conn, database s
 			}
 			return []any{id(i), time.Unix(wm, 0).UTC(), uuid.New(), t0.Add(time.Duration(gen-10) * time.Second)}
 		})
-		send(tableLease, "hunt_id, fire, owner, claim_id, claimed, lease_until", n, func(i int) []any {
+		send(chstore.TableLease, "hunt_id, fire, owner, claim_id, claimed, lease_until", n, func(i int) []any {
 			until := t0.Add(-time.Duration(i%300) * time.Second)
 			if gen == 1 && i%100 == 0 {
 				until = t0.Add(5 * time.Minute) // a live lease: 1% of hunts running right now
@@ -71,7 +71,7 @@ func seedBacklog(ctx context.Context, b testing.TB, conn driver.Conn, database s
 			return []any{id(i), t0, "pod-a", uuid.New(), t0.Add(time.Duration(gen-20) * time.Second), until}
 		})
 	}
-	send(tableRequest, "hunt_id, requested_fire, request_id, requested_by, requested", 300, func(i int) []any {
+	send(chstore.TableRequest, "hunt_id, requested_fire, request_id, requested_by, requested", 300, func(i int) []any {
 		return []any{id(i * 333), t0, uuid.New(), "bench", t0}
 	})
 }

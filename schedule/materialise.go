@@ -288,7 +288,7 @@ func (s *ClickHouseStore) Published(ctx context.Context) (Published, error) {
 	if err := queryOne(ctx, s.conn, "SELECT now64(6)", &p.Now); err != nil {
 		return p, err
 	}
-	rows, err := s.conn.Query(ctx, "SELECT hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated FROM "+s.table(tableSchedule)+" FINAL")
+	rows, err := s.conn.Query(ctx, "SELECT hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated FROM "+s.table(chstore.TableSchedule)+" FINAL")
 	if err != nil {
 		return p, err
 	}
@@ -318,7 +318,7 @@ func (s *ClickHouseStore) Published(ctx context.Context) (Published, error) {
 // Publish implements Store.
 func (s *ClickHouseStore) Publish(ctx context.Context, rows []Row, rec Publication) error {
 	if len(rows) > 0 {
-		b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table(tableSchedule)+" (hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated)")
+		b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table(chstore.TableSchedule)+" (hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated)")
 		if err != nil {
 			return err
 		}
@@ -332,7 +332,7 @@ func (s *ClickHouseStore) Publish(ctx context.Context, rows []Row, rec Publicati
 			return err
 		}
 	}
-	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table(tablePublish)+" (set_hash, hunt_count, source, published)")
+	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table(chstore.TablePublish)+" (set_hash, hunt_count, source, published)")
 	if err != nil {
 		return err
 	}
@@ -353,7 +353,7 @@ func boolToUInt8(b bool) uint8 {
 // PublishedSetHash returns the set hash of the newest hunt_publish row ("" if nothing was ever
 // published), so a runner can tell whether hunt_schedule matches the set it loaded.
 func PublishedSetHash(ctx context.Context, q Querier, database string) (string, error) {
-	rows, err := q.Query(ctx, "SELECT set_hash FROM "+chstore.QuoteIdent(database)+"."+tablePublish+" ORDER BY published DESC LIMIT 1")
+	rows, err := q.Query(ctx, "SELECT set_hash FROM "+chstore.QuoteIdent(database)+"."+chstore.TablePublish+" ORDER BY published DESC LIMIT 1")
 	if err != nil {
 		return "", fmt.Errorf("read published set hash: %w", err)
 	}

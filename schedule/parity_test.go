@@ -18,8 +18,8 @@ import (
 
 // The parity test proves DueCountSQL (every form of it) and IsDue agree on the real engine.
 //
-// Each case is one hunt with its own schedule history, watermark rows, lease rows and run-now
-// requests, built around one "now". All cases live in one database; for every distinct now the
+// Each case is one hunt with its own schedule history, watermark (commit) rows, lease rows,
+// hunt_state rows and run-now requests, built around one "now". All cases live in one database; for every distinct now the
 // SQL runs once and is compared with IsDue over every hunt in the table (so each hunt is also
 // checked at the other cases' nows), per hunt for the production form and by count for the others.
 
@@ -39,28 +39,40 @@ type leaseRow struct {
 	claimID      uuid.UUID
 }
 
+type stateRow struct {
+	retryAfterMs int64 // 0: the row sets no backoff
+	updated      time.Time
+}
+
 type parityHunt struct {
 	id         string
 	schedule   []scheduleRow
-	watermarks []watermarkRow
+	watermarks []watermarkRow // oldest first; row k is inserted in the k-th watermark insert
 	leases     []leaseRow
+	states     []stateRow
 	requests   []int64
 }
 
 // newest resolves the hunt's rows the way docs/contracts.md defines "newest", independently of
-// any SQL: max updated for schedule and watermark, max (claimed, claim_id) for leases.
+// any SQL: max updated for schedule and hunt_state, the greatest watermark (commits only raise
+// it, whatever order their rows land in), max (claimed, claim_id) for leases.
 func (h parityHunt) newest() (Row, State) {
 	var row Row
 	var st State
-	var rowAt, wmAt time.Time
+	var rowAt, stAt time.Time
 	for i, r := range h.schedule {
 		if i == 0 || r.updated.After(rowAt) {
 			row, rowAt = r.Row, r.updated
 		}
 	}
-	for i, w := range h.watermarks {
-		if i == 0 || w.updated.After(wmAt) {
-			st.Watermark, st.HasWatermark, wmAt = w.watermark, true, w.updated
+	for _, w := range h.watermarks {
+		if !st.HasWatermark || w.watermark > st.Watermark {
+			st.Watermark, st.HasWatermark = w.watermark, true
+		}
+	}
+	for i, s := range h.states {
+		if i == 0 || s.updated.After(stAt) {
+			st.RetryAfterMs, st.HasRetryAfter, stAt = s.retryAfterMs, s.retryAfterMs > 0, s.updated
 		}
 	}
 	var bestLease leaseRow
@@ -92,7 +104,9 @@ func clickHouseUUIDCompare(a, b uuid.UUID) int {
 }
 
 // parityCases builds the matrix: ids × intervals × nows × watermarks × leases × schedule
-// histories × requests. Every hunt id starts with its now's index ("n007|…"), so that one query
+// histories × requests, and one of the hunt_state (backoff) histories per case, taken in turn:
+// their count is prime to every other dimension's, so each meets every combination of the
+// others across the nows. Every hunt id starts with its now's index ("n007|…"), so that one query
 // per now can select exactly the cases built for it.
 //
 // Times sit around the real clock: hunt_lease and hunt_request have TTLs, and rows that expired
@@ -124,8 +138,11 @@ func parityCases(wallNow time.Time) (hunts []parityHunt, nows []int64) {
 				}{
 					{"none", nil}, {"zero", []int64{0}}, {"fire-1", []int64{fire - 1}}, {"fire", []int64{fire}},
 					{"fire+1", []int64{fire + 1}}, {"fire+I", []int64{fire + iv}}, {"far", []int64{far}},
-					{"superseded", []int64{far, fire - 1}}, // an older far watermark must not win
-					{"advanced", []int64{fire - 1, fire}},  // nor an older owed one
+					// Several commit rows: the greatest wins, wherever it was inserted. The
+					// second row lands in a later insert (part) with a later updated.
+					{"far-then-owed", []int64{far, fire - 1}},
+					{"advanced", []int64{fire - 1, fire}},
+					{"older-landed-later", []int64{fire, fire - 1}},
 				}
 				leases := []struct {
 					name string
@@ -141,13 +158,27 @@ func parityCases(wallNow time.Time) (hunts []parityHunt, nows []int64) {
 				reqs := []struct {
 					name string
 					rf   []int64
-				}{{"none", nil}, {"old", []int64{fire - iv}}, {"now", []int64{fire - iv, now}}}
+				}{{"none", nil}, {"old", []int64{fire - iv}}, {"now", []int64{fire - iv, now}},
+					{"future", []int64{fire - iv, now + 1}}} // owed only once its fire has come
+				nowMs := now * 1000
+				states := []struct {
+					name string
+					ms   []int64 // retry_after per hunt_state row, oldest first; 0 = none
+				}{
+					{"none", nil}, {"cleared", []int64{0}},
+					{"before", []int64{nowMs - 1}}, {"at", []int64{nowMs}}, {"after", []int64{nowMs + 1}},
+					// The newest row clears an older live backoff (a success), or ends exactly
+					// at now under it: retry_after > now must hold on the newest row, not only
+					// on the candidates.
+					{"far-then-cleared", []int64{far * 1000, 0}}, {"far-then-at", []int64{far * 1000, nowMs}},
+				}
 				for _, wm := range wms {
 					for _, ls := range leases {
 						for _, sc := range []string{"live", "tombstoned", "revived", "disabled", "zero-interval"} {
 							for _, rq := range reqs {
 								n++
-								h := parityHunt{id: fmt.Sprintf("n%03d|%s|I%d|wm=%s|lease=%s|%s|req=%s|%d", ni, id, iv, wm.name, ls.name, sc, rq.name, n)}
+								sts := states[n%len(states)]
+								h := parityHunt{id: fmt.Sprintf("n%03d|%s|I%d|wm=%s|lease=%s|%s|req=%s|state=%s|%d", ni, id, iv, wm.name, ls.name, sc, rq.name, sts.name, n)}
 								live := Row{HuntID: h.id, IntervalSeconds: uint32(iv), PhaseOffset: uint32(p), Enabled: true, ConfigHash: "c1"}
 								tomb := Tombstone(h.id)
 								switch sc {
@@ -179,6 +210,9 @@ func parityCases(wallNow time.Time) (hunts []parityHunt, nows []int64) {
 								for k, ms := range ls.ms {
 									h.leases = append(h.leases, leaseRow{ms, at(20 + k), uuid.New()})
 								}
+								for k, ms := range sts.ms {
+									h.states = append(h.states, stateRow{ms, at(30 + k)})
+								}
 								h.requests = rq.rf
 								hunts = append(hunts, h)
 							}
@@ -198,7 +232,7 @@ func parityCases(wallNow time.Time) (hunts []parityHunt, nows []int64) {
 func insertParity(ctx context.Context, t testing.TB, conn driver.Conn, database string, hunts []parityHunt) {
 	t.Helper()
 	db := chstore.QuoteIdent(database)
-	for _, table := range []string{tableSchedule, tableWatermark, tableLease} {
+	for _, table := range []string{chstore.TableSchedule, chstore.TableWatermark, chstore.TableLease, chstore.TableState} {
 		if err := conn.Exec(ctx, "SYSTEM STOP MERGES "+db+"."+table); err != nil {
 			t.Fatalf("stop merges on %s: %v", table, err)
 		}
@@ -206,6 +240,7 @@ func insertParity(ctx context.Context, t testing.TB, conn driver.Conn, database 
 	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"optimize_on_insert": 0}))
 	built := map[string]int{}
 	batch := func(table, cols string, add func(b driver.Batch) error) {
+		t.Helper()
 		b, err := conn.PrepareBatch(ctx, "INSERT INTO "+db+"."+table+" ("+cols+")")
 		if err != nil {
 			t.Fatalf("prepare %s: %v", table, err)
@@ -213,12 +248,12 @@ func insertParity(ctx context.Context, t testing.TB, conn driver.Conn, database 
 		if err := add(b); err != nil {
 			t.Fatalf("append %s: %v", table, err)
 		}
-		built[table] = b.Rows()
+		built[table] += b.Rows()
 		if err := b.Send(); err != nil {
 			t.Fatalf("send %s: %v", table, err)
 		}
 	}
-	batch(tableSchedule, "hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated", func(b driver.Batch) error {
+	batch(chstore.TableSchedule, "hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated", func(b driver.Batch) error {
 		for _, h := range hunts {
 			for _, r := range h.schedule {
 				if err := b.Append(r.HuntID, r.IntervalSeconds, r.PhaseOffset, boolToUInt8(r.Enabled), r.ConfigHash, r.updated); err != nil {
@@ -228,17 +263,37 @@ func insertParity(ctx context.Context, t testing.TB, conn driver.Conn, database 
 		}
 		return nil
 	})
-	batch(tableWatermark, "hunt_id, watermark, claim_id, updated", func(b driver.Batch) error {
-		for _, h := range hunts {
-			for _, w := range h.watermarks {
+	// One insert per commit generation, so that a hunt's later rows are in later parts.
+	for k := 0; ; k++ {
+		more := false
+		batch(chstore.TableWatermark, "hunt_id, watermark, claim_id, updated", func(b driver.Batch) error {
+			for _, h := range hunts {
+				if k >= len(h.watermarks) {
+					continue
+				}
+				more = true
+				w := h.watermarks[k]
 				if err := b.Append(h.id, time.Unix(w.watermark, 0).UTC(), uuid.New(), w.updated); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if !more {
+			break
+		}
+	}
+	batch(chstore.TableState, "hunt_id, status, updated, retry_after", func(b driver.Batch) error {
+		for _, h := range hunts {
+			for _, s := range h.states {
+				if err := b.Append(h.id, "failed", s.updated, time.UnixMilli(s.retryAfterMs).UTC()); err != nil {
 					return err
 				}
 			}
 		}
 		return nil
 	})
-	batch(tableLease, "hunt_id, fire, owner, claim_id, claimed, lease_until", func(b driver.Batch) error {
+	batch(chstore.TableLease, "hunt_id, fire, owner, claim_id, claimed, lease_until", func(b driver.Batch) error {
 		for _, h := range hunts {
 			for _, l := range h.leases {
 				if err := b.Append(h.id, time.Unix(0, 0).UTC(), "pod-a", l.claimID, l.claimed, time.UnixMilli(l.leaseUntilMs).UTC()); err != nil {
@@ -248,7 +303,7 @@ func insertParity(ctx context.Context, t testing.TB, conn driver.Conn, database 
 		}
 		return nil
 	})
-	batch(tableRequest, "hunt_id, requested_fire, request_id, requested_by, requested", func(b driver.Batch) error {
+	batch(chstore.TableRequest, "hunt_id, requested_fire, request_id, requested_by, requested", func(b driver.Batch) error {
 		for _, h := range hunts {
 			for _, rf := range h.requests {
 				if err := b.Append(h.id, time.Unix(rf, 0).UTC(), uuid.New(), "test", time.Now().UTC()); err != nil {

@@ -15,15 +15,6 @@ type Querier interface {
 	Query(ctx context.Context, query string, args ...any) (driver.Rows, error)
 }
 
-// Table names, as in chstore (schedule deliberately does not import it: see DESIGN §1).
-const (
-	tableSchedule  = "hunt_schedule"
-	tablePublish   = "hunt_publish"
-	tableLease     = "hunt_lease"
-	tableWatermark = "hunt_watermark"
-	tableRequest   = "hunt_request"
-)
-
 // dueForm names a way to resolve "newest row per hunt" and combine the tables. Every form gives
 // the same answer (the parity test compares each one per hunt with IsDue); DueCountSQL uses
 // formLive, the fastest in BenchmarkDueSQL, and DueListSQL formFinal, which also reports the
@@ -31,21 +22,21 @@ const (
 type dueForm int
 
 const (
-	// formLive reads hunt_schedule and hunt_watermark with FINAL (ReplacingMergeTree keeps the
-	// newest by updated; WHERE applies after the merge, so an old enabled row under a newer
-	// tombstone is never seen) and joins them with a sort-merge join — both streams come out of
-	// FINAL in hunt_id order. Leases are never resolved for every hunt: a hunt is held only if
-	// its newest lease is live, and a newest live lease is itself a live row, so the few hunts
-	// with any lease_until > now are the only candidates; their newest row by
-	// (claimed, claim_id) is resolved exactly and joined as a third sorted stream. Pending
+	// formLive reads hunt_schedule with FINAL (ReplacingMergeTree keeps the newest by updated;
+	// WHERE applies after the merge, so an old enabled row under a newer tombstone is never
+	// seen) and joins it with the per-hunt greatest watermark by a sort-merge join. Leases and
+	// backoff are never resolved for every hunt: a hunt is held only if its newest lease is
+	// live, and a newest live lease is itself a live row, so the few hunts with any
+	// lease_until > now are the only candidates; their newest row by (claimed, claim_id) is
+	// resolved exactly. Backoff is found the same way from rows with retry_after > now. Pending
 	// requests are looked up in one scalar pair of arrays.
 	formLive dueForm = iota
-	// formFinal is the same FINAL reads with the lease table resolved per hunt by
-	// ORDER BY claimed DESC, claim_id DESC LIMIT 1 BY hunt_id (FINAL alone breaks claimed ties
-	// by insertion order, not claim_id), then hash joins.
+	// formFinal reads hunt_schedule and hunt_state with FINAL, resolves the lease table per
+	// hunt by ORDER BY claimed DESC, claim_id DESC LIMIT 1 BY hunt_id (FINAL alone breaks
+	// claimed ties by insertion order, not claim_id), then hash joins.
 	formFinal
 	// formArgMax is the earlier Python runner's shape: argMax … GROUP BY per table, then joins
-	// (plus requests, which it ignored). It is the benchmark's baseline.
+	// (plus requests and backoff, which it ignored). It is the benchmark's baseline.
 	formArgMax
 )
 
@@ -53,6 +44,14 @@ const (
 const noRequest = "toInt64(-9223372036854775808)"
 
 var dueForms = map[dueForm]string{formLive: "live", formFinal: "final", formArgMax: "argmax"}
+
+// newestWatermarkSQL is the newest watermark of every hunt: hunt_watermark keeps one row per
+// commit and a commit only ever raises the watermark, so the newest is the greatest. A plain
+// max … GROUP BY hunt_id is the shape the table's aggregate projection `latest` answers, so the
+// read costs one row per hunt and part, not one per commit.
+func newestWatermarkSQL(db string) string {
+	return `SELECT hunt_id, toUInt8(1) AS has_wm, toInt64(max(watermark)) AS wm FROM ` + db + `.` + chstore.TableWatermark + ` GROUP BY hunt_id`
+}
 
 // dueCore returns a query yielding one row per due hunt with columns
 // hunt_id String, fire Int64, has_wm UInt8, wm Int64, has_lease UInt8, lu_ms Int64,
@@ -68,35 +67,45 @@ func dueCore(form dueForm, database, nowExpr string) string {
 	db := chstore.QuoteIdent(database)
 	t := func(name string) string { return db + "." + name }
 	now := "toInt64(" + nowExpr + ")"
-	var sched, wm, lease string
+	var sched, lease, state string
+	wm := newestWatermarkSQL(db)
 	switch form {
 	case formLive, formFinal:
-		sched = fmt.Sprintf(`SELECT hunt_id, interval_seconds AS i, phase_offset AS p FROM %s FINAL WHERE enabled = 1 AND interval_seconds > 0`, t(tableSchedule))
-		wm = fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS has_wm, toInt64(watermark) AS wm FROM %s FINAL`, t(tableWatermark))
-		lease = fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS has_lease, toUnixTimestamp64Milli(lease_until) AS lu_ms FROM %s ORDER BY hunt_id, claimed DESC, claim_id DESC LIMIT 1 BY hunt_id`, t(tableLease))
+		sched = fmt.Sprintf(`SELECT hunt_id, interval_seconds AS i, phase_offset AS p FROM %s FINAL WHERE enabled = 1 AND interval_seconds > 0`, t(chstore.TableSchedule))
+		lease = fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS has_lease, toUnixTimestamp64Milli(lease_until) AS lu_ms FROM %s ORDER BY hunt_id, claimed DESC, claim_id DESC LIMIT 1 BY hunt_id`, t(chstore.TableLease))
+		state = fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS has_st, toUnixTimestamp64Milli(retry_after) AS ra_ms FROM %s FINAL`, t(chstore.TableState))
 	case formArgMax:
-		sched = fmt.Sprintf(`SELECT hunt_id, i, p FROM (SELECT hunt_id, argMax(interval_seconds, updated) AS i, argMax(phase_offset, updated) AS p, argMax(enabled, updated) AS e FROM %s GROUP BY hunt_id) WHERE e = 1 AND i > 0`, t(tableSchedule))
-		wm = fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS has_wm, toInt64(argMax(watermark, updated)) AS wm FROM %s GROUP BY hunt_id`, t(tableWatermark))
-		lease = fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS has_lease, toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) AS lu_ms FROM %s GROUP BY hunt_id`, t(tableLease))
+		sched = fmt.Sprintf(`SELECT hunt_id, i, p FROM (SELECT hunt_id, argMax(interval_seconds, updated) AS i, argMax(phase_offset, updated) AS p, argMax(enabled, updated) AS e FROM %s GROUP BY hunt_id) WHERE e = 1 AND i > 0`, t(chstore.TableSchedule))
+		lease = fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS has_lease, toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) AS lu_ms FROM %s GROUP BY hunt_id`, t(chstore.TableLease))
+		state = fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS has_st, toUnixTimestamp64Milli(argMax(retry_after, updated)) AS ra_ms FROM %s GROUP BY hunt_id`, t(chstore.TableState))
 	}
-	req := fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS has_req, toInt64(max(requested_fire)) AS rf FROM %s GROUP BY hunt_id`, t(tableRequest))
+	req := fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS has_req, toInt64(max(requested_fire)) AS rf FROM %s GROUP BY hunt_id`, t(chstore.TableRequest))
 	fire := fmt.Sprintf(`toInt64(i) AS iv, intDiv(%[1]s, iv) * iv + toInt64(p) %% iv AS cur,
     if(%[1]s >= cur, cur, cur - iv) AS fire`, now)
-	owed := `(has_wm = 0 OR wm < fire OR (has_req = 1 AND rf > wm))`
+	// A request is owed once its fire has come: no runner claims a fire beyond now.
+	owed := fmt.Sprintf(`(has_wm = 0 OR wm < fire OR (has_req = 1 AND rf > wm AND rf <= %s))`, now)
 	if form == formLive {
-		// held: the hunt's newest lease is live. Only hunts with any live row can be held, and
-		// a newest live lease is itself such a row, so the candidates are those few hunts;
-		// their newest row by (claimed, claim_id) is then resolved exactly. As a third stream
+		// held: the hunt's newest lease is live, or its newest hunt_state row puts it in
+		// backoff. Only hunts with any live lease row can be held by a lease, and a newest live
+		// lease is itself such a row, so the candidates are those few hunts; their newest row
+		// by (claimed, claim_id) is then resolved exactly. Backoff likewise: only hunts with a
+		// row whose retry_after > now are candidates, resolved by updated. As one more stream
 		// of the sort-merge join (not a NOT IN set, which is built before the main pipeline
-		// starts) this pass runs alongside the FINAL reads.
-		held := fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS held FROM %[1]s
-      WHERE hunt_id IN (SELECT hunt_id FROM %[1]s WHERE toUnixTimestamp64Milli(lease_until) > %[2]s * 1000)
+		// starts) this pass runs alongside the other reads.
+		held := fmt.Sprintf(`SELECT DISTINCT hunt_id, toUInt8(1) AS held FROM (
+      SELECT hunt_id FROM %[1]s
+      WHERE hunt_id IN (SELECT hunt_id FROM %[1]s WHERE toUnixTimestamp64Milli(lease_until) > %[3]s * 1000)
       GROUP BY hunt_id
-      HAVING toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) > %[2]s * 1000`, t(tableLease), now)
+      HAVING toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) > %[3]s * 1000
+    UNION ALL
+      SELECT hunt_id FROM %[2]s
+      WHERE hunt_id IN (SELECT hunt_id FROM %[2]s WHERE toUnixTimestamp64Milli(retry_after) > %[3]s * 1000)
+      GROUP BY hunt_id
+      HAVING toUnixTimestamp64Milli(argMax(retry_after, updated)) > %[3]s * 1000)`, t(chstore.TableLease), t(chstore.TableState), now)
 		// Pending requests are a few hundred rows: one scalar pair of arrays, looked up with
 		// transform, costs less than a join stream. The miss value is below every watermark
 		// (toInt64 of a DateTime is >= 0), so a hunt without a request is never owed by it.
-		reqs := fmt.Sprintf(`(SELECT groupArray(hunt_id), groupArray(rf) FROM (SELECT hunt_id, toInt64(max(requested_fire)) AS rf FROM %s GROUP BY hunt_id))`, t(tableRequest))
+		reqs := fmt.Sprintf(`(SELECT groupArray(hunt_id), groupArray(rf) FROM (SELECT hunt_id, toInt64(max(requested_fire)) AS rf FROM %s GROUP BY hunt_id))`, t(chstore.TableRequest))
 		return fmt.Sprintf(`WITH %[3]s AS reqs
 SELECT hunt_id, fire, has_wm, wm, toUInt8(0) AS has_lease, toInt64(0) AS lu_ms, toUInt8(rf0 != %[6]s) AS has_req, if(has_req = 1, rf0, 0) AS rf FROM (
   SELECT hunt_id, has_wm, wm, held, %[4]s, transform(hunt_id, reqs.1, reqs.2, %[6]s) AS rf0
@@ -105,18 +114,20 @@ SELECT hunt_id, fire, has_wm, wm, toUInt8(0) AS has_lease, toInt64(0) AS lu_ms, 
   LEFT JOIN (%[5]s) AS l USING (hunt_id)
   WHERE i > 0
 )
-WHERE held = 0 AND (has_wm = 0 OR wm < fire OR rf0 > wm)`, sched, wm, reqs, fire, held, noRequest)
+WHERE held = 0 AND (has_wm = 0 OR wm < fire OR (rf0 > wm AND rf0 <= %[7]s))`, sched, wm, reqs, fire, held, noRequest, now)
 	}
 	return fmt.Sprintf(`SELECT hunt_id, fire, has_wm, wm, has_lease, lu_ms, has_req, rf FROM (
-  SELECT hunt_id, has_wm, wm, has_lease, lu_ms, has_req, rf, %[5]s
+  SELECT hunt_id, has_wm, wm, has_lease, lu_ms, has_req, rf, has_st, ra_ms, %[5]s
   FROM (%[1]s) AS s
   LEFT JOIN (%[2]s) AS w USING (hunt_id)
   LEFT JOIN (%[3]s) AS l USING (hunt_id)
   LEFT JOIN (%[4]s) AS r USING (hunt_id)
+  LEFT JOIN (%[8]s) AS st USING (hunt_id)
   WHERE i > 0
 )
 WHERE (has_lease = 0 OR lu_ms <= %[6]s * 1000)
-  AND %[7]s`, sched, wm, lease, req, fire, now, owed)
+  AND (has_st = 0 OR ra_ms <= %[6]s * 1000)
+  AND %[7]s`, sched, wm, lease, req, fire, now, owed, state)
 }
 
 // dueSettings is the SETTINGS clause a form needs on the outermost query. The FINAL forms pin
