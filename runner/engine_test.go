@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/schedule"
@@ -28,7 +29,8 @@ type env struct {
 	t   testing.TB
 	db  *chtest.DB
 	ctx context.Context
-	now int64 // server clock when the events were written
+	now int64          // server clock when the events were written
+	srv *chtest.Server // private engine (newPrivateEnv only), for faults
 }
 
 func newEnv(t testing.TB) *env {
@@ -58,7 +60,9 @@ func newPrivateEnv(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return setupEnv(t, &chtest.DB{Conn: conn, Name: "rt", URL: srv.URL, Options: opts})
+	e := setupEnv(t, &chtest.DB{Conn: conn, Name: "rt", URL: srv.URL, Options: opts})
+	e.srv = srv
+	return e
 }
 
 func setupEnv(t testing.TB, db *chtest.DB) *env {
@@ -743,5 +747,126 @@ func TestWindowStartsAtTheVerifiedWatermark(t *testing.T) {
 	}
 	if got, want := e.count("SELECT count() FROM hunt_findings_committed WHERE hunt_id = 'paused'"), e.eventsIn(w0, f2, 0); got != want {
 		t.Fatalf("%d committed findings, want exactly %d (one per event)", got, want)
+	}
+}
+
+// Statement text the fault rules below aim at. Renewals are the only hunt_lease writes with a
+// literal lease length (claims bind it as a parameter).
+const (
+	matchCommit   = "INSERT INTO \\S*hunt_watermark"
+	matchFindings = "INSERT INTO \\S*hunt_findings"
+	matchRenew    = "toIntervalMillisecond\\(\\d+\\)"
+)
+
+// waitLeaseExpired waits until the hunt's newest lease has ended on the server's clock.
+func (e *env) waitLeaseExpired(id string) {
+	e.t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; {
+		if e.count("SELECT count() FROM hunt_lease WHERE hunt_id = ? AND lease_until > now64(3)", id) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatal("the lease never expired")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// firedCount is how often the named fault rule fired so far.
+func (e *env) firedCount(name string) int {
+	for _, r := range e.srv.FaultStats(e.t) {
+		if r.Name == name {
+			return int(r.Fired)
+		}
+	}
+	return 0
+}
+
+// Issue scenario 4: pod A's commit is sent while its lease is trusted but executes only after
+// the lease expired (renewals failing, the statement held), by which time peer B has claimed
+// the same fire. A stops retrying past its trust deadline; its late statements are refused;
+// B commits; exactly one commit, and its findings are exact.
+func TestLateCommitAfterExpiryIsRefused(t *testing.T) {
+	e := newPrivateEnv(t)
+	h := Hunt{ID: "late", Interval: 3600, Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
+	hs := &HuntSet{Hash: "x", Hunts: []Hunt{h}}
+	e.srv.SetFaults(t,
+		ctl.FaultRule{Name: "commit", Kind: ctl.KindInsert, Match: matchCommit, Effect: ctl.DelayStart, Delay: 2 * time.Minute},
+		ctl.FaultRule{Name: "renew", Kind: ctl.KindInsert, Match: matchRenew, Effect: ctl.FailBefore, Code: 242})
+	a := e.runner("pod-a", hs, func(o *Options) { o.Lease = 3 * time.Second })
+	var reports []RunReport
+	var mu sync.Mutex
+	a.opts.OnRun = func(rep RunReport) { mu.Lock(); reports = append(reports, rep); mu.Unlock() }
+	aDone := make(chan struct{})
+	go func() { defer close(aDone); e.tickAndWait(a) }()
+	for e.firedCount("commit") == 0 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.waitLeaseExpired("late")
+	<-aDone // A gave up at its trust deadline; its statements are still held
+	held := e.firedCount("commit")
+
+	b := e.runner("pod-b", hs, func(o *Options) { o.Lease = 30 * time.Second })
+	bDone := make(chan struct{})
+	go func() { defer close(bDone); e.tickAndWait(b) }()
+	for e.firedCount("commit") == held {
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.srv.ClearFaults(t) // every held commit executes now, A's and B's, in any order
+	<-bDone
+
+	mu.Lock()
+	if len(reports) != 1 || reports[0].Status != StatusLost {
+		t.Errorf("A's outcome %+v, want lost", reports)
+	}
+	mu.Unlock()
+	fire := e.latest(h)
+	if n := e.count("SELECT count() FROM hunt_watermark WHERE hunt_id = 'late'"); n != 1 {
+		t.Fatalf("%d commits of the fire, want 1", n)
+	}
+	var owner string
+	e.scan(&owner, "SELECT run_owner FROM hunt_watermark WHERE hunt_id = 'late'")
+	if owner != "pod-b" {
+		t.Errorf("committed by %q, want pod-b", owner)
+	}
+	if got, want := e.count("SELECT count() FROM hunt_findings_committed WHERE hunt_id = 'late'"), e.eventsIn(fire-3600, fire, 0); got != want {
+		t.Errorf("%d committed findings, want exactly %d", got, want)
+	}
+}
+
+// Issue scenario 5: pod A's findings insert is finished by the server after A lost its lease
+// and gave up, and after peer B committed the same fire. The committed view shows B's findings
+// exactly; A's rows landed but are never visible.
+func TestLateFindingsOfALostAttemptStayInvisible(t *testing.T) {
+	e := newPrivateEnv(t)
+	h := Hunt{ID: "slowins", Interval: 3600, Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
+	hs := &HuntSet{Hash: "x", Hunts: []Hunt{h}}
+	e.srv.SetFaults(t,
+		ctl.FaultRule{Name: "findings", Kind: ctl.KindInsert, Match: matchFindings, Times: 1, Effect: ctl.DelayStart, Delay: 2 * time.Minute},
+		ctl.FaultRule{Name: "renew", Kind: ctl.KindInsert, Match: matchRenew, Effect: ctl.FailBefore, Code: 242})
+	a := e.runner("pod-a", hs, func(o *Options) { o.Lease = 3 * time.Second })
+	aDone := make(chan struct{})
+	go func() { defer close(aDone); e.tickAndWait(a) }()
+	for e.firedCount("findings") == 0 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	e.waitLeaseExpired("slowins")
+	<-aDone
+	b := e.runner("pod-b", hs, func(o *Options) { o.Lease = 30 * time.Second })
+	e.tickAndWait(b)
+	fire := e.latest(h)
+	want := e.eventsIn(fire-3600, fire, 0)
+	e.srv.ClearFaults(t) // A's insert lands now, after B's commit
+	for deadline := time.Now().Add(time.Minute); e.count("SELECT count() FROM hunt_findings WHERE hunt_id = 'slowins'") < 2*want; {
+		if time.Now().After(deadline) {
+			t.Fatal("A's held insert never landed")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := e.count("SELECT count() FROM hunt_findings_committed WHERE hunt_id = 'slowins'"); got != want {
+		t.Fatalf("%d committed findings, want exactly B's %d", got, want)
+	}
+	if n := e.count("SELECT count() FROM hunt_runs WHERE hunt_id = 'slowins' AND status = 'succeeded'"); n != 1 {
+		t.Fatalf("%d succeeded records, want 1", n)
 	}
 }
