@@ -18,9 +18,10 @@ GRANT
   SELECT, INSERT ON `hunt_runner`.`hunt_run`,
   SELECT, INSERT, ALTER DELETE ON `hunt_runner`.`hunt_findings`,
   SELECT, INSERT ON `hunt_runner`.`hunt_request`,
+  SELECT, INSERT ON `hunt_runner`.`hunt_schema`,
   SELECT ON `edr`.*,
   SELECT ON `logs`.*,
   SELECT ON system.`databases`,
   SELECT ON system.`replicas`
 TO `hunt_runner` WITH REPLACE OPTION;
--- sha256: 6021b733d57d52e1dc6a4dad198c9ffd76d02c7a681f79cd99e9ca280b5d1e32
+-- sha256: e4a4a9dd5753a0b5ee129b75298723962e6c21c6884f5ba4b53ee9e79a899607
