@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -15,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/schedule"
 )
@@ -108,6 +110,14 @@ func TestRunnersEndToEnd(t *testing.T) {
 	start := time.Now()
 	t.Logf("3 runners ready")
 
+	// Until the outage: 30% of the reads that see hunt_watermark (snapshots, claims' verify
+	// reads, commits' read-backs) are answered 1.5 s late, and runner-2 is frozen with SIGSTOP
+	// again and again for 1–7 s, longer than its 5 s lease, between its snapshot, claim, run
+	// and commit wherever the signal finds it.
+	srv.SetFaults(t, ctl.FaultRule{Name: "late-watermark-read", Kind: ctl.KindRead, Match: "hunt_watermark",
+		Probability: 0.3, Effect: ctl.DelayAnswer, Delay: 1500 * time.Millisecond})
+	stopPauses := pauseRepeatedly(t, procs[2], 3*time.Second)
+
 	// SIGKILL runner-0 while a run is in flight, restart it.
 	time.Sleep(10 * time.Second)
 	if !waitFor(30*time.Second, func() bool { return procs[0].metric("hunt_runner_runs_in_flight") >= 1 }) {
@@ -136,6 +146,8 @@ func TestRunnersEndToEnd(t *testing.T) {
 	if d := 45*time.Second - time.Since(start); d > 0 {
 		time.Sleep(d)
 	}
+	t.Logf("runner-2 was paused %d times", stopPauses())
+	srv.ClearFaults(t)
 	srv.Stop()
 	down := time.Now()
 	t.Logf("ClickHouse stopped at +%v", time.Since(start).Round(time.Second))
@@ -160,8 +172,11 @@ func TestRunnersEndToEnd(t *testing.T) {
 			t.Fatalf("%s did not become ready again after the outage", p.name)
 		}
 	}
-	// Let every hunt catch up, then stop everyone at once, cleanly.
-	time.Sleep(12 * time.Second)
+	// Let every hunt catch up (every watermark at a fire owed a few seconds ago), then stop
+	// everyone at once, cleanly.
+	if !waitFor(90*time.Second, func() bool { return caughtUp(ctx, conn, intervals) }) {
+		t.Errorf("the hunts did not catch up within 90 s of the outage")
+	}
 	if err := conn.QueryRow(ctx, "SELECT toUnixTimestamp(now())").Scan(&now); err != nil {
 		t.Fatal(err)
 	}
@@ -175,6 +190,72 @@ func TestRunnersEndToEnd(t *testing.T) {
 	}
 	t.Logf("all stopped at +%v", time.Since(start).Round(time.Second))
 	verify(t, ctx, conn, intervals, int64(now))
+}
+
+// pauseRepeatedly freezes p with SIGSTOP for 1–7 s at a time, with every gap of 1–3 s, until
+// the returned function is called; that resumes p and reports how many pauses there were.
+func pauseRepeatedly(t *testing.T, p *runnerProc, after time.Duration) func() int {
+	t.Helper()
+	stop, done := make(chan struct{}), make(chan int)
+	go func() {
+		n := 0
+		defer func() { done <- n }()
+		select {
+		case <-stop:
+			return
+		case <-time.After(after):
+		}
+		for {
+			if !p.running() {
+				return
+			}
+			_ = p.cmd.Process.Signal(syscall.SIGSTOP)
+			n++
+			select {
+			case <-stop:
+				_ = p.cmd.Process.Signal(syscall.SIGCONT)
+				return
+			case <-time.After(time.Second + time.Duration(rand.Int64N(int64(6*time.Second)))):
+			}
+			_ = p.cmd.Process.Signal(syscall.SIGCONT)
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Second + time.Duration(rand.Int64N(int64(2*time.Second)))):
+			}
+		}
+	}()
+	return func() int { close(stop); return <-done }
+}
+
+// caughtUp reports whether every hunt's watermark has reached the fire owed stopSlack/2
+// seconds before the server's now.
+func caughtUp(ctx context.Context, conn driver.Conn, intervals map[string]int64) bool {
+	var now uint32
+	if err := conn.QueryRow(ctx, "SELECT toUnixTimestamp(now())").Scan(&now); err != nil {
+		return false
+	}
+	rows, err := conn.Query(ctx, "SELECT hunt_id, toInt64(max(watermark)) FROM "+coordDB+".hunt_watermark GROUP BY hunt_id")
+	if err != nil {
+		return false
+	}
+	defer rows.Close()
+	wms := map[string]int64{}
+	for rows.Next() {
+		var id string
+		var wm int64
+		if rows.Scan(&id, &wm) != nil {
+			return false
+		}
+		wms[id] = wm
+	}
+	for id, iv := range intervals {
+		off := schedule.PhaseOffset(id, iv, schedule.DefaultSpreadFraction)
+		if wms[id] < schedule.LatestFire(int64(now)-stopSlack/2, iv, off) {
+			return false
+		}
+	}
+	return true
 }
 
 func open(t *testing.T, url string) driver.Conn {
@@ -313,6 +394,17 @@ func verify(t *testing.T, ctx context.Context, conn driver.Conn, intervals map[s
 	var findings uint64
 	if err := conn.QueryRow(ctx, "SELECT count() FROM "+coordDB+".hunt_findings_committed").Scan(&findings); err != nil {
 		t.Fatal(err)
+	}
+	// Every committed window's findings are exact: one per source event in the window, under
+	// that run's id, whatever other attempts of the fire wrote.
+	var inexact uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM "+coordDB+".hunt_runs AS r LEFT JOIN (SELECT run_id, count() AS c FROM "+
+		coordDB+".hunt_findings_committed GROUP BY run_id) AS f ON f.run_id = r.run_id WHERE r.status = 'succeeded' AND "+
+		fmt.Sprintf("f.c != %d * (toInt64(r.window_end) - toInt64(r.window_start)) SETTINGS join_use_nulls = 0", eventsPerSec)).Scan(&inexact); err != nil {
+		t.Fatal(err)
+	}
+	if inexact != 0 {
+		t.Errorf("%d committed windows whose findings are not exactly their events", inexact)
 	}
 	// One clean run over the same windows reads every event in them once.
 	if want := uint64(covered * eventsPerSec); findings != want {
