@@ -189,10 +189,13 @@ func nonLoopbackIP(t *testing.T) string {
 func TestAllowRemoteFlag(t *testing.T) {
 	chtest.LibPath(t)
 	ip := nonLoopbackIP(t)
-	get := func(addr, origin string) int {
+	get := func(addr, host, origin string) int {
 		t.Helper()
 		_, port, _ := net.SplitHostPort(addr)
 		req, _ := http.NewRequest(http.MethodGet, "http://"+net.JoinHostPort(ip, port)+"/?query=SELECT+1", nil)
+		if host != "" {
+			req.Host = host + ":" + port
+		}
 		if origin != "" {
 			req.Header.Set("Origin", origin)
 		}
@@ -204,14 +207,18 @@ func TestAllowRemoteFlag(t *testing.T) {
 		return resp.StatusCode
 	}
 	strict := startBin(t, "-listen", "0.0.0.0:0")
-	if code := get(strict, ""); code != http.StatusForbidden {
+	if code := get(strict, "", ""); code != http.StatusForbidden {
 		t.Fatalf("a peer at %s without -allow-remote: %d, want 403", ip, code)
 	}
+	// A remote client can claim any Host: the peer address decides.
+	if code := get(strict, "localhost", ""); code != http.StatusForbidden {
+		t.Fatalf("a peer at %s sending Host localhost without -allow-remote: %d, want 403", ip, code)
+	}
 	open := startBin(t, "-listen", "0.0.0.0:0", "-allow-remote")
-	if code := get(open, ""); code != http.StatusOK {
+	if code := get(open, "", ""); code != http.StatusOK {
 		t.Fatalf("a peer at %s with -allow-remote: %d, want 200", ip, code)
 	}
-	if code := get(open, "http://evil.example"); code != http.StatusForbidden {
+	if code := get(open, "", "http://evil.example"); code != http.StatusForbidden {
 		t.Fatalf("a web page with -allow-remote: %d, want 403", code)
 	}
 }
