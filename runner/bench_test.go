@@ -6,12 +6,19 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/lease"
+	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/watermark"
 )
 
@@ -152,4 +159,126 @@ func liveHeap() uint64 {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc
+}
+
+// trivialQuery finds one row per run: the cost of a run is then the runner's, not the hunt's.
+const trivialQuery = "SELECT 1 AS x WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"
+
+// BenchmarkThroughput compares, side by side on one private engine, the fires per second one
+// runner with default flags commits (every hunt due every second, so demand exceeds supply)
+// with the engine's own limit for the same statements: a fire's hunt query, findings insert,
+// commit insert, read-back and lease release issued back to back from --concurrency
+// goroutines with no coordination at all. The ratio is the share of the engine the runner
+// turns into committed fires. It then runs 150 hunts of 5–9 s intervals, the issue's load, and
+// reports how many fell more than two intervals behind.
+func BenchmarkThroughput(b *testing.B) {
+	const window = 20 * time.Second
+	e := newPrivateEnv(b)
+	var runnerRate, engineRate float64
+	var behind int
+	for b.Loop() {
+		engineRate = engineLimit(b, e, DefaultConcurrency, window)
+		runnerRate = runnerThroughput(b, e, 150, func(i int) int64 { return 1 }, window)
+		behind = huntsBehind(b, e, 150, func(i int) int64 { return int64(5 + i%5) }, 2*window)
+	}
+	b.ReportMetric(engineRate, "engine-fires/s")
+	b.ReportMetric(runnerRate, "runner-fires/s")
+	b.ReportMetric(runnerRate/engineRate, "runner/engine")
+	b.ReportMetric(float64(behind), "hunts-behind-2-intervals")
+}
+
+// engineLimit issues a fire's statements back to back from n goroutines for d and returns
+// the fires per second.
+func engineLimit(b *testing.B, e *env, n int, d time.Duration) float64 {
+	r := benchRunner(b, e, 0)
+	h := &Hunt{ID: "limit", Interval: 1, Query: trivialQuery}
+	store := watermark.New(e.db.Conn, e.db.Name)
+	ctx, cancel := context.WithTimeout(e.ctx, d)
+	defer cancel()
+	var done atomic.Int64
+	var wg sync.WaitGroup
+	for g := range n {
+		wg.Go(func() {
+			for i := 0; ctx.Err() == nil; i++ {
+				id := fmt.Sprintf("limit-%d-%d", g, i)
+				run := uuid.New()
+				w := window{Start: e.now - 1, End: e.now, DataStart: time.Unix(e.now-1, 0), DataEnd: time.Unix(e.now, 0)}
+				f, err := r.query(ctx, h, e.now, run, w)
+				if err == nil {
+					err = r.storeFindings(ctx, h, e.now, run, f.docs)
+				}
+				if err == nil {
+					err = e.db.Conn.Exec(ctx, "INSERT INTO hunt_watermark (hunt_id, watermark, run_id, updated) SELECT ?, toDateTime(?, 'UTC'), ?, now64(6)", id, e.now, run)
+				}
+				if err == nil {
+					_, err = store.Committed(ctx, id, run)
+				}
+				if err == nil {
+					err = e.db.Conn.Exec(ctx, "INSERT INTO hunt_lease (hunt_id, fire, owner, claim_id, claimed, lease_until) SELECT ?, toDateTime(?, 'UTC'), 'limit', ?, now64(6), now64(3)", id, e.now, run)
+				}
+				if err == nil {
+					done.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return float64(done.Load()) / d.Seconds()
+}
+
+// startRunner runs a runner with default options over n hunts of the given intervals and
+// trivial queries until the returned stop function is called.
+func startRunner(b *testing.B, e *env, n int, interval func(int) int64) (stop func()) {
+	e.exec("TRUNCATE TABLE hunt_lease")
+	var hunts []Hunt
+	for i := range n {
+		hunts = append(hunts, Hunt{ID: fmt.Sprintf("tp%04d-%d", i, time.Now().UnixNano()), Interval: interval(i), Offset: int64(i) % interval(i), Query: trivialQuery})
+	}
+	coord, err := lease.New(e.db.Conn, lease.Options{Owner: "bench", Database: e.db.Name})
+	if err != nil {
+		b.Fatal(err)
+	}
+	set := &HuntSet{Hash: "x", Hunts: hunts}
+	r, err := New(e.db.Conn, coord, watermark.New(e.db.Conn, e.db.Name), func() *HuntSet { return set },
+		Options{Owner: "bench", Database: e.db.Name})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Start(ctx) }()
+	return func() { cancel(); <-done }
+}
+
+// runnerThroughput returns the commits per second of one default runner over d.
+func runnerThroughput(b *testing.B, e *env, n int, interval func(int) int64, d time.Duration) float64 {
+	before := e.count("SELECT count() FROM hunt_watermark")
+	stop := startRunner(b, e, n, interval)
+	time.Sleep(d)
+	stop()
+	return float64(e.count("SELECT count() FROM hunt_watermark")-before) / d.Seconds()
+}
+
+// huntsBehind runs one default runner over n hunts for d and returns how many hunts were then
+// more than two intervals behind their latest fire.
+func huntsBehind(b *testing.B, e *env, n int, interval func(int) int64, d time.Duration) int {
+	stop := startRunner(b, e, n, interval)
+	time.Sleep(d)
+	snap, err := watermark.New(e.db.Conn, e.db.Name).Snapshot(e.ctx)
+	stop()
+	if err != nil {
+		b.Fatal(err)
+	}
+	behind := 0
+	for id, st := range snap.Hunts {
+		if !strings.HasPrefix(id, "tp") {
+			continue
+		}
+		i, _ := strconv.Atoi(id[2:6])
+		iv := interval(i)
+		if latest := schedule.LatestFire(snap.Now.Unix(), iv, int64(i)%iv); !st.HasWatermark || latest-st.Watermark > 2*iv {
+			behind++
+		}
+	}
+	return behind
 }

@@ -47,9 +47,11 @@ type Options struct {
 	Concurrency int           // runs in flight at once; default 4
 	Lease       time.Duration // lease length, renewed every Lease/3 while held; default 5m
 	Grace       time.Duration // how long running hunts may finish after shutdown starts; default 30s
-	// MaxQueued is how many won fires may wait for a run slot; default Concurrency. A tick
-	// claims at most Concurrency + MaxQueued − (fires held), so a pod never hoards leases it
-	// cannot run soon (peers, scaled up on the backlog, get the rest) and renews few leases.
+	// MaxQueued is how many won fires may wait for a run slot. A tick claims at most
+	// Concurrency + MaxQueued − (fires held), so a pod never hoards leases it cannot run soon
+	// (peers, scaled up on the backlog, get the rest) and renews few leases. 0 sizes the queue
+	// to what the run slots finish during one claim cycle (measured: see queueTarget), so the
+	// slots never starve while a claim settles and nothing waits much longer than that.
 	// When due fires were left unclaimed, a finished run triggers the next tick at once.
 	MaxQueued int
 
@@ -83,16 +85,13 @@ func (o *Options) setDefaults() error {
 		o.Tick = 5 * time.Second
 	}
 	if o.Concurrency == 0 {
-		o.Concurrency = 4
+		o.Concurrency = DefaultConcurrency
 	}
 	if o.Lease == 0 {
 		o.Lease = 5 * time.Minute
 	}
 	if o.Grace == 0 {
 		o.Grace = 30 * time.Second
-	}
-	if o.MaxQueued == 0 {
-		o.MaxQueued = o.Concurrency
 	}
 	if o.CheckEvery == 0 {
 		o.CheckEvery = 12
@@ -123,6 +122,11 @@ func (o *Options) setDefaults() error {
 	return nil
 }
 
+// Defaults of Options (the run command's flags use them too).
+const (
+	DefaultConcurrency = 4
+)
+
 // Runner is the worker loop. Create it with New and run it with Start.
 type Runner struct {
 	conn     driver.Conn
@@ -146,7 +150,9 @@ type Runner struct {
 	wg       sync.WaitGroup
 	runCtx   context.Context
 	backlog  bool          // the last tick left due fires unclaimed for lack of capacity
-	wake     chan struct{} // a finished run asks for an early tick while backlog is set
+	wake     chan struct{} // finished runs ask for an early tick while backlog is set
+	runAvg   time.Duration // moving average of a run, start to commit
+	tickAvg  time.Duration // moving average of a tick that claimed (snapshot + claim)
 
 	ticks        int
 	holdRuns     bool   // tests: queue won fires without starting them (to count a tick's round trips)
@@ -296,7 +302,7 @@ func (r *Runner) drain(cancelRuns context.CancelFunc) {
 
 // tick plans and claims once. An error means ClickHouse could not be read (the caller backs off).
 func (r *Runner) tick(ctx context.Context) error {
-	start := r.opts.Clock()
+	start, began := r.opts.Clock(), time.Now()
 	ctx, span := r.opts.Tracer.Start(ctx, "hunt-runner.tick")
 	defer span.End()
 	defer func() { r.opts.Metrics.tickDone(ctx, time.Since(start)) }()
@@ -346,7 +352,7 @@ func (r *Runner) tick(ctx context.Context) error {
 		r.checkPublished(ctx, set)
 	}
 	r.mu.Lock()
-	capacity := r.opts.Concurrency + r.opts.MaxQueued - len(r.held)
+	capacity := r.opts.Concurrency + r.queueTarget() - len(r.held)
 	r.backlog = len(p.Due) > max(capacity, 0)
 	r.mu.Unlock()
 	if len(p.Due) > capacity {
@@ -389,6 +395,9 @@ func (r *Runner) tick(ctx context.Context) error {
 		attribute.Int("already_run", len(res.AlreadyRun)))
 	r.log.Debug("tick claimed", "due", len(p.Due), "won", len(res.Won), "lost", len(res.Lost),
 		"already_run", len(res.AlreadyRun), "failed", len(res.Failed))
+	r.mu.Lock()
+	r.tickAvg = ewma(r.tickAvg, time.Since(began))
+	r.mu.Unlock()
 	if len(res.Won) == 0 {
 		return nil
 	}
@@ -408,6 +417,29 @@ func (r *Runner) tick(ctx context.Context) error {
 	}
 	r.enqueue(jobs)
 	return nil
+}
+
+// queueTarget is how many won fires may wait for a slot (r.mu held): Options.MaxQueued when
+// set, otherwise what the slots finish during one claim cycle, so the slots stay busy while
+// the next claim settles: Concurrency × cycle ÷ run, between Concurrency and 16 × Concurrency.
+func (r *Runner) queueTarget() int {
+	if r.opts.MaxQueued > 0 {
+		return r.opts.MaxQueued
+	}
+	c := r.opts.Concurrency
+	if r.runAvg <= 0 || r.tickAvg <= 0 {
+		return 4 * c
+	}
+	n := int(int64(c) * int64(r.tickAvg) / int64(r.runAvg))
+	return min(max(n, c), 16*c)
+}
+
+// ewma folds d into the moving average avg (weight 1/8), starting at d.
+func ewma(avg, d time.Duration) time.Duration {
+	if avg == 0 {
+		return d
+	}
+	return avg + (d-avg)/8
 }
 
 // releaseAll hands back leases that will not be run (shutdown), so peers need not wait for
@@ -473,10 +505,16 @@ func (r *Runner) dispatch() {
 			defer r.wg.Done()
 			defer r.dispatch()
 			defer r.sem.Release(1)
+			started := time.Now()
 			r.execute(j)
 			r.mu.Lock()
 			delete(r.held, j.hunt.ID)
-			wake := r.backlog && !r.stopping
+			r.runAvg = ewma(r.runAvg, time.Since(started))
+			// Claim again once a good part of a batch is free: a claim costs a settle whatever
+			// its size, so claiming for every single finished run would cap throughput at one
+			// fire per settle.
+			free := r.opts.Concurrency + r.queueTarget() - len(r.held)
+			wake := r.backlog && !r.stopping && free >= max(1, (r.opts.Concurrency+r.queueTarget())/2)
 			r.mu.Unlock()
 			if wake {
 				select {
