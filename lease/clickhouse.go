@@ -200,21 +200,39 @@ func (s chStore) release(ctx context.Context, leases []Lease) error {
 	return s.writeFenced(ctx, ids, claimIDs, "now64(3)", liveOnly, "release:"+batchToken(claimIDs))
 }
 
+func (s chStore) Extend(ctx context.Context, leases []Lease, lease time.Duration) error {
+	for _, part := range chunks(leases) {
+		ids := make([]string, len(part))
+		claimIDs := make([]string, len(part))
+		for i, l := range part {
+			ids[i], claimIDs[i] = l.HuntID, l.ClaimID.String()
+		}
+		// The length is a bound parameter (a renewal's is literal SQL), so the two can be told
+		// apart in a server's query log.
+		until := "now64(3) + toIntervalMillisecond({lease_ms:Int64})"
+		if err := s.writeFenced(ctx, ids, claimIDs, until, liveOnly, "extend:"+batchToken(claimIDs),
+			clickhouse.Named("lease_ms", lease.Milliseconds())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // liveOnly narrows a fenced write to a lease that is still live on the server clock.
 const liveOnly = " AND until > now64(3)"
 
 // writeFenced inserts, for each hunt whose newest lease row carries one of claimIDs, a copy
 // of that row with a fresh claimed and lease_until = untilExpr. extraWhere narrows further.
-func (s chStore) writeFenced(ctx context.Context, ids, claimIDs []string, untilExpr, extraWhere, token string) error {
+func (s chStore) writeFenced(ctx context.Context, ids, claimIDs []string, untilExpr, extraWhere, token string, params ...any) error {
 	q := `INSERT INTO ` + s.table(chstore.TableLease) + ` (hunt_id, fire, owner, claim_id, claimed, lease_until)
 SELECT hunt_id, fire, owner, claim_id, now64(6), ` + untilExpr + `
 FROM (` + NewestLeaseSQL(s.database, "ids") + `)
 WHERE has(arrayMap(x -> toUUID(x), {claims:Array(String)}), claim_id)` + extraWhere
 	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(writeSettings(token)))
-	return s.conn.Exec(ctx, q,
+	return s.conn.Exec(ctx, q, append([]any{
 		clickhouse.Named("ids", uniq(ids)),
 		clickhouse.Named("claims", claimIDs),
-	)
+	}, params...)...)
 }
 
 // batchToken derives one deduplication token from a batch's fresh claim ids.
@@ -241,7 +259,9 @@ func uniq(ss []string) []string {
 // renew extends l if its row is still the newest of the hunt and live, then reads back.
 func (s chStore) renew(ctx context.Context, l Lease, lease, settle time.Duration) (Lease, error) {
 	start := time.Now()
-	token := fmt.Sprintf("renew:%s:%d", l.ClaimID, time.Now().UnixNano())
+	// Deterministic: the claim and the row it extends, so a retry routed to another replica is
+	// dropped by the block deduplication, and the next renewal (a newer row) is not.
+	token := fmt.Sprintf("renew:%s:%d", l.ClaimID, l.Claimed.UnixMicro())
 	until := fmt.Sprintf("now64(3) + toIntervalMillisecond(%d)", lease.Milliseconds())
 	// Renewing an expired lease could overlap a peer's claim that read the hunt as free.
 	if err := s.writeFenced(ctx, []string{l.HuntID}, []string{l.ClaimID.String()}, until, liveOnly, token); err != nil {

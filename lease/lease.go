@@ -80,6 +80,13 @@ type Options struct {
 	// Settle is the single wait between the batch insert and the verify read. Default 750ms.
 	// The protocol tolerates replica visibility lag below Settle/2 (see the package comment).
 	Settle time.Duration
+	// Provisional is how long a claim row holds its hunt until the winner extends it to Lease,
+	// right after its verify read. A claim whose insert was acknowledged too late to count
+	// (see the package comment) is never extended, so it blocks its hunt for Provisional, not
+	// for a whole Lease. Default 6 × Settle; at least 5 × Settle (insert, settle, verify and an
+	// extension sent two settles before the provisional row would expire), at most Lease (the
+	// default when Lease is under 6 × Settle: no provisional phase).
+	Provisional time.Duration
 	// Database holding hunt_lease and hunt_watermark. Default "hunt_runner".
 	Database string
 	// Logger; default slog.Default().
@@ -92,6 +99,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Settle == 0 {
 		o.Settle = DefaultSettle
+	}
+	if o.Provisional == 0 {
+		o.Provisional = 6 * o.Settle
+		if o.Provisional >= o.Lease {
+			o.Provisional = o.Lease // too short a lease for a provisional phase: claim it whole
+		}
 	}
 	if o.Database == "" {
 		o.Database = DefaultDatabase
@@ -111,6 +124,8 @@ func (o Options) validate() error {
 		return fmt.Errorf("lease: settle must be positive, got %s", o.Settle)
 	case o.Lease < 4*o.Settle:
 		return fmt.Errorf("lease: lease %s must be at least 4× settle %s", o.Lease, o.Settle)
+	case o.Provisional > o.Lease || (o.Provisional < o.Lease && o.Provisional < 5*o.Settle):
+		return fmt.Errorf("lease: provisional lease %s must be at least 5× settle (%s) and at most the lease %s", o.Provisional, 5*o.Settle, o.Lease)
 	}
 	return nil
 }

@@ -67,22 +67,27 @@ type Store interface {
 	// Release writes, for each lease whose row is still the newest of its hunt, a row with the
 	// same claim id ending it now. Leases that are no longer newest are left alone.
 	Release(ctx context.Context, leases []Lease) error
+	// Extend writes, for each lease whose row is still the newest of its hunt and live, a row
+	// with the same claim id lasting lease from the store's now. Others are left alone.
+	Extend(ctx context.Context, leases []Lease, lease time.Duration) error
 }
 
 // protocol is the claim protocol over any Store. Time is the process clock (time.Now and
 // timers) only for measuring this claimer's own round trips and waiting the settle; every
 // lease comparison uses the store's clock.
 type protocol struct {
-	store  Store
-	owner  string
-	lease  time.Duration
-	settle time.Duration
-	log    *slog.Logger
-	newID  func() uuid.UUID
+	store       Store
+	owner       string
+	lease       time.Duration
+	provisional time.Duration
+	settle      time.Duration
+	log         *slog.Logger
+	newID       func() uuid.UUID
 }
 
 func newProtocol(st Store, o Options) *protocol {
-	return &protocol{store: st, owner: o.Owner, lease: o.Lease, settle: o.Settle, log: o.Logger, newID: uuid.New}
+	return &protocol{store: st, owner: o.Owner, lease: o.Lease, provisional: o.Provisional, settle: o.Settle,
+		log: o.Logger, newID: uuid.New}
 }
 
 // claim runs one batch: free read, one conditional insert, one settle, one verify read (which
@@ -143,7 +148,7 @@ func (p *protocol) claim(ctx context.Context, fires []Fire) (Result, error) {
 			continue
 		}
 		sent := time.Now()
-		if err := p.store.InsertClaims(ctx, part, p.lease); err != nil {
+		if err := p.store.InsertClaims(ctx, part, p.provisionalLease()); err != nil {
 			// The server may have applied the insert; those rows hold their hunts until they
 			// expire, which is the price of an ambiguous failure. They are never released.
 			insertErr = fmt.Errorf("lease: claim insert: %w", err)
@@ -195,7 +200,7 @@ func (p *protocol) claim(ctx context.Context, fires []Fire) (Result, error) {
 		}
 		wm, hasWM := verify.Watermarks[c.HuntID]
 		won := Lease{HuntID: l.HuntID, Fire: l.Fire, Owner: l.Owner, ClaimID: l.ClaimID, Claimed: l.Claimed, Until: l.Until,
-			Trusted: freeRead.Add(p.lease - p.settle), Watermark: wm, HasWatermark: hasWM}
+			Trusted: freeRead.Add(p.provisionalLease() - p.settle), Watermark: wm, HasWatermark: hasWM}
 		if hasWM && wm >= c.Fire {
 			// A peer finished this fire between our free read and now.
 			finished = append(finished, won)
@@ -203,6 +208,11 @@ func (p *protocol) claim(ctx context.Context, fires []Fire) (Result, error) {
 			continue
 		}
 		res.Won = append(res.Won, won)
+	}
+	if len(res.Won) > 0 {
+		var lost []Fire
+		res.Won, lost = p.extend(ctx, res.Won, freeRead)
+		res.Lost = append(res.Lost, lost...)
 	}
 	if len(finished) > 0 {
 		if err := p.store.Release(ctx, finished); err != nil {
@@ -214,6 +224,74 @@ func (p *protocol) claim(ctx context.Context, fires []Fire) (Result, error) {
 		"already_run", len(res.AlreadyRun), "free_read", readDone.Sub(freeRead), "insert", acked.Sub(readDone),
 		"verify", verified.Sub(verifyStart), "total", time.Since(freeRead))
 	return p.result(res)
+}
+
+// extend turns won provisional claims into full leases: one fenced batch renewal, then one
+// read-back. It is sent only while every provisional row still has two settles to live
+// (measured from the free read, which precedes the rows' server clock), and counts only if
+// acknowledged within a settle, so its rows are visible everywhere before the provisional
+// rows expire (with replica lag below settle/2): a peer that finds the hunt free after that
+// expiry sees the extension, and cannot claim under it. An extension that is too late,
+// failed or not visible on read-back leaves its claims Lost; their rows expire with the
+// provisional lease (an extension that did land despite a late answer holds its hunt for a
+// lease, as a late claim once did).
+func (p *protocol) extend(ctx context.Context, won []Lease, freeRead time.Time) ([]Lease, []Fire) {
+	if p.provisionalLease() >= p.lease {
+		return won, nil
+	}
+	fires := leaseFires(won)
+	sent := time.Now()
+	if sent.After(freeRead.Add(p.provisional - 2*p.settle)) {
+		p.log.WarnContext(ctx, "claims verified too late to extend safely; their provisional leases will expire",
+			"fires", len(won), "since_free_read", sent.Sub(freeRead), "provisional", p.provisional)
+		return nil, fires
+	}
+	err := p.store.Extend(ctx, won, p.lease)
+	if took := time.Since(sent); err == nil && took >= p.settle {
+		err = fmt.Errorf("acknowledged after %s, settle %s", took, p.settle)
+	}
+	if err != nil {
+		p.log.WarnContext(ctx, "extending won claims failed; their provisional leases will expire", "fires", len(won), "error", err)
+		return nil, fires
+	}
+	ids := make([]string, len(won))
+	for i, l := range won {
+		ids[i] = l.HuntID
+	}
+	v, err := p.store.Read(ctx, ids)
+	if err != nil {
+		p.log.WarnContext(ctx, "reading back extended claims failed; treating them as lost", "fires", len(won), "error", err)
+		return nil, fires
+	}
+	var out []Lease
+	var lost []Fire
+	for _, l := range won {
+		cur, ok := v.Leases[l.HuntID]
+		if !ok || cur.ClaimID != l.ClaimID || !cur.Until.After(l.Until) || v.Tied[l.HuntID] {
+			lost = append(lost, Fire{HuntID: l.HuntID, Fire: l.Fire})
+			continue
+		}
+		l.Claimed, l.Until, l.Trusted = cur.Claimed, cur.Until, sent.Add(p.lease-p.settle)
+		out = append(out, l)
+	}
+	return out, lost
+}
+
+func leaseFires(ls []Lease) []Fire {
+	out := make([]Fire, len(ls))
+	for i, l := range ls {
+		out[i] = Fire{HuntID: l.HuntID, Fire: l.Fire}
+	}
+	return out
+}
+
+// provisionalLease is how long claim rows live before the winner extends them; without a
+// provisional phase (0, or the whole lease) they are inserted with the whole lease.
+func (p *protocol) provisionalLease() time.Duration {
+	if p.provisional <= 0 || p.provisional > p.lease {
+		return p.lease
+	}
+	return p.provisional
 }
 
 // fail marks fires Failed with err.

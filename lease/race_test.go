@@ -63,11 +63,11 @@ func TestConditionalInsertStopsRacers(t *testing.T) {
 			t.Fatalf("%s won %d times, want exactly once", f.HuntID, wins[f.HuntID])
 		}
 	}
-	// Every claimer attempted every hunt, yet each hunt has exactly one claim row: the later
-	// inserts' WHERE saw the first claim and wrote nothing.
+	// Every claimer attempted every hunt, yet each hunt has exactly one claim (its row, and the
+	// winner's extension of it): the later inserts' WHERE saw the first claim and wrote nothing.
 	var hunts, maxRows uint64
 	err := db.Conn.QueryRow(context.Background(),
-		"SELECT count(), max(c) FROM (SELECT hunt_id, count() AS c FROM "+db.Name+".hunt_lease WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id)",
+		"SELECT count(), max(c) FROM (SELECT hunt_id, uniqExact(claim_id) AS c FROM "+db.Name+".hunt_lease WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id)",
 		clickhouse.Named("ids", huntIDs(fires))).Scan(&hunts, &maxRows)
 	if err != nil {
 		t.Fatal(err)

@@ -67,6 +67,7 @@ type simParams struct {
 	mergeEvery  time.Duration // mean gap between background merges; 0 = none
 	startSpread time.Duration // each round starts after a random wait below this; 0 = 2×settle
 	stalls      bool          // 2% of network legs stall up to 2×settle more (GC, CPU starvation)
+	provisional time.Duration // claim rows' provisional lease, extended by the winner; 0 = none
 }
 
 func (p simParams) String() string {
@@ -109,6 +110,9 @@ func genParams(rng *rand.Rand, lMin, lMax time.Duration) simParams {
 	if p.replicas == 1 {
 		p.insertMax = l
 		replication = 0
+	}
+	if rng.IntN(4) != 0 { // most scenarios claim with a provisional lease, as the runner does
+		p.provisional = 6 * simSettle
 	}
 	p.skew = make([]time.Duration, p.replicas)
 	p.lag = make([][]time.Duration, p.replicas)
@@ -332,6 +336,24 @@ func (c *simClient) Release(ctx context.Context, leases []Lease) error {
 	return nil
 }
 
+func (c *simClient) Extend(ctx context.Context, leases []Lease, lease time.Duration) error {
+	c.net()
+	r := c.replica()
+	c.w.mu.Lock()
+	at := time.Now()
+	now := c.w.clock(r, at)
+	for _, l := range leases {
+		// Fenced: only while the newest row is this claim's and still live.
+		if cur, _, ok := c.w.newestLease(l.HuntID, r, at); ok && cur.ClaimID == l.ClaimID && cur.Until.After(now) {
+			cur.Claimed, cur.Until = c.w.claimedAt(r, at), now.Add(lease)
+			c.w.addLease(cur, false, r, at)
+		}
+	}
+	c.w.mu.Unlock()
+	c.net()
+	return nil
+}
+
 // advance is watermark.Store.Advance's server-side rule: write only while the newest lease
 // row on the replica reached is ours, for this fire, and live.
 func (c *simClient) advance(l Lease) bool {
@@ -430,7 +452,7 @@ func runScenario(t *testing.T, seed uint64, p simParams) simOutcome {
 		for i := range p.claimers {
 			rng := rand.New(rand.NewPCG(seed, uint64(i)))
 			client := &simClient{w: w, rng: rng}
-			proto := &protocol{store: client, owner: fmt.Sprintf("pod-%d", i), lease: simLease, settle: simSettle,
+			proto := &protocol{store: client, owner: fmt.Sprintf("pod-%d", i), lease: simLease, provisional: p.provisional, settle: simSettle,
 				log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 				newID: func() uuid.UUID {
 					var id uuid.UUID
