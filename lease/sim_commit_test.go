@@ -115,7 +115,8 @@ func (st commitStats) log(t *testing.T, what string) {
 // committed run's findings are there and each source event is seen exactly once through the
 // committed view, which shows nothing of an attempt that did not commit.
 func TestSimulationExactlyOnce(t *testing.T) {
-	n := scenarioCount(800)
+	t.Parallel()
+	n := scenarioCount(500)
 	st := playCommits(t, n, 5_000_000, 0xE0CE, 0, true, genBelowBound)
 	st.log(t, "below the bound")
 	if st.violating > 0 {
@@ -151,7 +152,8 @@ func TestSimulationExactlyOnce(t *testing.T) {
 // the watermark lag of each other on different replicas both see the old watermark. The
 // compare-and-set is an INSERT … SELECT on one replica, not a linearizable operation.
 func TestSimulationDoublesBeyondBoundAreAbsorbed(t *testing.T) {
-	n := scenarioCount(2000)
+	t.Parallel()
+	n := scenarioCount(1000)
 	st := playCommits(t, n, 1_000_000, 0xBAD, 0, false, genBeyondBound(0))
 	st.log(t, "beyond the bound, hunt_watermark without lag")
 	if st.violating > 0 {
@@ -176,6 +178,7 @@ func TestSimulationDoublesBeyondBoundAreAbsorbed(t *testing.T) {
 // the scenarios of the test named with it until one breaks an invariant.
 // docs/claim-protocol.md lists the seeds.
 func TestSimulationCommitGuards(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		mut    simMutation
 		test   string
@@ -191,7 +194,7 @@ func TestSimulationCommitGuards(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(mutationNames[tc.mut], func(t *testing.T) {
-			st := playCommits(t, scenarioCount(2000), tc.seed, tc.stream, tc.mut, true, tc.gen)
+			st := playCommits(t, scenarioCount(1000), tc.seed, tc.stream, tc.mut, true, tc.gen)
 			if st.violating == 0 {
 				t.Fatalf("not caught in %d scenarios of %s", st.scenarios, tc.test)
 			}

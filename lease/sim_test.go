@@ -1130,7 +1130,8 @@ func noDoubleWins(t *testing.T, n int, seedBase, stream uint64, fencedOK bool, g
 // TestSimulationNoDoubleWinBelowBound: thousands of seeded scenarios with visibility lag below
 // settle/2 never produce two winners for one (hunt, fire).
 func TestSimulationNoDoubleWinBelowBound(t *testing.T) {
-	n := scenarioCount(3000)
+	t.Parallel()
+	n := scenarioCount(1500)
 	st := noDoubleWins(t, n, 0, 0xC1A1, false, func(rng *rand.Rand) simParams {
 		p := genParams(rng, 0, simSettle/2)
 		p.mergeEvery, p.stalls = 300*time.Millisecond, true
@@ -1155,7 +1156,8 @@ func TestSimulationNoDoubleWinBelowBound(t *testing.T) {
 // acknowledgement rule: a statement acknowledged a settle or more after it was sent does
 // not count. Without the rule this test finds double wins.
 func TestSimulationSingleEndpointAnyInsertLatency(t *testing.T) {
-	n := scenarioCount(3000)
+	t.Parallel()
+	n := scenarioCount(1500)
 	st := noDoubleWins(t, n, 2_000_000, 0x5106, true, func(rng *rand.Rand) simParams {
 		p := genParams(rng, 0, 3*simSettle)
 		p.insertMax = p.visibility()
@@ -1180,7 +1182,8 @@ func TestSimulationSingleEndpointAnyInsertLatency(t *testing.T) {
 // by claim id (seed 3,002,417): the fire stays owed, so that counts as fenced, not as a
 // failure.
 func TestSimulationTiesAcrossMerges(t *testing.T) {
-	n := scenarioCount(3000)
+	t.Parallel()
+	n := scenarioCount(1500)
 	st := noDoubleWins(t, n, 3_000_000, 0x7135, true, func(rng *rand.Rand) simParams {
 		p := genParams(rng, 0, simSettle/2)
 		p.resolution, p.mergeEvery, p.startSpread = 50*time.Millisecond, simSettle, 20*time.Millisecond
