@@ -230,6 +230,7 @@ func TestSimulationCommitGuards(t *testing.T) {
 		{mutNoLeaseOwnerCheck, "TestSimulationExactlyOnce", 5_000_000, 0xE0CE, genBelowBound},
 		{mutNewestByUpdated, "TestSimulationExactlyOnce", 5_000_000, 0xE0CE, genBelowBound},
 		{mutViewAllAttempts, "TestSimulationExactlyOnce", 5_000_000, 0xE0CE, genBelowBound},
+		{mutNoCommitDedup, "TestSimulationExactlyOnce", 5_000_000, 0xE0CE, genBelowBound},
 		{mutNoWatermarkCompare, "TestSimulationDoublesBeyondBoundAreAbsorbed", 1_000_000, 0xBAD, genBeyondBound(0)},
 	}
 	for _, tc := range cases {

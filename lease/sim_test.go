@@ -83,6 +83,7 @@ const (
 	mutNoTrustRecheck                             // commit retries skip Lease.Trusted
 	mutNewestByUpdated                            // newest watermark by updated alone
 	mutViewAllAttempts                            // the committed view shows every attempt's findings
+	mutNoCommitDedup                              // a commit's deduplication token is not the run id (a clock in it)
 )
 
 var mutationNames = map[simMutation]string{
@@ -93,6 +94,7 @@ var mutationNames = map[simMutation]string{
 	mutNoTrustRecheck:     "commit retries without the trust re-check",
 	mutNewestByUpdated:    "newest watermark by updated only",
 	mutViewAllAttempts:    "committed view shows every attempt's findings",
+	mutNoCommitDedup:      "commit deduplication token not the run id",
 }
 
 type simParams struct {
@@ -571,7 +573,7 @@ func (c *simClient) advance(l Lease, run simRun) (bool, error) {
 			time.Sleep(time.Duration(c.rng.Int64N(int64(c.w.p.commitMax) + 1)))
 		}
 		c.w.mu.Lock()
-		dup := slices.ContainsFunc(c.w.watermarks, func(x simCommit) bool { return x.run == run.run })
+		dup := c.w.p.mut&mutNoCommitDedup == 0 && slices.ContainsFunc(c.w.watermarks, func(x simCommit) bool { return x.run == run.run })
 		if simTrace != nil {
 			simTrace("advance %s fire=%d [%d,%d) prev=%d/%t r=%d check=%s land=%s leaseOK=%t(newest %s until %s now %s) wmOK=%t(newest %d) dup=%t",
 				l.HuntID, l.Fire-simFire, run.start-simFire, run.end-simFire, l.Watermark-simFire, l.HasWatermark, r, at.Format("05.000"), time.Now().Format("05.000"),
