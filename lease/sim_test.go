@@ -645,7 +645,11 @@ func (cl *simClaimer) maybePause(rng *rand.Rand, point string, l *Lease) {
 		}
 	}
 	cl.mu.Lock()
-	cl.pausedUntil = time.Now().Add(d)
+	// Two jobs of the process may pause in the same instant: the longer pause wins, whichever
+	// goroutine runs first, so a seed replays the same.
+	if end := time.Now().Add(d); end.After(cl.pausedUntil) {
+		cl.pausedUntil = end
+	}
 	cl.mu.Unlock()
 	cl.out.note(func(o *simOutcome) { o.pauses[point]++ })
 	time.Sleep(d)
@@ -688,12 +692,7 @@ func (cl *simClaimer) renewals(j *simJob, c *simClient) {
 			return
 		case <-time.After(every):
 		}
-		cl.gate()
-		select {
-		case <-j.stop:
-			return
-		default:
-		}
+		// A paused process renews only when the pause ends: c's round trips wait at the gate.
 		cur := j.current()
 		nl, err := c.renew(cur, lease, simSettle)
 		switch {
