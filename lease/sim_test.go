@@ -40,8 +40,9 @@ import (
 //     may time out on the client and land on the server seconds later), and commits with
 //     watermark.Store.Advance's compare-and-set, evaluated on the replica the statement
 //     reaches at its server time: the newest lease is this claim's, for this fire, and live,
-//     and the newest watermark (greatest (watermark, updated)) still equals the verified one
-//     and is below the fire; the run id deduplicates a retried commit. A commit may fail
+//     and the newest watermark (greatest (watermark, updated)) is still where the run's window
+//     starts (none, for a first run) and below the fire; the run id deduplicates a retried
+//     commit. A commit may fail
 //     before applying or with its answer lost; the runner retries it (250 ms doubling to 5 s),
 //     re-checking the lease's trust deadline (process clock) before each attempt, and reads
 //     it back by run id. A won lease is renewed every lease/3 (fenced: newest and live only)
@@ -84,6 +85,7 @@ const (
 	mutNewestByUpdated                            // newest watermark by updated alone
 	mutViewAllAttempts                            // the committed view shows every attempt's findings
 	mutNoCommitDedup                              // a commit's deduplication token is not the run id (a clock in it)
+	mutPrevFromLease                              // Advance compares against Lease.Watermark, not the window's start (the first CAS)
 )
 
 var mutationNames = map[simMutation]string{
@@ -95,6 +97,17 @@ var mutationNames = map[simMutation]string{
 	mutNewestByUpdated:    "newest watermark by updated only",
 	mutViewAllAttempts:    "committed view shows every attempt's findings",
 	mutNoCommitDedup:      "commit deduplication token not the run id",
+	mutPrevFromLease:      "CAS compares against the verified watermark instead of the window's start",
+}
+
+func (m simMutation) String() string {
+	var names []string
+	for bit := simMutation(1); bit <= m; bit <<= 1 {
+		if m&bit != 0 {
+			names = append(names, mutationNames[bit])
+		}
+	}
+	return strings.Join(names, " + ")
 }
 
 type simParams struct {
@@ -558,14 +571,17 @@ func (c *simClient) advance(l Lease, run simRun) (bool, error) {
 		cur, _, ok := c.w.newestLease(l.HuntID, r, at)
 		leaseOK := ok && (m&mutNoLeaseOwnerCheck != 0 || (cur.ClaimID == l.ClaimID && cur.Fire == l.Fire)) &&
 			(m&mutNoUntilCheck != 0 || cur.Until.After(now))
-		prev, hasPrev := c.w.newestWatermark(l.HuntID, r, at)
-		wmOK := m&mutNoWatermarkCompare != 0 || (hasPrev == l.HasWatermark && (!hasPrev || prev.wm == l.Watermark))
-		var base int64
-		if l.HasWatermark {
-			base = l.Watermark
+		newest, hasNewest := c.w.newestWatermark(l.HuntID, r, at)
+		// The newest watermark must still be where the run's window starts (or there must
+		// still be none, for a first run: what the claim verified), and below the new one.
+		prev := run.start
+		if m&mutPrevFromLease != 0 {
+			prev = 0
+			if l.HasWatermark {
+				prev = l.Watermark
+			}
 		}
-		// The run id is the insert's deduplication token: a retry of a commit that landed is
-		// dropped whichever replica it reaches.
+		wmOK := m&mutNoWatermarkCompare != 0 || (hasNewest == l.HasWatermark && (!l.HasWatermark || newest.wm == prev))
 		c.w.mu.Unlock()
 		// With commitMax, the compare runs at the statement's start and the row lands after
 		// the insert's own duration (an INSERT … SELECT reads, then writes a part).
@@ -573,13 +589,15 @@ func (c *simClient) advance(l Lease, run simRun) (bool, error) {
 			time.Sleep(time.Duration(c.rng.Int64N(int64(c.w.p.commitMax) + 1)))
 		}
 		c.w.mu.Lock()
+		// The run id is the insert's deduplication token: a retry of a commit that landed is
+		// dropped whichever replica it reaches.
 		dup := c.w.p.mut&mutNoCommitDedup == 0 && slices.ContainsFunc(c.w.watermarks, func(x simCommit) bool { return x.run == run.run })
 		if simTrace != nil {
-			simTrace("advance %s fire=%d [%d,%d) prev=%d/%t r=%d check=%s land=%s leaseOK=%t(newest %s until %s now %s) wmOK=%t(newest %d) dup=%t",
+			simTrace("advance %s fire=%d [%d,%d) verified=%d/%t r=%d check=%s land=%s leaseOK=%t(newest %s until %s now %s) wmOK=%t(newest %d) dup=%t",
 				l.HuntID, l.Fire-simFire, run.start-simFire, run.end-simFire, l.Watermark-simFire, l.HasWatermark, r, at.Format("05.000"), time.Now().Format("05.000"),
-				leaseOK, cur.Owner, cur.Until.Format("05.000"), now.Format("05.000"), wmOK, prev.wm-simFire, dup)
+				leaseOK, cur.Owner, cur.Until.Format("05.000"), now.Format("05.000"), wmOK, newest.wm-simFire, dup)
 		}
-		if leaseOK && wmOK && run.end > base && !dup {
+		if leaseOK && wmOK && run.end > prev && !dup {
 			c.w.watermarks = append(c.w.watermarks, simCommit{hunt: l.HuntID, wm: run.end, start: run.start, run: run.run,
 				claimID: l.ClaimID, updated: now, origin: r, commit: time.Now()})
 		}
