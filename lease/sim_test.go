@@ -1092,10 +1092,10 @@ func (o *simOutcome) summary() string {
 	return strings.Join(v, "; ")
 }
 
-// scenarioCount is full, or 300 under -short.
+// scenarioCount is full, or at most 300 under -short.
 func scenarioCount(full int) int {
 	if testing.Short() {
-		return 300
+		return min(full, 300)
 	}
 	return full
 }
