@@ -136,12 +136,7 @@ type simParams struct {
 	lateFindings bool          // 1 in 8 findings inserts times out and lands up to two leases later
 	clockJump    bool          // seed: an older commit whose updated is an hour ahead (a clock that ran fast)
 	noSeed       bool          // hunts start without any watermark (first run)
-	// noPauseAfterTrust: never pause between the trust check and the commit statement (a
-	// pause there sends the statement late whatever the check said).
-	noPauseAfterTrust bool
-	tickMax           time.Duration // ticks come after a random wait below this; 0 = half an interval
-	edgePauses        bool          // every pause with a lease held ends in the lease's last settle or just after
-	mut               simMutation
+	mut          simMutation
 }
 
 func maxOf(m [][]time.Duration) time.Duration {
@@ -652,12 +647,7 @@ func (cl *simClaimer) maybePause(rng *rand.Rand, point string, l *Lease) {
 	}
 	lease := p.leaseOr()
 	d := lease + time.Duration(rng.Int64N(int64(lease)))
-	switch {
-	case l != nil && p.edgePauses:
-		if e := time.Until(l.Until) + time.Duration(rng.Int64N(int64(3*simSettle/2))) - simSettle; e > 0 {
-			d = e
-		}
-	case l != nil && rng.IntN(2) == 0:
+	if l != nil && rng.IntN(2) == 0 {
 		if e := time.Until(l.Until) + time.Duration(rng.Int64N(int64(3*simSettle))) - 2*simSettle; e > 0 {
 			d = e
 		}
@@ -789,10 +779,8 @@ func (cl *simClaimer) execute(l Lease, c, rc *simClient, snap int64, snapHas boo
 			return
 		}
 		// A pause after the trust check sends the statement late whatever the check said.
-		if !p.noPauseAfterTrust {
-			cur := j.current()
-			cl.maybePause(c.rng, "inside the commit (after the trust check)", &cur)
-		}
+		cur := j.current()
+		cl.maybePause(c.rng, "inside the commit (after the trust check)", &cur)
 		ok, err := c.advance(j.current(), run)
 		switch {
 		case err == nil && ok:
@@ -854,11 +842,7 @@ func (cl *simClaimer) won(won []Lease, snaps map[string]View) {
 func (cl *simClaimer) ticks(hunts []string, until time.Time) {
 	p := cl.w.p
 	for time.Now().Before(until) {
-		tick := p.tickMax
-		if tick == 0 {
-			tick = time.Duration(simInterval) * time.Second / 2
-		}
-		time.Sleep(time.Duration(cl.c.rng.Int64N(int64(tick) + 1)))
+		time.Sleep(time.Duration(cl.c.rng.Int64N(int64(time.Duration(simInterval)*time.Second/2) + 1)))
 		snap, _ := cl.c.Read(context.Background(), hunts)
 		k := (time.Now().Unix() - simFire) / simInterval
 		if k < 0 {
