@@ -89,6 +89,21 @@ func genBelowBound(rng *rand.Rand) simParams {
 	return genCommitParams(rng, 0, simSettle/2, simSettle/2)
 }
 
+// genWatermarkLags: claims below the bound, hunt_watermark lagging a settle to two settles
+// between any two replicas (its replication queue stuck behind a big fetch, say).
+func genWatermarkLags(rng *rand.Rand) simParams {
+	p := genCommitParams(rng, 0, simSettle/2, 0)
+	p.wmLag = lagMatrix(rng, p.replicas, simSettle)
+	for i := range p.wmLag {
+		for j := range p.wmLag[i] {
+			if i != j {
+				p.wmLag[i][j] += simSettle
+			}
+		}
+	}
+	return p
+}
+
 // genBeyondBound: single-fire scenarios whose claim visibility lag is in [settle/2, 3·settle),
 // so two claims of one fire can both win. wmLag is hunt_watermark's worst replication lag.
 func genBeyondBound(wmLag time.Duration) func(*rand.Rand) simParams {
@@ -140,6 +155,24 @@ func TestSimulationExactlyOnce(t *testing.T) {
 	}
 	if st.doubleWins == 0 || st.rawFinds <= st.viewFinds {
 		t.Errorf("%d fires won twice, %d of %d findings visible: pauses never handed a fire over", st.doubleWins, st.viewFinds, st.rawFinds)
+	}
+}
+
+// TestSimulationWatermarkLagsLease: with hunt_watermark replicating one to two settles behind
+// (hunt_lease below the bound) all four invariants still hold. A peer that claims after a
+// release may verify on a replica without the released run's commit and run a stale window,
+// but its compare comes a run later and refuses it; from about two settles of lag both reads
+// can miss the commit (TestSimulationCompareLimits). Without the watermark compare this
+// test's scenarios commit overlapping windows (TestSimulationCommitGuards).
+func TestSimulationWatermarkLagsLease(t *testing.T) {
+	t.Parallel()
+	st := playCommits(t, scenarioCount(400), 7_000_000, 0x77, 0, true, genWatermarkLags)
+	st.log(t, "hunt_watermark lagging 1-2 settles")
+	if st.violating > 0 {
+		t.Fatalf("seed %d: %s", st.firstSeed, st.first)
+	}
+	if st.progressed < st.hunts*4/5 {
+		t.Fatalf("only %d of %d hunts reached their last fire", st.progressed, st.hunts)
 	}
 }
 
@@ -234,9 +267,10 @@ func TestSimulationCommitGuards(t *testing.T) {
 		{mutViewAllAttempts, "TestSimulationExactlyOnce", 5_000_000, 0xE0CE, genBelowBound},
 		{mutNoCommitDedup, "TestSimulationExactlyOnce", 5_000_000, 0xE0CE, genBelowBound},
 		{mutNoWatermarkCompare, "TestSimulationDoublesBeyondBoundAreAbsorbed", 1_000_000, 0xBAD, genBeyondBound(0)},
+		{mutNoWatermarkCompare, "TestSimulationWatermarkLagsLease", 7_000_000, 0x77, genWatermarkLags},
 	}
 	for _, tc := range cases {
-		t.Run(tc.mut.String(), func(t *testing.T) {
+		t.Run(tc.mut.String()+" in "+tc.test, func(t *testing.T) {
 			// Not shortened under -short: the run stops at the first failure, and a shorter
 			// run could miss the seed that catches it.
 			st := playCommits(t, 1000, tc.seed, tc.stream, tc.mut, true, tc.gen)
