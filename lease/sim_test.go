@@ -2,11 +2,14 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -16,11 +19,13 @@ import (
 )
 
 // The simulation drives the real claim protocol (protocol.claim) against an in-memory store
-// that behaves like a replicated ReplacingMergeTree behind a load balancer:
+// that behaves like a replicated ReplacingMergeTree behind a load balancer, and a model of the
+// runner around it (runner/job.go: window, run, findings, commit, renewals, release):
 //
 //   - every query lands on a random replica and sees a row only once that replica has it:
-//     commit time + lag(origin replica → reading replica), 0 on the origin itself;
-//   - each replica has its own clock (skew), used for claimed, lease_until and "now";
+//     commit time + lag(origin replica → reading replica), 0 on the origin itself; hunt_lease
+//     and hunt_watermark replicate independently, each with its own lag matrix;
+//   - each replica has its own clock (skew), used for claimed, lease_until, updated and "now";
 //   - the conditional claim insert checks freeness on its replica, then takes a while to
 //     commit (the insert duration), then the acknowledgement takes a random time to come
 //     back, so acknowledgements arrive reordered and sometimes later than the settle;
@@ -30,9 +35,23 @@ import (
 //     collapse each hunt's rows to the greatest claimed, keeping the last inserted of tied
 //     rows whatever its claim id, as ReplacingMergeTree(claimed) does, and reach the other
 //     replicas with the replication lag;
-//   - winners run the fire, write its findings into an idempotent set keyed by
-//     (hunt, fire, finding_id), advance the watermark (fenced on the replica they reach) and,
-//     as the runner does, release (fenced, live only) only when the advance landed.
+//   - a winner runs the window [verified watermark, fire) (first run: [fire − interval,
+//     fire)), stores one finding per source event of the window under its run id (an insert
+//     may time out on the client and land on the server seconds later), and commits with
+//     watermark.Store.Advance's compare-and-set, evaluated on the replica the statement
+//     reaches at its server time: the newest lease is this claim's, for this fire, and live,
+//     and the newest watermark (greatest (watermark, updated)) is still where the run's window
+//     starts (none, for a first run) and below the fire; the run id deduplicates a retried
+//     commit. A commit may fail
+//     before applying or with its answer lost; the runner retries it (250 ms doubling to 5 s),
+//     re-checking the lease's trust deadline (process clock) before each attempt, and reads
+//     it back by run id. A won lease is renewed every lease/3 (fenced: newest and live only)
+//     until the commit ends, and released (fenced, live only) after a commit that landed or a
+//     failed run;
+//   - a claimer may pause (SIGSTOP, GC, CPU starvation) at any of these points for longer
+//     than the lease, or until just around its expiry: after the tick's snapshot, between the
+//     free read and the claim insert, between verify and run, between run and commit, and
+//     inside the commit (after the trust check, before each attempt). A pause stops the claimer's renewals too.
 //
 // All waiting is virtual (testing/synctest), so thousands of scenarios take seconds.
 //
@@ -43,24 +62,65 @@ import (
 //
 // Each guard is needed: with the tie rule, the acknowledgement rule, the settle or the
 // server-side re-check removed from the protocol (or from this store's insert), one of the
-// tests below finds a double win (docs/claim-protocol.md lists which).
+// tests below finds a double win; with a guard of the commit removed (simMutation), one of
+// sim_commit_test.go's tests finds a broken invariant (docs/claim-protocol.md lists which).
 
 const (
-	simSettle = 750 * time.Millisecond
-	simLease  = 5 * time.Minute
-	simFire   = int64(946684800) // synctest's clock starts at 2000-01-01T00:00:00Z
+	simSettle   = 750 * time.Millisecond
+	simLease    = 5 * time.Minute
+	simFire     = int64(946684800) // synctest's clock starts at 2000-01-01T00:00:00Z
+	simInterval = int64(4)         // seconds between a hunt's fires in multi-fire scenarios
 )
+
+// simMutation removes one guard from the model of the runner or of the store, so a test can
+// show that some invariant breaks without it.
+type simMutation uint
+
+const (
+	mutWindowFromSnapshot simMutation = 1 << iota // window starts at the tick snapshot's watermark
+	mutNoWatermarkCompare                         // Advance ignores the newest watermark
+	mutNoLeaseOwnerCheck                          // Advance checks only that the newest lease is live
+	mutNoUntilCheck                               // Advance accepts an expired lease of ours
+	mutNoTrustRecheck                             // commit retries skip Lease.Trusted
+	mutNewestByUpdated                            // newest watermark by updated alone
+	mutViewAllAttempts                            // the committed view shows every attempt's findings
+	mutNoCommitDedup                              // a commit's deduplication token is not the run id (a clock in it)
+	mutPrevFromLease                              // Advance compares against Lease.Watermark, not the window's start (the first CAS)
+)
+
+var mutationNames = map[simMutation]string{
+	mutWindowFromSnapshot: "window from the tick snapshot instead of the verified read",
+	mutNoWatermarkCompare: "CAS without the watermark compare",
+	mutNoLeaseOwnerCheck:  "CAS without the lease-is-ours check",
+	mutNoUntilCheck:       "CAS without until > now",
+	mutNoTrustRecheck:     "commit retries without the trust re-check",
+	mutNewestByUpdated:    "newest watermark by updated only",
+	mutViewAllAttempts:    "committed view shows every attempt's findings",
+	mutNoCommitDedup:      "commit deduplication token not the run id",
+	mutPrevFromLease:      "CAS compares against the verified watermark instead of the window's start",
+}
+
+func (m simMutation) String() string {
+	var names []string
+	for bit := simMutation(1); bit <= m; bit <<= 1 {
+		if m&bit != 0 {
+			names = append(names, mutationNames[bit])
+		}
+	}
+	return strings.Join(names, " + ")
+}
 
 type simParams struct {
 	replicas  int
 	skew      []time.Duration   // per replica clock offset
-	lag       [][]time.Duration // lag[origin][reader]
-	insertMax time.Duration     // check → commit
+	lag       [][]time.Duration // hunt_lease: lag[origin][reader]
+	wmLag     [][]time.Duration // hunt_watermark (and findings); nil = the same as lag
+	insertMax time.Duration     // check → commit of a claim insert
 	netMax    time.Duration     // each way, per query
 	ackMax    time.Duration     // commit → acknowledgement
 	claimers  int
 	hunts     int
-	rounds    int
+	rounds    int  // single-fire scenarios: claim rounds per claimer
 	staleRow  bool // an expired lease row from a dead pod exists before the scenario
 
 	resolution  time.Duration // of claimed; 0 = 1µs
@@ -68,28 +128,65 @@ type simParams struct {
 	startSpread time.Duration // each round starts after a random wait below this; 0 = 2×settle
 	stalls      bool          // 2% of network legs stall up to 2×settle more (GC, CPU starvation)
 	provisional time.Duration // claim rows' provisional lease, extended by the winner; 0 = none
+
+	lease        time.Duration // 0 = simLease
+	commitMax    time.Duration // a commit's compare → its row landing; 0 = one instant
+	fires        int           // > 0: hunts fire every simInterval, this many times, and claimers tick
+	pauses       bool          // claimers pause at the points listed above
+	errRate      float64       // chance that a commit, renewal or findings statement fails
+	lateFindings bool          // 1 in 8 findings inserts times out and lands up to two leases later
+	clockJump    bool          // seed: an older commit whose updated is an hour ahead (a clock that ran fast)
+	noSeed       bool          // hunts start without any watermark (first run)
+	mut          simMutation
+}
+
+func maxOf(m [][]time.Duration) time.Duration {
+	var out time.Duration
+	for _, row := range m {
+		for _, l := range row {
+			out = max(out, l)
+		}
+	}
+	return out
 }
 
 func (p simParams) String() string {
-	var maxLag time.Duration
-	for _, row := range p.lag {
-		for _, l := range row {
-			maxLag = max(maxLag, l)
-		}
+	s := fmt.Sprintf("replicas=%d claimers=%d hunts=%d rounds=%d insert≤%s replication≤%s ack≤%s skew=%v resolution=%s merges≈%s",
+		p.replicas, p.claimers, p.hunts, p.rounds, p.insertMax, maxOf(p.lag), p.ackMax, p.skew, p.resolution, p.mergeEvery)
+	if p.fires > 0 {
+		s += fmt.Sprintf(" fires=%d lease=%s pauses=%t errors=%.2f late-findings=%t clock-jump=%t no-seed=%t",
+			p.fires, p.leaseOr(), p.pauses, p.errRate, p.lateFindings, p.clockJump, p.noSeed)
 	}
-	return fmt.Sprintf("replicas=%d claimers=%d hunts=%d rounds=%d insert≤%s replication≤%s ack≤%s skew=%v resolution=%s merges≈%s",
-		p.replicas, p.claimers, p.hunts, p.rounds, p.insertMax, maxLag, p.ackMax, p.skew, p.resolution, p.mergeEvery)
+	if p.wmLag != nil || p.commitMax > 0 {
+		s += fmt.Sprintf(" watermark-lag≤%s commit≤%s", p.wmVisibility(), p.commitMax)
+	}
+	return s
 }
 
-// visibility is the scenario's worst visibility lag L.
-func (p simParams) visibility() time.Duration {
-	var maxLag time.Duration
-	for _, row := range p.lag {
-		for _, l := range row {
-			maxLag = max(maxLag, l)
-		}
+func (p simParams) leaseOr() time.Duration {
+	if p.lease == 0 {
+		return simLease
 	}
-	return p.insertMax + maxLag
+	return p.lease
+}
+
+// visibility is the scenario's worst visibility lag L of a claim.
+func (p simParams) visibility() time.Duration { return p.insertMax + maxOf(p.lag) }
+
+// wmVisibility is the worst replication lag of hunt_watermark.
+func (p simParams) wmVisibility() time.Duration {
+	if p.wmLag == nil {
+		return maxOf(p.lag)
+	}
+	return maxOf(p.wmLag)
+}
+
+// withProvisional makes half of the scenarios claim as the runner does: a provisional lease
+// of 6 settles on the claim rows, extended to the whole lease by the winner after its verify.
+func withProvisional(rng *rand.Rand, p *simParams) {
+	if rng.IntN(2) == 0 {
+		p.provisional = 6 * simSettle
+	}
 }
 
 // genParams draws a scenario whose visibility lag L is below lMax (and at least lMin).
@@ -111,21 +208,26 @@ func genParams(rng *rand.Rand, lMin, lMax time.Duration) simParams {
 		p.insertMax = l
 		replication = 0
 	}
-	if rng.IntN(4) != 0 { // most scenarios claim with a provisional lease, as the runner does
-		p.provisional = 6 * simSettle
-	}
 	p.skew = make([]time.Duration, p.replicas)
-	p.lag = make([][]time.Duration, p.replicas)
+	p.lag = lagMatrix(rng, p.replicas, replication)
 	for i := range p.replicas {
 		p.skew[i] = time.Duration(rng.Int64N(int64(400*time.Millisecond))) - 200*time.Millisecond
-		p.lag[i] = make([]time.Duration, p.replicas)
-		for j := range p.replicas {
+	}
+	return p
+}
+
+// lagMatrix draws lag[origin][reader] below maxLag, 0 on the diagonal.
+func lagMatrix(rng *rand.Rand, replicas int, maxLag time.Duration) [][]time.Duration {
+	m := make([][]time.Duration, replicas)
+	for i := range replicas {
+		m[i] = make([]time.Duration, replicas)
+		for j := range replicas {
 			if i != j {
-				p.lag[i][j] = time.Duration(rng.Float64() * float64(replication))
+				m[i][j] = time.Duration(rng.Float64() * float64(maxLag))
 			}
 		}
 	}
-	return p
+	return m
 }
 
 type simRow struct {
@@ -140,13 +242,25 @@ type simRow struct {
 	goneAt time.Time
 }
 
-type simWatermark struct {
+// simCommit is one hunt_watermark row: a commit and its audit record.
+type simCommit struct {
 	hunt    string
-	wm      int64
+	wm      int64     // the new watermark: the committed fire
+	start   int64     // run_start: where the window the run read starts
+	run     uuid.UUID // uuid.Nil for a seeded row
 	claimID uuid.UUID
-	updated time.Time
+	updated time.Time // server clock of the replica that ran the statement
 	origin  int
 	commit  time.Time
+}
+
+// findingKey is hunt_findings' key (hunt_id, fire, run_id, finding_id); a finding's id is
+// its source event, one finding per event.
+type findingKey struct {
+	hunt  string
+	fire  int64
+	run   uuid.UUID
+	event int64
 }
 
 // simWorld is the replicated store shared by every claimer of a scenario.
@@ -154,14 +268,23 @@ type simWorld struct {
 	p          simParams
 	mu         sync.Mutex
 	leases     []simRow
-	watermarks []simWatermark
-	inserted   int // claim rows that landed
+	watermarks []simCommit
+	findings   map[findingKey]time.Time // when the row landed
+	inserted   int                      // claim rows that landed
 	seq        int
 	tiedReads  int // verify or free reads that saw a tie on claimed at the top
 }
 
 func (w *simWorld) visible(origin int, commit time.Time, replica int, at time.Time) bool {
 	return !at.Before(commit.Add(w.p.lag[origin][replica]))
+}
+
+func (w *simWorld) wmVisible(m simCommit, replica int, at time.Time) bool {
+	lag := w.p.lag
+	if w.p.wmLag != nil {
+		lag = w.p.wmLag
+	}
+	return !at.Before(m.commit.Add(lag[m.origin][replica]))
 }
 
 // rowVisible: the row has reached replica r by at, and its merge has not. Caller holds mu.
@@ -233,29 +356,46 @@ func (w *simWorld) newestLease(hunt string, r int, at time.Time) (best Row, tied
 	return best, tied, found
 }
 
-// newestWatermark: newest by updated, visible on r at at. Caller holds mu.
-func (w *simWorld) newestWatermark(hunt string, r int, at time.Time) (simWatermark, bool) {
-	var best simWatermark
+// newerCommit is NewestWatermarkSQL's order: (watermark, updated), or updated alone under
+// mutNewestByUpdated.
+func (w *simWorld) newerCommit(a, b simCommit) bool {
+	if w.p.mut&mutNewestByUpdated == 0 && a.wm != b.wm {
+		return a.wm > b.wm
+	}
+	return a.updated.After(b.updated)
+}
+
+// newestWatermark is the newest hunt_watermark row of hunt visible on r at at. Caller holds mu.
+func (w *simWorld) newestWatermark(hunt string, r int, at time.Time) (simCommit, bool) {
+	var best simCommit
 	found := false
 	for _, m := range w.watermarks {
-		if m.hunt != hunt || !w.visible(m.origin, m.commit, r, at) {
+		if m.hunt != hunt || !w.wmVisible(m, r, at) {
 			continue
 		}
-		if !found || m.updated.After(best.updated) {
+		if !found || w.newerCommit(m, best) {
 			best, found = m, true
 		}
 	}
 	return best, found
 }
 
-// simClient is one claimer's connection: its own random source for latencies and replica
-// choice, so a scenario replays from its seed.
+// simClient is one connection of a claimer: its own random source for latencies, faults and
+// replica choice, so a scenario replays from its seed. Each goroutine has its own.
 type simClient struct {
 	w   *simWorld
 	rng *rand.Rand
+	cl  *simClaimer // the process it belongs to (nil: never paused)
 }
 
+var errSimStore = errors.New("sim: statement failed")
+
+var simTrace func(string, ...any)
+
 func (c *simClient) net() {
+	if c.cl != nil {
+		c.cl.gate()
+	}
 	d := time.Duration(c.rng.Int64N(int64(c.w.p.netMax) + 1))
 	if c.w.p.stalls && c.rng.IntN(50) == 0 {
 		d += time.Duration(c.rng.Int64N(int64(2 * simSettle)))
@@ -264,6 +404,15 @@ func (c *simClient) net() {
 }
 
 func (c *simClient) replica() int { return c.rng.IntN(c.w.p.replicas) }
+
+// fault draws a statement failure: before the server applied it, or after (the answer lost).
+func (c *simClient) fault() (before, after bool) {
+	if c.w.p.errRate == 0 || c.rng.Float64() >= c.w.p.errRate {
+		return false, false
+	}
+	b := c.rng.IntN(2) == 0
+	return b, !b
+}
 
 func (c *simClient) Read(ctx context.Context, hunts []string) (View, error) {
 	c.net()
@@ -289,6 +438,9 @@ func (c *simClient) Read(ctx context.Context, hunts []string) (View, error) {
 }
 
 func (c *simClient) InsertClaims(ctx context.Context, claims []Row, lease time.Duration) error {
+	if c.cl != nil {
+		c.cl.maybePause(c.rng, "between free read and insert", nil)
+	}
 	c.net()
 	r := c.replica()
 	check := time.Now()
@@ -336,6 +488,8 @@ func (c *simClient) Release(ctx context.Context, leases []Lease) error {
 	return nil
 }
 
+// Extend is chStore.Extend: for each lease whose row is still the newest of its hunt and live
+// on the replica reached, a copy lasting lease from that replica's clock.
 func (c *simClient) Extend(ctx context.Context, leases []Lease, lease time.Duration) error {
 	c.net()
 	r := c.replica()
@@ -343,7 +497,6 @@ func (c *simClient) Extend(ctx context.Context, leases []Lease, lease time.Durat
 	at := time.Now()
 	now := c.w.clock(r, at)
 	for _, l := range leases {
-		// Fenced: only while the newest row is this claim's and still live.
 		if cur, _, ok := c.w.newestLease(l.HuntID, r, at); ok && cur.ClaimID == l.ClaimID && cur.Until.After(now) {
 			cur.Claimed, cur.Until = c.w.claimedAt(r, at), now.Add(lease)
 			c.w.addLease(cur, false, r, at)
@@ -354,79 +507,461 @@ func (c *simClient) Extend(ctx context.Context, leases []Lease, lease time.Durat
 	return nil
 }
 
-// advance is watermark.Store.Advance's server-side rule: write only while the newest lease
-// row on the replica reached is ours, for this fire, and live.
-func (c *simClient) advance(l Lease) bool {
+// renew is chStore.renew: a fenced copy of the newest row with a fresh claimed and until
+// (only while it is ours and live), then a read-back.
+func (c *simClient) renew(l Lease, lease, settle time.Duration) (Lease, error) {
+	start := time.Now()
+	c.net()
+	before, after := c.fault()
+	if !before {
+		r := c.replica()
+		c.w.mu.Lock()
+		at := time.Now()
+		now := c.w.clock(r, at)
+		if cur, _, ok := c.w.newestLease(l.HuntID, r, at); ok && cur.ClaimID == l.ClaimID && cur.Until.After(now) {
+			cur.Claimed, cur.Until = c.w.claimedAt(r, at), now.Add(lease)
+			c.w.addLease(cur, false, r, at)
+		}
+		c.w.mu.Unlock()
+	}
+	c.net()
+	if before || after {
+		return l, errSimStore
+	}
+	v, _ := c.Read(context.Background(), []string{l.HuntID})
+	cur, ok := v.Leases[l.HuntID]
+	switch {
+	case !ok || cur.ClaimID != l.ClaimID:
+		return l, ErrLost
+	case !cur.Until.After(v.Now):
+		return l, ErrLost
+	case !cur.Claimed.After(l.Claimed):
+		return l, errors.New("renewal not visible yet")
+	}
+	l.Claimed, l.Until, l.Trusted = cur.Claimed, cur.Until, start.Add(lease-settle)
+	return l, nil
+}
+
+// simRun is what a run of a won fire read and stores: findings of [start, end) under run.
+type simRun struct {
+	hunt       string
+	fire       int64
+	start, end int64
+	run        uuid.UUID
+}
+
+// insertFindings stores one finding per source event of the run's window, keyed by run. An
+// insert may time out on the client while the server applies it much later: the attempt
+// then fails, and its rows land after it died.
+func (c *simClient) insertFindings(run simRun) error {
+	c.net()
+	land := time.Now()
+	late := c.w.p.lateFindings && c.rng.IntN(8) == 0
+	if late {
+		land = land.Add(time.Duration(c.rng.Int64N(int64(2 * c.w.p.leaseOr()))))
+	}
+	c.w.mu.Lock()
+	if c.w.findings == nil {
+		c.w.findings = map[findingKey]time.Time{}
+	}
+	for e := run.start; e < run.end; e++ {
+		k := findingKey{hunt: run.hunt, fire: run.fire, run: run.run, event: e}
+		if t, ok := c.w.findings[k]; !ok || land.Before(t) {
+			c.w.findings[k] = land
+		}
+	}
+	c.w.mu.Unlock()
+	if late {
+		time.Sleep(time.Duration(c.rng.Int64N(int64(simSettle))))
+		return errSimStore
+	}
+	c.net()
+	return nil
+}
+
+// advance is watermark.Store.Advance: one compare-and-set insert evaluated on the replica the
+// statement reaches, at its server time, then a read-back by run id. It reports whether the
+// run's commit row was read back; an error when the statement or the read-back failed.
+func (c *simClient) advance(l Lease, run simRun) (bool, error) {
+	c.net()
+	before, after := c.fault()
+	if !before {
+		r := c.replica()
+		c.w.mu.Lock()
+		at := time.Now()
+		now := c.w.clock(r, at)
+		m := c.w.p.mut
+		cur, _, ok := c.w.newestLease(l.HuntID, r, at)
+		leaseOK := ok && (m&mutNoLeaseOwnerCheck != 0 || (cur.ClaimID == l.ClaimID && cur.Fire == l.Fire)) &&
+			(m&mutNoUntilCheck != 0 || cur.Until.After(now))
+		newest, hasNewest := c.w.newestWatermark(l.HuntID, r, at)
+		// The newest watermark must still be where the run's window starts (or there must
+		// still be none, for a first run: what the claim verified), and below the new one.
+		prev := run.start
+		if m&mutPrevFromLease != 0 {
+			prev = 0
+			if l.HasWatermark {
+				prev = l.Watermark
+			}
+		}
+		wmOK := m&mutNoWatermarkCompare != 0 || (hasNewest == l.HasWatermark && (!l.HasWatermark || newest.wm == prev))
+		c.w.mu.Unlock()
+		// With commitMax, the compare runs at the statement's start and the row lands after
+		// the insert's own duration (an INSERT … SELECT reads, then writes a part).
+		if c.w.p.commitMax > 0 {
+			time.Sleep(time.Duration(c.rng.Int64N(int64(c.w.p.commitMax) + 1)))
+		}
+		c.w.mu.Lock()
+		// The run id is the insert's deduplication token: a retry of a commit that landed is
+		// dropped whichever replica it reaches.
+		dup := c.w.p.mut&mutNoCommitDedup == 0 && slices.ContainsFunc(c.w.watermarks, func(x simCommit) bool { return x.run == run.run })
+		if simTrace != nil {
+			simTrace("advance %s fire=%d [%d,%d) verified=%d/%t r=%d check=%s land=%s leaseOK=%t(newest %s until %s now %s) wmOK=%t(newest %d) dup=%t",
+				l.HuntID, l.Fire-simFire, run.start-simFire, run.end-simFire, l.Watermark-simFire, l.HasWatermark, r, at.Format("05.000"), time.Now().Format("05.000"),
+				leaseOK, cur.Owner, cur.Until.Format("05.000"), now.Format("05.000"), wmOK, newest.wm-simFire, dup)
+		}
+		if leaseOK && wmOK && run.end > prev && !dup {
+			c.w.watermarks = append(c.w.watermarks, simCommit{hunt: l.HuntID, wm: run.end, start: run.start, run: run.run,
+				claimID: l.ClaimID, updated: now, origin: r, commit: time.Now()})
+		}
+		c.w.mu.Unlock()
+	}
+	c.net()
+	if before || after {
+		return false, errSimStore
+	}
+	// Read back (Committed): a separate round trip, maybe to a replica the row has not reached.
 	c.net()
 	r := c.replica()
 	c.w.mu.Lock()
 	at := time.Now()
-	now := c.w.clock(r, at)
-	cur, _, ok := c.w.newestLease(l.HuntID, r, at)
-	wrote := ok && cur.ClaimID == l.ClaimID && cur.Fire == l.Fire && cur.Until.After(now)
-	if wrote {
-		c.w.watermarks = append(c.w.watermarks, simWatermark{hunt: l.HuntID, wm: l.Fire, claimID: l.ClaimID, updated: now, origin: r, commit: at})
-	}
+	found := slices.ContainsFunc(c.w.watermarks, func(x simCommit) bool { return x.run == run.run && c.w.wmVisible(x, r, at) })
 	c.w.mu.Unlock()
 	c.net()
-	return wrote
+	return found, nil
 }
 
-// findings is the idempotent output model: hunt_findings is a ReplacingMergeTree keyed by
-// (hunt_id, fire, finding_id) with finding_id a hash of the row's content, so the set of keys
-// is what a reader sees after merges (or with FINAL).
-type findings struct {
-	mu     sync.Mutex
-	unique map[string]bool
-	raw    int // rows inserted, as a plain MergeTree would keep them
+// simClaimer is one pod: the claim protocol, and the runner's handling of what it wins.
+type simClaimer struct {
+	id    int
+	seed  uint64
+	w     *simWorld
+	c     *simClient // the tick goroutine's connection
+	proto *protocol
+	out   *simOutcome
+
+	mu          sync.Mutex
+	pausedUntil time.Time
+	jobs        uint64
 }
 
-func findingsOf(hunt string, fire int64) []string {
-	out := make([]string, 3)
-	for i := range out {
-		h := fnv.New64a()
-		fmt.Fprintf(h, "%s|%d|event-%d", hunt, fire, i)
-		out[i] = fmt.Sprintf("%s|%d|%x", hunt, fire, h.Sum64())
+// gate holds a goroutine of a paused process until the pause ends.
+func (cl *simClaimer) gate() {
+	cl.mu.Lock()
+	d := time.Until(cl.pausedUntil)
+	cl.mu.Unlock()
+	if d > 0 {
+		time.Sleep(d)
 	}
-	return out
 }
 
-func (f *findings) insert(hunt string, fire int64) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, k := range findingsOf(hunt, fire) {
-		f.unique[k] = true
-		f.raw++
+// maybePause pauses the whole process, 1 time in 10 at each point, either for longer than a
+// lease or (with a lease held) until just around its expiry, where a late write is most
+// dangerous.
+func (cl *simClaimer) maybePause(rng *rand.Rand, point string, l *Lease) {
+	p := cl.w.p
+	if !p.pauses || rng.IntN(10) != 0 {
+		return
+	}
+	lease := p.leaseOr()
+	d := lease + time.Duration(rng.Int64N(int64(lease)))
+	if l != nil && rng.IntN(2) == 0 {
+		if e := time.Until(l.Until) + time.Duration(rng.Int64N(int64(3*simSettle))) - 2*simSettle; e > 0 {
+			d = e
+		}
+	}
+	cl.mu.Lock()
+	// Two jobs of the process may pause in the same instant: the longer pause wins, whichever
+	// goroutine runs first, so a seed replays the same.
+	if end := time.Now().Add(d); end.After(cl.pausedUntil) {
+		cl.pausedUntil = end
+	}
+	cl.mu.Unlock()
+	cl.out.note(func(o *simOutcome) { o.pauses[point]++ })
+	time.Sleep(d)
+}
+
+// job is one won fire as runner/job.go holds it.
+type simJob struct {
+	mu    sync.Mutex
+	lease Lease
+	lost  bool
+	stop  chan struct{}
+}
+
+func (j *simJob) current() Lease {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.lease
+}
+
+func (j *simJob) markLost() {
+	j.mu.Lock()
+	j.lost = true
+	j.mu.Unlock()
+}
+
+func (j *simJob) trusted() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return !j.lost && time.Now().Before(j.lease.Trusted)
+}
+
+// renewals is runner's startRenewal, on its own connection c: every lease/3, until the job stops; a lost lease, or
+// failed renewals until the trust deadline, mark the job lost.
+func (cl *simClaimer) renewals(j *simJob, c *simClient) {
+	lease := cl.w.p.leaseOr()
+	every := lease / 3
+	for {
+		select {
+		case <-j.stop:
+			return
+		case <-time.After(every):
+		}
+		// A paused process renews only when the pause ends: c's round trips wait at the gate.
+		cur := j.current()
+		nl, err := c.renew(cur, lease, simSettle)
+		switch {
+		case err == nil:
+			j.mu.Lock()
+			j.lease = nl
+			j.mu.Unlock()
+		case errors.Is(err, ErrLost):
+			j.markLost()
+			return
+		case time.Until(cur.Trusted) < every:
+			j.markLost()
+			return
+		}
+	}
+}
+
+func (cl *simClaimer) newClient() *simClient {
+	cl.jobs++
+	return &simClient{w: cl.w, rng: rand.New(rand.NewPCG(cl.seed, uint64(cl.id)<<32|cl.jobs)), cl: cl}
+}
+
+func randomUUID(rng *rand.Rand) uuid.UUID {
+	var id uuid.UUID
+	for j := range id {
+		id[j] = byte(rng.UintN(256))
+	}
+	return id
+}
+
+// execute is runner.execute and runner.commit for one won lease, on connection c (its
+// renewals on rc). snap is the watermark the
+// tick's snapshot saw (used only under mutWindowFromSnapshot).
+func (cl *simClaimer) execute(l Lease, c, rc *simClient, snap int64, snapHas bool) {
+	p := cl.w.p
+	j := &simJob{lease: l, stop: make(chan struct{})}
+	var renew sync.WaitGroup
+	renew.Go(func() { cl.renewals(j, rc) })
+	defer renew.Wait()
+	defer close(j.stop)
+
+	cl.maybePause(c.rng, "between verify and run", &l)
+	if !j.trusted() {
+		cl.out.note(func(o *simOutcome) { o.outcomes["lost before run"]++ })
+		return
+	}
+	start, has := l.Watermark, l.HasWatermark
+	if p.mut&mutWindowFromSnapshot != 0 {
+		start, has = snap, snapHas
+	}
+	if !has {
+		start = l.Fire - simInterval
+	}
+	start = min(start, l.Fire)
+	run := simRun{hunt: l.HuntID, fire: l.Fire, start: start, end: l.Fire, run: randomUUID(c.rng)}
+	time.Sleep(time.Duration(c.rng.Int64N(int64(2 * simSettle)))) // the hunt's query
+	if err := c.insertFindings(run); err != nil {
+		cl.out.note(func(o *simOutcome) { o.outcomes["failed (findings insert)"]++ })
+		_ = c.Release(context.Background(), []Lease{j.current()})
+		return
+	}
+	cl.maybePause(c.rng, "between run and commit", &l)
+	// runner.commit: a lease already known lost commits nothing.
+	j.mu.Lock()
+	lost := j.lost
+	j.mu.Unlock()
+	if lost {
+		cl.out.note(func(o *simOutcome) { o.outcomes["lost before commit"]++ })
+		return
+	}
+	budget := time.Now().Add(max(p.leaseOr(), time.Minute))
+	wait := 250 * time.Millisecond
+	for {
+		if p.mut&mutNoTrustRecheck == 0 && !j.trusted() {
+			cl.out.note(func(o *simOutcome) { o.outcomes["lost: past the trust deadline"]++ })
+			return
+		}
+		// A pause after the trust check sends the statement late whatever the check said.
+		cur := j.current()
+		cl.maybePause(c.rng, "inside the commit (after the trust check)", &cur)
+		ok, err := c.advance(j.current(), run)
+		switch {
+		case err == nil && ok:
+			cl.out.note(func(o *simOutcome) { o.outcomes["committed"]++ })
+			_ = c.Release(context.Background(), []Lease{j.current()})
+			return
+		case err == nil:
+			cl.out.note(func(o *simOutcome) { o.outcomes["fenced"]++ })
+			return
+		case time.Now().After(budget):
+			cl.out.note(func(o *simOutcome) { o.outcomes["failed (commit budget)"]++ })
+			_ = c.Release(context.Background(), []Lease{j.current()})
+			return
+		}
+		time.Sleep(wait)
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// singleFire is the claim loop of single-fire scenarios: every round claims the one fire of
+// every hunt.
+func (cl *simClaimer) singleFire(hunts []Fire, spread time.Duration) {
+	p := cl.w.p
+	for range p.rounds {
+		time.Sleep(time.Duration(cl.c.rng.Int64N(int64(spread))))
+		res, err := cl.proto.claim(context.Background(), hunts)
+		if err != nil {
+			cl.out.note(func(o *simOutcome) { o.errs = append(o.errs, err.Error()) })
+			return
+		}
+		cl.won(res.Won, nil)
+	}
+}
+
+// won runs the won leases, each on its own goroutine as the runner's jobs, and waits for them.
+func (cl *simClaimer) won(won []Lease, snaps map[string]View) {
+	var wg sync.WaitGroup
+	for _, l := range won {
+		if simTrace != nil {
+			simTrace("pod-%d won %s fire=%d wm=%d until=%s trusted=%s", cl.id, l.HuntID, l.Fire-simFire, l.Watermark-simFire, l.Until.Format("05.000"), l.Trusted.Format("05.000"))
+		}
+		cl.out.note(func(o *simOutcome) { o.wins[Fire{HuntID: l.HuntID, Fire: l.Fire}]++ })
+		var snap int64
+		var has bool
+		if v, ok := snaps[l.HuntID]; ok {
+			snap, has = v.Watermarks[l.HuntID]
+		}
+		// Clients are made here, in order, so each job's random source is the same on every
+		// replay of the seed.
+		c, rc := cl.newClient(), cl.newClient()
+		wg.Go(func() { cl.execute(l, c, rc, snap, has) })
+	}
+	wg.Wait()
+}
+
+// ticks is the runner's tick loop in multi-fire scenarios: read a snapshot, pick each hunt's
+// newest fire that has come and is above the snapshot's watermark, claim them in one batch,
+// run what was won; until every fire is long past.
+func (cl *simClaimer) ticks(hunts []string, until time.Time) {
+	p := cl.w.p
+	for time.Now().Before(until) {
+		time.Sleep(time.Duration(cl.c.rng.Int64N(int64(time.Duration(simInterval)*time.Second/2) + 1)))
+		snap, _ := cl.c.Read(context.Background(), hunts)
+		k := (time.Now().Unix() - simFire) / simInterval
+		if k < 0 {
+			continue
+		}
+		fire := simFire + min(k, int64(p.fires-1))*simInterval
+		var due []Fire
+		for _, h := range hunts {
+			if wm, ok := snap.Watermarks[h]; ok && wm >= fire {
+				continue
+			}
+			due = append(due, Fire{HuntID: h, Fire: fire})
+		}
+		if len(due) == 0 {
+			continue
+		}
+		cl.maybePause(cl.c.rng, "between snapshot and claim", nil)
+		res, err := cl.proto.claim(context.Background(), due)
+		if err != nil {
+			cl.out.note(func(o *simOutcome) { o.errs = append(o.errs, err.Error()) })
+			continue
+		}
+		snaps := map[string]View{}
+		for _, l := range res.Won {
+			snaps[l.HuntID] = snap
+		}
+		cl.won(res.Won, snaps)
 	}
 }
 
 type simOutcome struct {
-	wins       map[string]int // per hunt (one fire per scenario)
-	raced      bool           // at least two claim rows for one hunt landed
-	advances   map[string]int
-	watermarks map[string]int64
-	findings   *findings
-	tiedReads  int // reads that saw a tie on claimed at the top of a hunt
+	mu         sync.Mutex
+	wins       map[Fire]int     // claims won per (hunt, fire)
+	commits    map[string]int   // commit rows per hunt (seeds excluded)
+	watermarks map[string]int64 // newest watermark per hunt once everything replicated
+	base       map[string]int64 // where each hunt's committed windows must start tiling
+	hasBase    map[string]bool  // false: the hunt had no watermark (first run)
+	outcomes   map[string]int   // per attempt: committed, fenced, lost …
+	pauses     map[string]int   // pauses taken per point
+	raced      bool             // at least two claim rows for one (hunt, fire) landed
+	tiedReads  int              // reads that saw a tie on claimed at the top of a hunt
+	rawFinds   int              // finding rows stored (every attempt)
+	viewFinds  int              // finding rows the committed view shows
+	violations []string         // broken invariants
+	errs       []string         // claim errors (the model's store never fails a claim)
 }
 
-// runScenario plays one scenario to the end inside a synctest bubble.
-func runScenario(t *testing.T, seed uint64, p simParams) simOutcome {
-	out := simOutcome{wins: map[string]int{}, advances: map[string]int{}, watermarks: map[string]int64{},
-		findings: &findings{unique: map[string]bool{}}}
+func (o *simOutcome) note(f func(*simOutcome)) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	f(o)
+}
+
+func (o *simOutcome) winsOf(hunt string) int { return o.wins[Fire{HuntID: hunt, Fire: simFire}] }
+
+func huntName(i int) string { return fmt.Sprintf("hunt-%d", i) }
+
+// runScenario plays one scenario to the end inside a synctest bubble and checks the
+// invariants of commits on the final state (everything replicated, every late insert landed).
+func runScenario(t *testing.T, seed uint64, p simParams) *simOutcome {
+	out := &simOutcome{wins: map[Fire]int{}, commits: map[string]int{}, watermarks: map[string]int64{},
+		base: map[string]int64{}, hasBase: map[string]bool{}, outcomes: map[string]int{}, pauses: map[string]int{}}
 	synctest.Test(t, func(t *testing.T) {
-		w := &simWorld{p: p}
+		w := &simWorld{p: p, findings: map[findingKey]time.Time{}}
 		start := time.Now()
 		hunts := make([]Fire, p.hunts)
+		ids := make([]string, p.hunts)
+		lease := p.leaseOr()
 		for i := range hunts {
-			hunts[i] = Fire{HuntID: fmt.Sprintf("hunt-%d", i), Fire: simFire}
-			w.watermarks = append(w.watermarks, simWatermark{hunt: hunts[i].HuntID, wm: simFire - 60,
-				updated: start.Add(-time.Hour), commit: start.Add(-time.Hour)})
+			id := huntName(i)
+			hunts[i], ids[i] = Fire{HuntID: id, Fire: simFire}, id
+			if !p.noSeed {
+				w0 := simFire - 60
+				if p.fires > 0 {
+					w0 = simFire - simInterval
+				}
+				out.base[id], out.hasBase[id] = w0, true
+				if p.clockJump {
+					// An older commit written while its replica's clock ran an hour fast.
+					w.watermarks = append(w.watermarks, simCommit{hunt: id, wm: w0 - simInterval, start: w0 - 2*simInterval,
+						run: uuid.New(), updated: start.Add(time.Hour), commit: start.Add(-2 * time.Hour)})
+				}
+				w.watermarks = append(w.watermarks, simCommit{hunt: id, wm: w0, start: w0 - simInterval,
+					updated: start.Add(-time.Hour), commit: start.Add(-time.Hour)})
+			}
 			if p.staleRow {
-				w.addLease(Row{HuntID: hunts[i].HuntID, Fire: simFire - 60, Owner: "dead-pod", ClaimID: uuid.New(),
+				w.addLease(Row{HuntID: id, Fire: simFire - 60, Owner: "dead-pod", ClaimID: uuid.New(),
 					Claimed: start.Add(-10 * time.Minute), Until: start.Add(-5 * time.Minute)}, true, 0, start.Add(-10*time.Minute))
 			}
 		}
-		var mu sync.Mutex
+		seeded := len(w.watermarks)
 		var wg sync.WaitGroup
 		stop := make(chan struct{})
 		var merger sync.WaitGroup
@@ -449,76 +984,130 @@ func runScenario(t *testing.T, seed uint64, p simParams) simOutcome {
 		if spread == 0 {
 			spread = 2 * simSettle
 		}
+		until := start.Add(time.Duration(int64(p.fires)*simInterval)*time.Second + 3*lease)
 		for i := range p.claimers {
 			rng := rand.New(rand.NewPCG(seed, uint64(i)))
-			client := &simClient{w: w, rng: rng}
-			proto := &protocol{store: client, owner: fmt.Sprintf("pod-%d", i), lease: simLease, provisional: p.provisional, settle: simSettle,
-				log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-				newID: func() uuid.UUID {
-					var id uuid.UUID
-					for j := range id {
-						id[j] = byte(rng.UintN(256))
-					}
-					return id
-				}}
+			cl := &simClaimer{id: i, seed: seed, w: w, out: out}
+			cl.c = &simClient{w: w, rng: rng, cl: cl}
+			cl.proto = &protocol{store: cl.c, owner: fmt.Sprintf("pod-%d", i), lease: lease, provisional: p.provisional, settle: simSettle,
+				log: slog.New(slog.NewTextHandler(io.Discard, nil)), newID: func() uuid.UUID { return randomUUID(rng) }}
 			wg.Go(func() {
-				for range p.rounds {
-					time.Sleep(time.Duration(rng.Int64N(int64(spread))))
-					res, err := proto.claim(context.Background(), hunts)
-					if err != nil {
-						t.Errorf("claim: %v", err)
-						return
-					}
-					for _, l := range res.Won {
-						mu.Lock()
-						out.wins[l.HuntID]++
-						mu.Unlock()
-						time.Sleep(time.Duration(rng.Int64N(int64(2 * simSettle)))) // the run
-						out.findings.insert(l.HuntID, l.Fire)
-						// As the runner does: a fenced advance means the lease is lost, and a lost
-						// lease is not released (the newest row is someone else's).
-						if !client.advance(l) {
-							continue
-						}
-						mu.Lock()
-						out.advances[l.HuntID]++
-						mu.Unlock()
-						if err := client.Release(context.Background(), []Lease{l}); err != nil {
-							t.Errorf("release: %v", err)
-						}
-					}
+				if p.fires > 0 {
+					cl.ticks(ids, until)
+				} else {
+					cl.singleFire(hunts, spread)
 				}
 			})
 		}
 		wg.Wait()
 		close(stop)
 		merger.Wait()
-		end := time.Now().Add(time.Hour) // everything replicated by then
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		out.tiedReads = w.tiedReads
-		claimRows := map[string]int{}
+		claimRows := map[Fire]int{}
 		for _, row := range w.leases {
-			if row.Fire == simFire && row.claim {
-				claimRows[row.HuntID]++
+			if row.claim && row.Owner != "dead-pod" {
+				claimRows[Fire{HuntID: row.HuntID, Fire: row.Fire}]++
 			}
 		}
-		for _, h := range hunts {
-			if m, ok := w.newestWatermark(h.HuntID, 0, end); ok {
-				out.watermarks[h.HuntID] = m.wm
-			}
-			if claimRows[h.HuntID] > 1 {
+		for _, n := range claimRows {
+			if n > 1 {
 				out.raced = true
 			}
 		}
+		end := time.Now().Add(24 * time.Hour) // everything replicated and landed by then
+		for _, id := range ids {
+			if m, ok := w.newestWatermark(id, 0, end); ok {
+				out.watermarks[id] = m.wm
+			}
+		}
+		for _, m := range w.watermarks[seeded:] {
+			out.commits[m.hunt]++
+		}
+		out.violations = w.invariants(ids, w.watermarks[seeded:], out)
 	})
 	return out
 }
 
-// scenarioCount is full, or 300 under -short.
+// invariants checks the final state of a scenario: no fire has two commits; each hunt's
+// committed windows tile from where it stood (each starts where the previous one ended); every
+// committed run's findings are present, and the committed view shows each source event
+// exactly once and nothing of an attempt that did not commit. Caller holds mu.
+func (w *simWorld) invariants(hunts []string, commits []simCommit, out *simOutcome) []string {
+	var bad []string
+	committed := map[uuid.UUID]simCommit{}
+	byHunt := map[string][]simCommit{}
+	for _, m := range commits {
+		committed[m.run] = m
+		byHunt[m.hunt] = append(byHunt[m.hunt], m)
+	}
+	// The committed view: findings whose (hunt, run) has a commit row.
+	view := map[findingKey]bool{}
+	for k := range w.findings {
+		out.rawFinds++
+		if _, ok := committed[k.run]; ok || w.p.mut&mutViewAllAttempts != 0 {
+			view[k] = true
+		}
+	}
+	out.viewFinds = len(view)
+	for _, h := range hunts {
+		rows := byHunt[h]
+		sort.SliceStable(rows, func(a, b int) bool { return rows[a].wm < rows[b].wm })
+		next, has := out.base[h], out.hasBase[h]
+		for i, m := range rows {
+			if i > 0 && rows[i-1].wm == m.wm {
+				bad = append(bad, fmt.Sprintf("%s: fire %d committed twice", h, m.wm-simFire))
+			}
+			if has && m.start != next {
+				kind := "overlaps"
+				if m.start > next {
+					kind = "leaves a hole after"
+				}
+				bad = append(bad, fmt.Sprintf("%s: committed window [%d, %d) %s the previous one ending at %d",
+					h, m.start-simFire, m.wm-simFire, kind, next-simFire))
+			}
+			next, has = m.wm, true
+			for e := m.start; e < m.wm; e++ {
+				if !view[findingKey{hunt: h, fire: m.wm, run: m.run, event: e}] {
+					bad = append(bad, fmt.Sprintf("%s: committed run of fire %d lacks its finding of event %d", h, m.wm-simFire, e-simFire))
+				}
+			}
+		}
+		seen := map[int64]int{}
+		for k := range view {
+			if k.hunt != h {
+				continue
+			}
+			seen[k.event]++
+			if _, ok := committed[k.run]; !ok {
+				bad = append(bad, fmt.Sprintf("%s: finding of event %d from uncommitted attempt of fire %d is visible",
+					h, k.event-simFire, k.fire-simFire))
+			}
+		}
+		for e, n := range seen {
+			if n > 1 {
+				bad = append(bad, fmt.Sprintf("%s: event %d has %d committed findings", h, e-simFire, n))
+			}
+		}
+	}
+	sort.Strings(bad)
+	return slices.Compact(bad)
+}
+
+// summary is the first few violations of a scenario.
+func (o *simOutcome) summary() string {
+	v := o.violations
+	if len(v) > 4 {
+		v = append(v[:4:4], fmt.Sprintf("… %d more", len(o.violations)-4))
+	}
+	return strings.Join(v, "; ")
+}
+
+// scenarioCount is full, or at most 300 under -short.
 func scenarioCount(full int) int {
 	if testing.Short() {
-		return 300
+		return min(full, 300)
 	}
 	return full
 }
@@ -529,9 +1118,9 @@ type simStats struct {
 }
 
 // noDoubleWins plays n seeded scenarios drawn by gen and fails at the first (hunt, fire) won
-// twice. A single win must advance the watermark to the fire unless fencedOK (a late
-// claim's orphan row may land over the winner, which then loses its lease and commits
-// nothing: the fire stays owed).
+// twice, or at the first broken invariant of commits. A single win must commit the fire unless
+// fencedOK (a late claim's orphan row may land over the winner, which then loses its lease
+// and commits nothing: the fire stays owed).
 func noDoubleWins(t *testing.T, n int, seedBase, stream uint64, fencedOK bool, gen func(*rand.Rand) simParams) simStats {
 	t.Helper()
 	var st simStats
@@ -544,18 +1133,21 @@ func noDoubleWins(t *testing.T, n int, seedBase, stream uint64, fencedOK bool, g
 		if out.raced {
 			st.raced++
 		}
+		if len(out.violations) > 0 {
+			t.Fatalf("seed %d: %s (%s)", seed, out.summary(), p)
+		}
 		for h := 0; h < p.hunts; h++ {
-			hunt := fmt.Sprintf("hunt-%d", h)
+			hunt := huntName(h)
 			st.fires++
-			switch n := out.wins[hunt]; {
+			switch n := out.winsOf(hunt); {
 			case n > 1:
 				t.Fatalf("seed %d: %s won %d times with L=%s (%s)", seed, hunt, n, p.visibility(), p)
-			case n == 1 && out.advances[hunt] == 0 && fencedOK:
+			case n == 1 && out.commits[hunt] == 0 && fencedOK:
 				st.fenced++
 			case n == 1:
 				st.won++
-				if out.advances[hunt] != 1 || out.watermarks[hunt] != simFire {
-					t.Fatalf("seed %d: %s won once but advances=%d watermark=%d (%s)", seed, hunt, out.advances[hunt], out.watermarks[hunt], p)
+				if out.commits[hunt] != 1 || out.watermarks[hunt] != simFire {
+					t.Fatalf("seed %d: %s won once but commits=%d watermark=%d (%s)", seed, hunt, out.commits[hunt], out.watermarks[hunt], p)
 				}
 			}
 		}
@@ -569,13 +1161,15 @@ func noDoubleWins(t *testing.T, n int, seedBase, stream uint64, fencedOK bool, g
 // TestSimulationNoDoubleWinBelowBound: thousands of seeded scenarios with visibility lag below
 // settle/2 never produce two winners for one (hunt, fire).
 func TestSimulationNoDoubleWinBelowBound(t *testing.T) {
-	n := scenarioCount(3000)
+	t.Parallel()
+	n := scenarioCount(1500)
 	st := noDoubleWins(t, n, 0, 0xC1A1, false, func(rng *rand.Rand) simParams {
 		p := genParams(rng, 0, simSettle/2)
 		p.mergeEvery, p.stalls = 300*time.Millisecond, true
 		if p.visibility() >= simSettle/2 {
 			t.Fatalf("generator: L=%s", p.visibility())
 		}
+		withProvisional(rng, &p)
 		return p
 	})
 	t.Logf("%d scenarios, %d fires: %d won exactly once, %d never won (all claims late or lost); %d scenarios raced (≥2 claim rows landed for one hunt)",
@@ -594,12 +1188,14 @@ func TestSimulationNoDoubleWinBelowBound(t *testing.T) {
 // acknowledgement rule: a statement acknowledged a settle or more after it was sent does
 // not count. Without the rule this test finds double wins.
 func TestSimulationSingleEndpointAnyInsertLatency(t *testing.T) {
-	n := scenarioCount(3000)
+	t.Parallel()
+	n := scenarioCount(1500)
 	st := noDoubleWins(t, n, 2_000_000, 0x5106, true, func(rng *rand.Rand) simParams {
 		p := genParams(rng, 0, 3*simSettle)
 		p.insertMax = p.visibility()
 		p.replicas, p.skew, p.lag = 1, p.skew[:1], [][]time.Duration{{0}}
 		p.mergeEvery, p.stalls = 300*time.Millisecond, true
+		withProvisional(rng, &p)
 		return p
 	})
 	t.Logf("%d scenarios, %d fires: %d won and committed, %d won but fenced by a late claim's row (left owed), %d never won; %d scenarios raced",
@@ -614,82 +1210,23 @@ func TestSimulationSingleEndpointAnyInsertLatency(t *testing.T) {
 // resolution, so claims often tie on claimed, while merges (keeping the last inserted of tied
 // rows, not the greatest claim id) run about once a settle, so one verifier can read a tie and
 // another the merged survivor alone. A tie at the top is lost for every claim in it; without
-// that rule this test finds double wins (and winners fenced by the merge).
+// that rule this test finds double wins. A survivor that wins after the merge can still have
+// its commit refused by a replica the merge has not reached, where the tied loser is newest
+// by claim id (seed 3,002,417, found in a run of 3,000): the fire stays owed, so that counts
+// as fenced, not as a failure.
 func TestSimulationTiesAcrossMerges(t *testing.T) {
-	n := scenarioCount(3000)
-	st := noDoubleWins(t, n, 3_000_000, 0x7135, false, func(rng *rand.Rand) simParams {
+	t.Parallel()
+	n := scenarioCount(1500)
+	st := noDoubleWins(t, n, 3_000_000, 0x7135, true, func(rng *rand.Rand) simParams {
 		p := genParams(rng, 0, simSettle/2)
 		p.resolution, p.mergeEvery, p.startSpread = 50*time.Millisecond, simSettle, 20*time.Millisecond
 		p.netMax /= 10
+		withProvisional(rng, &p)
 		return p
 	})
-	t.Logf("%d scenarios, %d fires: %d won exactly once, %d never won; %d reads saw a tie at the top",
-		st.scenarios, st.fires, st.won, st.fires-st.won, st.tiedReads)
+	t.Logf("%d scenarios, %d fires: %d won exactly once and committed, %d won but fenced by an unmerged tie, %d never won; %d reads saw a tie at the top",
+		st.scenarios, st.fires, st.won, st.fenced, st.fires-st.won-st.fenced, st.tiedReads)
 	if st.tiedReads < st.scenarios/10 {
 		t.Fatalf("only %d tied reads in %d scenarios: ties are not exercised", st.tiedReads, st.scenarios)
-	}
-}
-
-// TestSimulationDoublesBeyondBoundAreAbsorbed: with visibility lag beyond settle/2 the
-// simulation finds double wins, so the bound is real and the simulation can see a breach.
-// The fenced watermark never moves past the fire. The findings check only restates the
-// model (a set keyed like hunt_findings); that the engine collapses a re-run's findings is
-// proven by runner's engine and end-to-end tests, not here.
-func TestSimulationDoublesBeyondBoundAreAbsorbed(t *testing.T) {
-	n := scenarioCount(2000)
-	var doubles, fires, dupRows, fenced int
-	for i := range n {
-		seed := uint64(1_000_000 + i)
-		p := genParams(rand.New(rand.NewPCG(seed, 0xBAD)), simSettle/2, 3*simSettle)
-		out := runScenario(t, seed, p)
-		for h := 0; h < p.hunts; h++ {
-			hunt := fmt.Sprintf("hunt-%d", h)
-			fires++
-			if out.wins[hunt] > 1 {
-				doubles++
-				if doubles <= 5 {
-					t.Logf("double: seed %d %s won %d times, L=%s (%s)", seed, hunt, out.wins[hunt], p.visibility(), p)
-				}
-			}
-			// Beyond the bound a winner's fenced advance may be refused (the fire then stays
-			// owed and is claimed again); one that lands writes exactly the fire, never more.
-			if out.advances[hunt] > 0 && out.watermarks[hunt] != simFire {
-				t.Fatalf("seed %d: %s advanced but watermark = %d", seed, hunt, out.watermarks[hunt])
-			}
-			if out.watermarks[hunt] > simFire {
-				t.Fatalf("seed %d: %s watermark %d beyond the fire", seed, hunt, out.watermarks[hunt])
-			}
-			if out.wins[hunt] > 0 && out.advances[hunt] == 0 {
-				fenced++
-			}
-		}
-		// Whatever the number of runs, the unique findings are exactly those of one run per
-		// fire that ran.
-		want := map[string]bool{}
-		for h := 0; h < p.hunts; h++ {
-			hunt := fmt.Sprintf("hunt-%d", h)
-			if out.wins[hunt] > 0 {
-				for _, k := range findingsOf(hunt, simFire) {
-					want[k] = true
-				}
-			}
-		}
-		if len(out.findings.unique) != len(want) {
-			t.Fatalf("seed %d: %d unique findings, want %d", seed, len(out.findings.unique), len(want))
-		}
-		for k := range want {
-			if !out.findings.unique[k] {
-				t.Fatalf("seed %d: finding %s missing", seed, k)
-			}
-		}
-		dupRows += out.findings.raw - len(out.findings.unique)
-	}
-	t.Logf("%d scenarios with L in [settle/2, 3·settle): %d of %d fires won more than once; %d duplicate finding rows, all collapsed by the (hunt_id, fire, finding_id) key; %d fires whose every advance was fenced (left owed)",
-		n, doubles, fires, dupRows, fenced)
-	if doubles == 0 {
-		t.Fatal("no double win found beyond the bound: the simulation cannot see the failure it guards against")
-	}
-	if dupRows == 0 {
-		t.Fatal("doubles wrote no duplicate rows")
 	}
 }
