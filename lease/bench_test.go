@@ -220,7 +220,7 @@ func BenchmarkClaim1000(b *testing.B) {
 }
 
 // TestClaimLargeBatch: past maxStatement hunts per statement a batch is split (URL size
-// limits), costing 3 round trips per 2,000 fires and still one settle; every fire is won.
+// limits), costing 5 round trips per 2,000 fires and still one settle; every fire is won.
 func TestClaimLargeBatch(t *testing.T) {
 	db := engineDB(t)
 	now := serverNow(t, db)
