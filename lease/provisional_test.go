@@ -1,0 +1,80 @@
+package lease
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
+)
+
+// A claim whose insert is acknowledged too late to count is Lost and never extended: its row
+// frees the hunt when the provisional lease passes, not a whole lease later. A claim that wins
+// is extended to the whole lease.
+func TestLateClaimBlocksOnlyTheProvisionalLease(t *testing.T) {
+	srv := chtest.Start(t)
+	opts, err := chtest.Options(srv.URL, "default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := clickhouse.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ctx := context.Background()
+	if _, err := chstore.Apply(ctx, conn, "pl", chstore.TopologySingle, ""); err != nil {
+		t.Fatal(err)
+	}
+	db := &chtest.DB{Conn: conn, Name: "pl", URL: srv.URL}
+	const settle, whole = 200 * time.Millisecond, time.Minute
+	c := newCoord(t, db, "pod-a", whole, settle)
+	if p := c.Options().Provisional; p != 6*settle {
+		t.Fatalf("provisional lease %s, want 6 × settle", p)
+	}
+	fire := serverNow(t, db) - 1
+	// The claim insert (the one hunt_lease insert that zips its batch) lands at once but is
+	// acknowledged a settle late.
+	srv.SetFaults(t, ctl.FaultRule{Name: "late-claim", Kind: ctl.KindInsert, Match: "arrayZip", Times: 1,
+		Effect: ctl.DelayAnswer, Delay: settle + 100*time.Millisecond})
+	res, err := c.Claim(ctx, []Fire{{HuntID: "h", Fire: fire}})
+	if err != nil || len(res.Lost) != 1 {
+		t.Fatalf("late claim: %+v, %v; want lost", res, err)
+	}
+	var until time.Time
+	if err := conn.QueryRow(ctx, "SELECT max(lease_until) FROM pl.hunt_lease WHERE hunt_id = 'h'").Scan(&until); err != nil {
+		t.Fatal(err)
+	}
+	var claimed time.Time
+	if err := conn.QueryRow(ctx, "SELECT max(claimed) FROM pl.hunt_lease WHERE hunt_id = 'h'").Scan(&claimed); err != nil {
+		t.Fatal(err)
+	}
+	if held := until.Sub(claimed); held > 6*settle+time.Second {
+		t.Fatalf("the orphan row holds its hunt for %s, want the provisional %s", held, 6*settle)
+	}
+	var won Lease
+	for deadline := time.Now().Add(whole / 2); ; {
+		res, err := c.Claim(ctx, []Fire{{HuntID: "h", Fire: fire}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Won) == 1 {
+			won = res.Won[0]
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the hunt stayed blocked for half a lease after a late claim")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if left := won.Until.Sub(won.Claimed); left < whole-time.Second {
+		t.Fatalf("the winner holds %s, want the whole lease %s", left, whole)
+	}
+	if trust := time.Until(won.Trusted); trust < whole/2 {
+		t.Fatalf("the winner is trusted for %s only", trust)
+	}
+}
