@@ -96,3 +96,59 @@ func TestPlanAgreesWithSchedulePredicate(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestPersistedBackoffOnTheEngine: a failed run's backoff lives in hunt_state, so a peer that
+// never saw the failure does not claim the hunt, and the due count (the KEDA backlog) leaves it
+// out, until retry_after; from retry_after on, the count includes it again. The backoff is a
+// minute (the failing pod's tick), far longer than the checks take, and its end is checked by
+// evaluating the due SQL at retry_after rather than by waiting for it.
+func TestPersistedBackoffOnTheEngine(t *testing.T) {
+	e := newEnv(t)
+	broken := Hunt{ID: "broken", Interval: 3600, Offset: 0,
+		Query: "SELECT throwIf(number = 0, 'boom') AS x FROM numbers(1) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}
+	hs := &HuntSet{Hash: "set-1", Hunts: []Hunt{broken}}
+	e.exec("INSERT INTO hunt_schedule (hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated) SELECT 'broken', 3600, 0, 1, 'h', now64(6)")
+	due := func(nowExpr string) uint64 { return e.count(schedule.DueCountSQL(e.db.Name, nowExpr)) }
+	if n := due("now()"); n != 1 {
+		t.Fatalf("before any run: due %d, want 1", n)
+	}
+
+	a := e.runner("pod-a", hs, func(o *Options) { o.Tick = time.Minute })
+	e.tickAndWait(a)
+	if br := e.runs("broken"); len(br) != 1 || br[0].Status != StatusFailed {
+		t.Fatalf("pod-a runs %+v, want one failed", br)
+	}
+	snap, err := watermark.New(e.db.Conn, e.db.Name).Snapshot(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := snap.Hunts["broken"]
+	if !st.HasRetryAfter || !st.RetryAfter.After(snap.Now) || st.RetryAfter.Sub(snap.Now) > time.Minute {
+		t.Fatalf("retry_after %v (set %v) at server now %v: want within the next minute", st.RetryAfter, st.HasRetryAfter, snap.Now)
+	}
+	if st.HasLease && st.LeaseUntil.After(snap.Now) {
+		t.Fatalf("the failed run kept its lease until %v: the test would not isolate backoff", st.LeaseUntil)
+	}
+
+	// A peer, and the backlog, honour it.
+	b := e.runner("pod-b", hs, nil)
+	e.tickAndWait(b)
+	if n := len(e.runs("broken")); n != 1 {
+		t.Fatalf("a peer ran a hunt in backoff: %d runs", n)
+	}
+	if n := due("now()"); n != 0 {
+		t.Fatalf("the backlog counts a hunt in backoff: due %d", n)
+	}
+	// The bound, on the server: the SQL compares with a whole-second now, so a retry_after
+	// inside a second holds the hunt through that second; at retry_after exactly it is due.
+	ms := st.RetryAfter.UnixMilli()
+	sec := ms / 1000
+	atSec := func(s int64) uint64 { return due(fmt.Sprintf("toDateTime(%d, 'UTC')", s)) }
+	wantAtSec := uint64(0)
+	if ms%1000 == 0 {
+		wantAtSec = 1
+	}
+	if n0, n1, n2 := atSec(sec-1), atSec(sec), atSec(sec+1); n0 != 0 || n1 != wantAtSec || n2 != 1 {
+		t.Fatalf("retry_after %d ms: due at %d s, %d s, %d s = %d, %d, %d; want 0, %d, 1", ms, sec-1, sec, sec+1, n0, n1, n2, wantAtSec)
+	}
+}
