@@ -130,13 +130,19 @@ func TestPersistedBackoffOnTheEngine(t *testing.T) {
 		t.Fatalf("the failed run kept its lease until %v: the test would not isolate backoff", st.LeaseUntil)
 	}
 
-	// A peer, and the backlog, honour it.
+	// A peer honours it.
 	b := e.runner("pod-b", hs, nil)
 	e.tickAndWait(b)
 	if n := len(e.runs("broken")); n != 1 {
 		t.Fatalf("a peer ran a hunt in backoff: %d runs", n)
 	}
-	if n := due("now()"); n != 0 {
+	// The backlog, at the first whole second at which the released lease is over (the SQL's
+	// now is whole seconds, so it sees a release up to a second late) and the backoff is not.
+	free := (max(st.LeaseUntil.UnixMilli(), snap.Now.UnixMilli()) + 999) / 1000
+	if free*1000 >= st.RetryAfter.UnixMilli() {
+		t.Fatalf("lease until %v, retry_after %v: no second to check the backoff alone", st.LeaseUntil, st.RetryAfter)
+	}
+	if n := due(fmt.Sprintf("toDateTime(%d, 'UTC')", free)); n != 0 {
 		t.Fatalf("the backlog counts a hunt in backoff: due %d", n)
 	}
 	// The bound, on the server: the SQL compares with a whole-second now, so a retry_after
