@@ -216,9 +216,12 @@ func TestRunnerRunsCommitsAndBacksOff(t *testing.T) {
 	}
 	var reports []RunReport
 	var mu sync.Mutex
-	frozen := time.Now() // backoff runs on this clock: frozen, the broken hunt never comes out of it
+	frozen := time.Now()
 	r := e.runner("pod-a", hs, func(o *Options) {
 		o.Clock = func() time.Time { return frozen }
+		// A first failure backs off one tick, as retry_after on the server's clock: a minute
+		// outlasts the test, so the broken hunt stays in backoff whatever the machine's load.
+		o.Tick = time.Minute
 		o.Metrics = m
 		o.OnRun = func(rep RunReport) { mu.Lock(); reports = append(reports, rep); mu.Unlock() }
 	})

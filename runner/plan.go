@@ -28,19 +28,20 @@ type plan struct {
 	Busy     int              // hunts owed but already held by this runner
 }
 
-// planner turns a snapshot into due fires. It keeps the little state that must outlive a tick:
-// per-hunt backoff and which overruns were already counted. It does no I/O and reads no clock:
-// server time comes in the snapshot and local time (for backoff) as an argument, so tests drive
-// it deterministically.
+// planner turns a snapshot into due fires. The due decision and its arithmetic are package
+// schedule's (the predicate the due SQL shares); the planner adds what only a runner knows:
+// which hunts it already holds, which fire to claim and in what order, and which overruns it
+// already counted. Backoff is not its own: a failed run persists retry_after in hunt_state and
+// every pod reads it back in the snapshot. It does no I/O and reads no clock: server time comes
+// in the snapshot, so tests drive it deterministically.
 type planner struct {
-	mu          sync.Mutex // plan runs on the tick goroutine, failed/succeeded on run goroutines
+	mu          sync.Mutex // plan runs on the tick goroutine, failed on run goroutines
 	tick        time.Duration
-	backoff     map[string]time.Time // hunt id → local time before which it is not claimed
-	overrunSeen map[string]int64     // hunt id → newest fire already counted as an overrun
+	overrunSeen map[string]int64 // hunt id → newest fire already counted as an overrun
 }
 
 func newPlanner(tick time.Duration) *planner {
-	return &planner{tick: tick, backoff: map[string]time.Time{}, overrunSeen: map[string]int64{}}
+	return &planner{tick: tick, overrunSeen: map[string]int64{}}
 }
 
 // backoffDelay is how long a hunt waits after its n-th consecutive failure: tick, 2×tick, 4×tick …
@@ -63,28 +64,43 @@ func backoffDelay(tick time.Duration, interval int64, failures uint32) time.Dura
 	return d
 }
 
-// failed starts (or extends) the backoff of a hunt after a failed run.
-func (p *planner) failed(h *Hunt, failures uint32, localNow time.Time) time.Duration {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	d := backoffDelay(p.tick, h.Interval, failures)
-	p.backoff[h.ID] = localNow.Add(d)
-	return d
+// failed is the backoff after a hunt's failures-th consecutive failure. The caller persists it
+// as hunt_state.retry_after (server clock), which every pod, and the due count, honour. The
+// local clock argument is unused and kept for the caller's signature.
+func (p *planner) failed(h *Hunt, failures uint32, _ time.Time) time.Duration {
+	return backoffDelay(p.tick, h.Interval, failures)
 }
 
-// succeeded clears a hunt's backoff.
-func (p *planner) succeeded(id string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.backoff, id)
+// succeeded is a no-op: the success's hunt_state row clears retry_after for every pod.
+func (p *planner) succeeded(string) {}
+
+// scheduleRow is h as the predicate sees it: a loaded hunt is enabled.
+func scheduleRow(h *Hunt) schedule.Row {
+	return schedule.Row{HuntID: h.ID, IntervalSeconds: uint32(h.Interval), PhaseOffset: uint32(h.Offset), Enabled: true}
+}
+
+// scheduleState is the predicate's view of a snapshot entry. A hunt that never committed but
+// has failed owes at least from the fire its last failure tried: that is the oldest owed fire
+// the snapshot knows of (the fire it was first owed is not persisted).
+func scheduleState(st watermark.HuntState) schedule.State {
+	out := schedule.State{
+		Watermark: st.Watermark, HasWatermark: st.HasWatermark,
+		LeaseUntilMs: st.LeaseUntil.UnixMilli(), HasLease: st.HasLease,
+		RetryAfterMs: st.RetryAfter.UnixMilli(), HasRetryAfter: st.HasRetryAfter,
+		RequestedFire: st.RequestedFire, HasRequest: st.HasRequest,
+	}
+	if !st.HasWatermark && st.ConsecutiveFailures > 0 && st.LastFire > 0 {
+		out.FirstOwed, out.HasFirstOwed = st.LastFire, true
+	}
+	return out
 }
 
 // plan computes the due fires at the snapshot's server time. busy reports hunts this runner
-// already holds (queued or running); it may be nil.
-func (p *planner) plan(snap watermark.Snapshot, set *HuntSet, localNow time.Time, busy func(string) bool) plan {
+// already holds (queued or running); it may be nil. The local clock is not read.
+func (p *planner) plan(snap watermark.Snapshot, set *HuntSet, _ time.Time, busy func(string) bool) plan {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	now := snap.Now.Unix()
+	now, nowMs := snap.Now.Unix(), snap.Now.UnixMilli()
 	out := plan{Behind: make(map[string]int64, len(set.Hunts))}
 	loaded := make(map[string]struct{}, len(set.Hunts))
 	for i := range set.Hunts {
@@ -93,59 +109,42 @@ func (p *planner) plan(snap watermark.Snapshot, set *HuntSet, localNow time.Time
 		if h.Interval <= 0 {
 			continue
 		}
-		st := snap.Hunts[h.ID]
-		latest := schedule.LatestFire(now, h.Interval, h.Offset)
-		df := dueFire{Hunt: h}
-		switch {
-		case !st.HasWatermark || st.Watermark < latest:
-			oldest := latest
-			if st.HasWatermark {
-				oldest = schedule.NextFire(st.Watermark, h.Interval, h.Offset)
-				if oldest > latest {
-					oldest = latest
-				}
-			}
-			df.Fire, df.Overdue, df.FirstRun = latest, now-oldest, !st.HasWatermark
-			out.Behind[h.ID] = now - oldest
-		case st.HasRequest && st.RequestedFire > st.Watermark && st.RequestedFire <= now:
-			// Nothing scheduled is owed: run the request over [watermark, request).
-			df.Fire, df.Requested, df.Overdue = st.RequestedFire, true, now-st.RequestedFire
-			out.Behind[h.ID] = 0
-		default:
-			out.Behind[h.ID] = 0
+		hs := snap.Hunts[h.ID]
+		row, st := scheduleRow(h), scheduleState(hs)
+		behind := schedule.Behind(now, row, st)
+		out.Behind[h.ID] = behind
+		fire, requested, owed := schedule.Owed(now, row, st)
+		if !owed {
 			continue
+		}
+		df := dueFire{Hunt: h, Fire: fire, Requested: requested, Overdue: behind, FirstRun: !hs.HasWatermark}
+		if requested {
+			df.Overdue = now - fire
 		}
 		if busy != nil && busy(h.ID) {
 			out.Busy++
 			continue
 		}
-		// Freeness against the snapshot's exact server time. The due SQL compares with now()
-		// in whole seconds, so for up to a second after a release it still counts the hunt as
-		// leased while the runner already sees it free; the runner is never the stricter one.
-		if st.HasLease && st.LeaseUntil.After(snap.Now) {
+		// On the snapshot's exact server time: the due SQL compares with now() in whole
+		// seconds, so for up to a second after a lease or backoff ends it still counts the
+		// hunt as held while the runner already sees it free; the runner is never the stricter.
+		if schedule.DueAt(nowMs, row, st) {
+			out.Due = append(out.Due, df)
+			continue
+		}
+		if !st.LeaseFreeAt(nowMs) {
 			out.Leased++
 			// A prior fire still running while a newer one is owed is an overrun; a live lease on
 			// the very fire we owe is a healthy peer doing its job.
-			if st.LeaseFire < df.Fire && !df.Requested && p.overrunSeen[h.ID] < df.Fire {
+			if hs.LeaseFire < df.Fire && !df.Requested && p.overrunSeen[h.ID] < df.Fire {
 				p.overrunSeen[h.ID] = df.Fire
 				out.Overruns = append(out.Overruns, df)
 			}
 			continue
 		}
-		if until, ok := p.backoff[h.ID]; ok {
-			if localNow.Before(until) {
-				out.BackOff++
-				continue
-			}
-		}
-		out.Due = append(out.Due, df)
+		out.BackOff++
 	}
 	// Forget state of hunts that are no longer loaded so removed hunts do not leak memory.
-	for id := range p.backoff {
-		if _, ok := loaded[id]; !ok {
-			delete(p.backoff, id)
-		}
-	}
 	for id := range p.overrunSeen {
 		if _, ok := loaded[id]; !ok {
 			delete(p.overrunSeen, id)

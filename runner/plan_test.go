@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/watermark"
 )
 
@@ -188,34 +189,62 @@ func TestBackoffDelay(t *testing.T) {
 	}
 }
 
+// Backoff is persisted: a failed run's hunt_state.retry_after (server clock) reaches every pod
+// through the snapshot, so a peer or a restarted pod (a fresh planner here) holds off exactly
+// as the pod that failed would, to the millisecond, and a success's row (no retry_after)
+// releases it everywhere.
 func TestPlanBackoff(t *testing.T) {
-	h := hunt("a", 60, 0)
-	hs := set(h)
-	p := newPlanner(5 * time.Second)
-	local := time.Unix(1000, 0)
-	st := map[string]watermark.HuntState{"a": {Watermark: base, HasWatermark: true, ConsecutiveFailures: 2}}
-	if d := p.failed(&hs.Hunts[0], 3, local); d != 20*time.Second {
+	hs := set(hunt("a", 60, 0))
+	now := base + 65
+	retry := at(now).Add(20 * time.Second)
+	inBackoff := map[string]watermark.HuntState{"a": {Watermark: base, HasWatermark: true, Status: "failed",
+		ConsecutiveFailures: 3, RetryAfter: retry, HasRetryAfter: true}}
+	if d := newPlanner(5*time.Second).failed(&hs.Hunts[0], 3, time.Time{}); d != 20*time.Second {
 		t.Fatalf("third failure backs off %v, want 20s", d)
 	}
 	for _, tc := range []struct {
-		after time.Duration
-		due   bool
-	}{{0, false}, {19 * time.Second, false}, {20 * time.Second, true}} {
-		pl := p.plan(snap(base+65, st), hs, local.Add(tc.after), nil)
+		at  time.Time
+		due bool
+	}{
+		{at(now), false},
+		{retry.Add(-time.Millisecond), false},
+		{retry, true}, // like a lease: free at retry_after exactly
+		{retry.Add(time.Second), true},
+	} {
+		pl := newPlanner(5*time.Second).plan(watermark.Snapshot{Now: tc.at, Hunts: inBackoff}, hs, time.Time{}, nil)
 		if (len(pl.Due) == 1) != tc.due || (pl.BackOff == 1) == tc.due {
-			t.Fatalf("after %v: due %v backoff %d, want due=%v", tc.after, dueIDs(pl), pl.BackOff, tc.due)
+			t.Fatalf("at retry_after%+v: due %v backoff %d, want due=%v", tc.at.Sub(retry), dueIDs(pl), pl.BackOff, tc.due)
 		}
 	}
-	p.failed(&hs.Hunts[0], 1, local)
-	p.succeeded("a")
-	if pl := p.plan(snap(base+65, st), hs, local, nil); len(pl.Due) != 1 {
-		t.Fatal("success must clear the backoff")
+	// A success clears retry_after in hunt_state; the snapshot then carries none.
+	cleared := map[string]watermark.HuntState{"a": {Watermark: base, HasWatermark: true, Status: "succeeded"}}
+	if pl := newPlanner(5*time.Second).plan(snap(now, cleared), hs, time.Time{}, nil); len(pl.Due) != 1 || pl.BackOff != 0 {
+		t.Fatalf("without retry_after: due %v backoff %d", dueIDs(pl), pl.BackOff)
 	}
-	// A removed hunt's state is forgotten.
-	p.failed(&hs.Hunts[0], 1, local)
-	p.plan(snap(base+65, st), set(), local, nil)
-	if len(p.backoff) != 0 {
-		t.Fatalf("backoff of a removed hunt kept: %v", p.backoff)
+	// A hunt both leased and in backoff counts once, as leased.
+	both := inBackoff["a"]
+	both.HasLease, both.LeaseFire, both.LeaseUntil = true, base+60, at(now+10)
+	pl := newPlanner(5*time.Second).plan(snap(now, map[string]watermark.HuntState{"a": both}), hs, time.Time{}, nil)
+	if len(pl.Due) != 0 || pl.Leased != 1 || pl.BackOff != 0 {
+		t.Fatalf("leased and in backoff: due %v leased %d backoff %d", dueIDs(pl), pl.Leased, pl.BackOff)
+	}
+	// A hunt owed nothing is not "in backoff", whatever retry_after says.
+	done := inBackoff["a"]
+	done.Watermark = base + 60
+	if pl := newPlanner(5*time.Second).plan(snap(now, map[string]watermark.HuntState{"a": done}), hs, time.Time{}, nil); pl.BackOff != 0 || len(pl.Due) != 0 {
+		t.Fatalf("caught up: due %v backoff %d", dueIDs(pl), pl.BackOff)
+	}
+}
+
+// A hunt that never committed but keeps failing is behind from the fire its failures began at
+// (as far as the snapshot knows: the last failed fire), not from its latest fire.
+func TestPlanBehindNeverCommitted(t *testing.T) {
+	hs := set(hunt("a", 60, 0), hunt("new", 60, 0))
+	now := base + 65
+	st := map[string]watermark.HuntState{"a": {Status: "failed", ConsecutiveFailures: 8, LastFire: base - 240}}
+	pl := newPlanner(5*time.Second).plan(snap(now, st), hs, time.Time{}, nil)
+	if pl.Behind["a"] != 65+240 || pl.Behind["new"] != 5 {
+		t.Fatalf("behind %v: want a %d (since its failed fire), new 5", pl.Behind, 65+240)
 	}
 }
 
@@ -252,7 +281,7 @@ func TestRunWindow(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			w := runWindow(&tc.h, tc.wm, tc.hasWM, tc.fire)
-			want := window{Start: tc.start, End: tc.end, DataStart: tc.dataStart, DataEnd: tc.dataEnd, GapStart: tc.gapStart, GapEnd: tc.gapEnd}
+			want := window{Span: schedule.Span{Start: tc.start, End: tc.end, GapStart: tc.gapStart, GapEnd: tc.gapEnd}, DataStart: tc.dataStart, DataEnd: tc.dataEnd}
 			if !reflect.DeepEqual(w, want) {
 				t.Fatalf("window %+v\nwant   %+v", w, want)
 			}

@@ -12,19 +12,24 @@ import (
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
-// benchHunts is the size of the published schedule in BenchmarkDueSQL (issue 3).
-const benchHunts = 100_000
+// benchHunts is the size of the published schedule in BenchmarkDueSQL (issue 3); wmGens the
+// commit rows per hunt in hunt_watermark, one insert (part) each.
+const (
+	benchHunts = 100_000
+	wmGens     = 4
+)
 
-// seedBacklog publishes n hunts (5% of them later tombstoned) with two watermark rows and two
-// lease rows per hunt, live leases on 1% of hunts (1,000 runs in flight) and a few hundred
-// run-now requests. Merges are stopped on the replacing tables before the inserts, so every
-// run times the same state: two unmerged parts per table whose key ranges overlap end to end,
-// as production tables are between background merges (a background merge racing the timed
-// loop would otherwise make FINAL cheaper part-way through, by chance).
+// seedBacklog publishes n hunts (5% of them later tombstoned) with wmGens commit rows and two
+// lease rows per hunt, live leases on 1% of hunts (1,000 runs in flight), hunt_state rows for
+// 10% of hunts (two each; the newest puts 1% of hunts in backoff) and a few hundred run-now
+// requests. Merges are stopped before the inserts, so every run times the same state: one
+// unmerged part per insert, parts whose key ranges overlap end to end, as production tables
+// are between background merges (a background merge racing the timed loop would otherwise make
+// FINAL cheaper part-way through, by chance).
 func seedBacklog(ctx context.Context, b testing.TB, conn driver.Conn, database string, n int, now int64) {
 	b.Helper()
 	db := chstore.QuoteIdent(database)
-	for _, table := range []string{chstore.TableSchedule, chstore.TableWatermark, chstore.TableLease} {
+	for _, table := range []string{chstore.TableSchedule, chstore.TableWatermark, chstore.TableLease, chstore.TableState} {
 		if err := conn.Exec(ctx, "SYSTEM STOP MERGES "+db+"."+table); err != nil {
 			b.Fatalf("stop merges on %s: %v", table, err)
 		}
@@ -53,15 +58,26 @@ func seedBacklog(ctx context.Context, b testing.TB, conn driver.Conn, database s
 	send(chstore.TableSchedule, "hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated", n/20, func(i int) []any {
 		return []any{id(i * 20), uint32(0), uint32(0), uint8(0), "", t0.Add(-time.Minute)}
 	})
-	for gen := range 2 {
+	for gen := range wmGens {
 		send(chstore.TableWatermark, "hunt_id, watermark, claim_id, updated", n, func(i int) []any {
 			iv := int64(intervals[i%len(intervals)])
 			fire := LatestFire(now, iv, PhaseOffset(id(i), iv, DefaultSpreadFraction))
-			wm := fire - iv*int64(1-gen) // the newer row covers the latest fire for most hunts
+			wm := fire - iv*int64(wmGens-1-gen) // the newest commit covers the latest fire for most hunts
 			if i%7 == 0 {
-				wm = fire - iv
+				wm = min(wm, fire-iv)
 			}
 			return []any{id(i), time.Unix(wm, 0).UTC(), uuid.New(), t0.Add(time.Duration(gen-10) * time.Second)}
+		})
+	}
+	for gen := range 2 {
+		send(chstore.TableState, "hunt_id, status, consecutive_failures, updated, retry_after", n/10, func(i int) []any {
+			retry := time.Unix(0, 0).UTC()
+			if gen == 1 && i%10 == 0 {
+				retry = t0.Add(time.Minute) // in backoff: 1% of hunts
+			} else if gen == 0 {
+				retry = t0.Add(-time.Minute)
+			}
+			return []any{id(i * 10), "failed", uint32(gen + 1), t0.Add(time.Duration(gen-30) * time.Second), retry}
 		})
 		send(chstore.TableLease, "hunt_id, fire, owner, claim_id, claimed, lease_until", n, func(i int) []any {
 			until := t0.Add(-time.Duration(i%300) * time.Second)
@@ -77,14 +93,16 @@ func seedBacklog(ctx context.Context, b testing.TB, conn driver.Conn, database s
 }
 
 // scanSQL reads every column the due query reads, with no resolution of newest rows: the floor
-// any due query pays for I/O and decoding.
+// any due query pays for I/O and decoding. hunt_watermark is read as the due query reads it,
+// through its per-hunt max projection: every commit row is not a floor the query must pay.
 func scanSQL(database string) string {
 	db := chstore.QuoteIdent(database)
 	return fmt.Sprintf(`SELECT
   (SELECT sum(cityHash64(hunt_id, interval_seconds, phase_offset, enabled, updated)) FROM %[1]s.hunt_schedule)
-+ (SELECT sum(cityHash64(hunt_id, watermark, updated)) FROM %[1]s.hunt_watermark)
++ (SELECT sum(cityHash64(hunt_id, wm)) FROM (SELECT hunt_id, max(watermark) AS wm FROM %[1]s.hunt_watermark GROUP BY hunt_id))
 + (SELECT sum(cityHash64(hunt_id, claimed, claim_id, lease_until)) FROM %[1]s.hunt_lease)
-+ (SELECT sum(cityHash64(hunt_id, requested_fire)) FROM %[1]s.hunt_request)`, db)
++ (SELECT sum(cityHash64(hunt_id, requested_fire)) FROM %[1]s.hunt_request)
++ (SELECT sum(cityHash64(hunt_id, updated, retry_after)) FROM %[1]s.hunt_state)`, db)
 }
 
 // BenchmarkDueSQL times, side by side in each iteration on the same engine and data, every

@@ -28,8 +28,8 @@ const (
 	// backoff are never resolved for every hunt: a hunt is held only if its newest lease is
 	// live, and a newest live lease is itself a live row, so the few hunts with any
 	// lease_until > now are the only candidates; their newest row by (claimed, claim_id) is
-	// resolved exactly. Backoff is found the same way from rows with retry_after > now. Pending
-	// requests are looked up in one scalar pair of arrays.
+	// resolved exactly. Backoff is found the same way from rows with retry_after > now, as a
+	// NOT IN set. Pending requests are looked up in one scalar pair of arrays.
 	formLive dueForm = iota
 	// formFinal reads hunt_schedule and hunt_state with FINAL, resolves the lease table per
 	// hunt by ORDER BY claimed DESC, claim_id DESC LIMIT 1 BY hunt_id (FINAL alone breaks
@@ -85,23 +85,24 @@ func dueCore(form dueForm, database, nowExpr string) string {
 	// A request is owed once its fire has come: no runner claims a fire beyond now.
 	owed := fmt.Sprintf(`(has_wm = 0 OR wm < fire OR (has_req = 1 AND rf > wm AND rf <= %s))`, now)
 	if form == formLive {
-		// held: the hunt's newest lease is live, or its newest hunt_state row puts it in
-		// backoff. Only hunts with any live lease row can be held by a lease, and a newest live
-		// lease is itself such a row, so the candidates are those few hunts; their newest row
-		// by (claimed, claim_id) is then resolved exactly. Backoff likewise: only hunts with a
-		// row whose retry_after > now are candidates, resolved by updated. As one more stream
+		// held: the hunt's newest lease is live. Only hunts with any live row can be held, and
+		// a newest live lease is itself such a row, so the candidates are those few hunts;
+		// their newest row by (claimed, claim_id) is then resolved exactly. As a third stream
 		// of the sort-merge join (not a NOT IN set, which is built before the main pipeline
 		// starts) this pass runs alongside the other reads.
-		held := fmt.Sprintf(`SELECT DISTINCT hunt_id, toUInt8(1) AS held FROM (
-      SELECT hunt_id FROM %[1]s
-      WHERE hunt_id IN (SELECT hunt_id FROM %[1]s WHERE toUnixTimestamp64Milli(lease_until) > %[3]s * 1000)
+		held := fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS held FROM %[1]s
+      WHERE hunt_id IN (SELECT hunt_id FROM %[1]s WHERE toUnixTimestamp64Milli(lease_until) > %[2]s * 1000)
       GROUP BY hunt_id
-      HAVING toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) > %[3]s * 1000
-    UNION ALL
-      SELECT hunt_id FROM %[2]s
-      WHERE hunt_id IN (SELECT hunt_id FROM %[2]s WHERE toUnixTimestamp64Milli(retry_after) > %[3]s * 1000)
+      HAVING toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) > %[2]s * 1000`, t(chstore.TableLease), now)
+		// backoff: the hunt's newest hunt_state row has retry_after > now. Found like held: only
+		// hunts with such a row are candidates, then resolved by updated. hunt_state holds at
+		// most a row per hunt that ever changed health, so here a NOT IN set (built before
+		// the main pipeline) costs less than one more join stream (BenchmarkDueSQL, see
+		// docs/schedule.md).
+		backoff := fmt.Sprintf(`SELECT hunt_id FROM %[1]s
+      WHERE hunt_id IN (SELECT hunt_id FROM %[1]s WHERE toUnixTimestamp64Milli(retry_after) > %[2]s * 1000)
       GROUP BY hunt_id
-      HAVING toUnixTimestamp64Milli(argMax(retry_after, updated)) > %[3]s * 1000)`, t(chstore.TableLease), t(chstore.TableState), now)
+      HAVING toUnixTimestamp64Milli(argMax(retry_after, updated)) > %[2]s * 1000`, t(chstore.TableState), now)
 		// Pending requests are a few hundred rows: one scalar pair of arrays, looked up with
 		// transform, costs less than a join stream. The miss value is below every watermark
 		// (toInt64 of a DateTime is >= 0), so a hunt without a request is never owed by it.
@@ -114,7 +115,8 @@ SELECT hunt_id, fire, has_wm, wm, toUInt8(0) AS has_lease, toInt64(0) AS lu_ms, 
   LEFT JOIN (%[5]s) AS l USING (hunt_id)
   WHERE i > 0
 )
-WHERE held = 0 AND (has_wm = 0 OR wm < fire OR (rf0 > wm AND rf0 <= %[7]s))`, sched, wm, reqs, fire, held, noRequest, now)
+WHERE held = 0 AND (has_wm = 0 OR wm < fire OR (rf0 > wm AND rf0 <= %[7]s))
+  AND hunt_id NOT IN (%[8]s)`, sched, wm, reqs, fire, held, noRequest, now, backoff)
 	}
 	return fmt.Sprintf(`SELECT hunt_id, fire, has_wm, wm, has_lease, lu_ms, has_req, rf FROM (
   SELECT hunt_id, has_wm, wm, has_lease, lu_ms, has_req, rf, has_st, ra_ms, %[5]s
