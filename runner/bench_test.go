@@ -202,7 +202,7 @@ func engineLimit(b *testing.B, e *env, n int, d time.Duration) float64 {
 			for i := 0; ctx.Err() == nil; i++ {
 				id := fmt.Sprintf("limit-%d-%d", g, i)
 				run := uuid.New()
-				w := window{Start: e.now - 1, End: e.now, DataStart: time.Unix(e.now-1, 0), DataEnd: time.Unix(e.now, 0)}
+				w := window{Span: schedule.Span{Start: e.now - 1, End: e.now}, DataStart: time.Unix(e.now-1, 0), DataEnd: time.Unix(e.now, 0)}
 				f, err := r.query(ctx, h, e.now, run, w)
 				if err == nil {
 					err = r.storeFindings(ctx, h, e.now, run, f.docs)
