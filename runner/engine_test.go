@@ -81,6 +81,11 @@ func setupEnv(t testing.TB, db *chtest.DB) *env {
 	return e
 }
 
+// mid is the phase offset that puts an interval-long schedule's latest fire half an interval
+// before the server's clock at setup: no fire boundary passes while a test runs (a test over a
+// fixed offset would depend on the hour it runs at).
+func (e *env) mid(interval int64) int64 { return ((e.now-interval/2)%interval + interval) % interval }
+
 func (e *env) exec(q string, args ...any) {
 	e.t.Helper()
 	if err := e.db.Conn.Exec(e.ctx, q, args...); err != nil {
@@ -201,9 +206,9 @@ func (e *env) runs(id string) []runRow {
 
 func TestRunnerRunsCommitsAndBacksOff(t *testing.T) {
 	e := newEnv(t)
-	good := Hunt{ID: "logins", Interval: 3600, Offset: 0, Query: eventsQuery, Severity: "high",
+	good := Hunt{ID: "logins", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery, Severity: "high",
 		Labels: map[string]string{"team": "secops"}, Delay: 2 * time.Minute, MaxFindings: MaxFindingsCeiling}
-	broken := Hunt{ID: "broken", Interval: 3600, Offset: 0,
+	broken := Hunt{ID: "broken", Interval: 3600, Offset: e.mid(3600),
 		Query: "SELECT throwIf(number = 0, 'boom') AS x FROM numbers(1) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}
 	hs := &HuntSet{Hash: "set-1", Hunts: []Hunt{broken, good}}
 	tel, err := NewTelemetry(e.ctx, "test")
@@ -364,16 +369,13 @@ func TestRunnerGapAfterLongOutage(t *testing.T) {
 
 func TestRunnerRunNowRequest(t *testing.T) {
 	e := newEnv(t)
-	h := Hunt{ID: "asked", Interval: 3600, Offset: 0, Query: eventsQuery}
+	h := Hunt{ID: "asked", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery}
 	fire := e.latest(h)
 	e.setWatermark("asked", fire)
 	store := watermark.New(e.db.Conn, e.db.Name)
 	var now uint32
 	e.scan(&now, "SELECT toUnixTimestamp(now())")
-	req := int64(now) - 1
-	if req <= fire {
-		t.Skip("the hour just turned; the request would not be after the watermark")
-	}
+	req := int64(now) - 1 // after the watermark: the latest fire is half an hour back
 	if err := store.Request(e.ctx, "asked", req, "test"); err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +398,7 @@ func TestRunnerRunNowRequest(t *testing.T) {
 // records `lost`.
 func TestRunnerLostLeaseCommitsNothing(t *testing.T) {
 	e := newEnv(t)
-	h := Hunt{ID: "slow", Interval: 3600, Offset: 0,
+	h := Hunt{ID: "slow", Interval: 3600, Offset: e.mid(3600),
 		Query: "SELECT sleepEachRow(0.5) AS s, number FROM numbers(4) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}
 	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, func(o *Options) { o.Lease = 3 * time.Second })
 	r.holdRuns = true
@@ -431,7 +433,7 @@ func TestTwoRunnersEachFireOnce(t *testing.T) {
 	e := newEnv(t)
 	var hunts []Hunt
 	for i := range 200 {
-		hunts = append(hunts, Hunt{ID: fmt.Sprintf("h%03d", i), Interval: 3600, Offset: int64(i), Query: eventsQuery})
+		hunts = append(hunts, Hunt{ID: fmt.Sprintf("h%03d", i), Interval: 3600, Offset: (e.mid(3600) + int64(i)) % 3600, Query: eventsQuery})
 	}
 	hs := &HuntSet{Hash: "x", Hunts: hunts}
 	ctx, cancel := context.WithCancel(e.ctx)
@@ -532,7 +534,7 @@ func (w tWriter) Write(p []byte) (int, error) {
 // run's window stay as they were.
 func TestCommittedViewHidesUncommittedAttempts(t *testing.T) {
 	e := newEnv(t)
-	h := Hunt{ID: "crashy", Interval: 600, Offset: 0, Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
+	h := Hunt{ID: "crashy", Interval: 600, Offset: e.mid(600), Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
 	fire := e.latest(h)
 	committed := uuid.New()
 	// A committed run of fire-1200 with one finding; a crashed attempt at fire-600 left a finding.
@@ -562,7 +564,7 @@ func TestCommittedViewHidesUncommittedAttempts(t *testing.T) {
 // deterministic), and its record counts the rest.
 func TestRunnerCapsFindings(t *testing.T) {
 	e := newEnv(t)
-	h := Hunt{ID: "flood", Interval: 3600, MaxFindings: 100,
+	h := Hunt{ID: "flood", Interval: 3600, Offset: e.mid(3600), MaxFindings: 100,
 		Query: "SELECT number AS n FROM numbers(5000) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}
 	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
 	e.tickAndWait(r)
@@ -586,7 +588,7 @@ func TestRunnerCapsFindings(t *testing.T) {
 // record: the run is failed, and the next attempt after the fault commits once.
 func TestCommitAndRecordAreOne(t *testing.T) {
 	e := newEnv(t)
-	h := Hunt{ID: "atomic", Interval: 3600, Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
+	h := Hunt{ID: "atomic", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
 	e.exec("ALTER TABLE hunt_watermark ADD CONSTRAINT refuse CHECK hunt_id != 'atomic'")
 	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
 	e.tickAndWait(r)
@@ -630,7 +632,7 @@ func TestRunnerShutdownGrace(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			h := Hunt{ID: "slow", Interval: 3600, Query: slow}
+			h := Hunt{ID: "slow", Interval: 3600, Offset: e.mid(3600), Query: slow}
 			started := make(chan struct{})
 			r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, func(o *Options) { o.Grace = tc.grace })
 			ctx, cancel := context.WithCancel(e.ctx)
@@ -680,7 +682,7 @@ func (r *Runner) metricsInFlight() int {
 // settings back into its finding.
 func TestRunnerQuerySettings(t *testing.T) {
 	e := newEnv(t)
-	h := Hunt{ID: "settings", Interval: 3600, Timeout: 42 * time.Second, Query: "SELECT toString(getSetting('max_execution_time')) AS met, " +
+	h := Hunt{ID: "settings", Interval: 3600, Offset: e.mid(3600), Timeout: 42 * time.Second, Query: "SELECT toString(getSetting('max_execution_time')) AS met, " +
 		"toString(getSetting('log_comment')) AS lc, toString(getSetting('readonly')) AS ro " +
 		"FROM numbers(1) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)};"}
 	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
@@ -722,9 +724,9 @@ func (p pausedClaimer) Claim(ctx context.Context, fires []lease.Fire) (lease.Res
 // snapshot's watermark: the committed windows tile and every event is found exactly once.
 func TestWindowStartsAtTheVerifiedWatermark(t *testing.T) {
 	e := newEnv(t)
-	h := Hunt{ID: "paused", Interval: 60, Offset: 0, Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
+	h := Hunt{ID: "paused", Interval: 600, Offset: e.mid(600), Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
 	f2 := e.latest(h)
-	f1, w0 := f2-60, f2-180
+	f1, w0 := f2-600, f2-1800
 	e.setWatermark("paused", w0)
 	b := e.runner("pod-b", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
 	a := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
@@ -791,7 +793,7 @@ func (e *env) firedCount(name string) int {
 // B commits; exactly one commit, and its findings are exact.
 func TestLateCommitAfterExpiryIsRefused(t *testing.T) {
 	e := newPrivateEnv(t)
-	h := Hunt{ID: "late", Interval: 3600, Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
+	h := Hunt{ID: "late", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
 	hs := &HuntSet{Hash: "x", Hunts: []Hunt{h}}
 	e.srv.SetFaults(t,
 		ctl.FaultRule{Name: "commit", Kind: ctl.KindInsert, Match: matchCommit, Effect: ctl.DelayStart, Delay: 2 * time.Minute},
@@ -842,7 +844,7 @@ func TestLateCommitAfterExpiryIsRefused(t *testing.T) {
 // exactly; A's rows landed but are never visible.
 func TestLateFindingsOfALostAttemptStayInvisible(t *testing.T) {
 	e := newPrivateEnv(t)
-	h := Hunt{ID: "slowins", Interval: 3600, Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
+	h := Hunt{ID: "slowins", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
 	hs := &HuntSet{Hash: "x", Hunts: []Hunt{h}}
 	e.srv.SetFaults(t,
 		ctl.FaultRule{Name: "findings", Kind: ctl.KindInsert, Match: matchFindings, Times: 1, Effect: ctl.DelayStart, Delay: 2 * time.Minute},
