@@ -79,6 +79,12 @@ func dueCore(form dueForm, database, nowExpr string) string {
 		lease = fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS has_lease, toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) AS lu_ms FROM %s GROUP BY hunt_id`, t(chstore.TableLease))
 		state = fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS has_st, toUnixTimestamp64Milli(argMax(retry_after, updated)) AS ra_ms FROM %s GROUP BY hunt_id`, t(chstore.TableState))
 	}
+	// paused: the hunt's newest hunt_pause row pauses it, until resumed (paused_until 0) or
+	// until a paused_until still ahead. Pauses are a row per hunt ever paused: a NOT IN set.
+	paused := fmt.Sprintf(`SELECT hunt_id FROM %s FINAL WHERE paused = 1 AND (toUnixTimestamp64Milli(paused_until) = 0 OR toUnixTimestamp64Milli(paused_until) > %s * 1000)`, t(chstore.TablePause), now)
+	if form == formArgMax {
+		paused = fmt.Sprintf(`SELECT hunt_id FROM (SELECT hunt_id, argMax(paused, updated) AS pz, argMax(toUnixTimestamp64Milli(paused_until), updated) AS pu FROM %s GROUP BY hunt_id) WHERE pz = 1 AND (pu = 0 OR pu > %s * 1000)`, t(chstore.TablePause), now)
+	}
 	req := fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS has_req, toInt64(max(requested_fire)) AS rf FROM %s GROUP BY hunt_id`, t(chstore.TableRequest))
 	fire := fmt.Sprintf(`toInt64(i) AS iv, intDiv(%[1]s, iv) * iv + toInt64(p) %% iv AS cur,
     if(%[1]s >= cur, cur, cur - iv) AS fire`, now)
@@ -116,7 +122,8 @@ SELECT hunt_id, fire, has_wm, wm, toUInt8(0) AS has_lease, toInt64(0) AS lu_ms, 
   WHERE i > 0
 )
 WHERE held = 0 AND (has_wm = 0 OR wm < fire OR (rf0 > wm AND rf0 <= %[7]s))
-  AND hunt_id NOT IN (%[8]s)`, sched, wm, reqs, fire, held, noRequest, now, backoff)
+  AND hunt_id NOT IN (%[8]s)
+  AND hunt_id NOT IN (%[9]s)`, sched, wm, reqs, fire, held, noRequest, now, backoff, paused)
 	}
 	return fmt.Sprintf(`SELECT hunt_id, fire, has_wm, wm, has_lease, lu_ms, has_req, rf FROM (
   SELECT hunt_id, has_wm, wm, has_lease, lu_ms, has_req, rf, has_st, ra_ms, %[5]s
@@ -129,7 +136,8 @@ WHERE held = 0 AND (has_wm = 0 OR wm < fire OR (rf0 > wm AND rf0 <= %[7]s))
 )
 WHERE (has_lease = 0 OR lu_ms <= %[6]s * 1000)
   AND (has_st = 0 OR ra_ms <= %[6]s * 1000)
-  AND %[7]s`, sched, wm, lease, req, fire, now, owed, state)
+  AND %[7]s
+  AND hunt_id NOT IN (%[9]s)`, sched, wm, lease, req, fire, now, owed, state, paused)
 }
 
 // dueSettings is the SETTINGS clause a form needs on the outermost query. The FINAL forms pin
