@@ -286,7 +286,8 @@ const viewMarker = "splitByChar('#', hunt_id)"
 // hunt_run copies of commits (status succeeded or gap) are left out: the upgrade moved them
 // into hunt_watermark. Commits of backfill chunks are keyed by BackfillKey and shown under their
 // hunt; they get a branch of their own so that a filter on hunt_id still reaches the table's
-// key for the live commits (a filter on the mapped id cannot).
+// key for the live commits (a filter on the mapped id cannot). The branches split on kind, not
+// on hunt_id: in the second, hunt_id names the mapped alias.
 func runsView(db, onCluster string) string {
 	return "CREATE VIEW IF NOT EXISTS " + db + "." + QuoteIdent(ViewRuns) + onCluster + ` AS
 SELECT hunt_id, fire, run_id, owner, status, window_start, window_end, rows_written, findings_dropped,
@@ -294,9 +295,9 @@ SELECT hunt_id, fire, run_id, owner, status, window_start, window_end, rows_writ
 FROM ` + db + "." + QuoteIdent(TableRun) + `
 WHERE status NOT IN ('succeeded', 'gap')
 UNION ALL
-` + commitRuns(db, "hunt_id", "position(hunt_id, '#') = 0") + `
+` + commitRuns(db, "hunt_id", "kind != 'backfill'") + `
 UNION ALL
-` + commitRuns(db, huntOfKey+" AS hunt_id", "position(hunt_id, '#') > 0")
+` + commitRuns(db, huntOfKey+" AS hunt_id", "kind = 'backfill'")
 }
 
 // commitRuns is runsView's branch over hunt_watermark for the rows where holds.

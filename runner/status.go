@@ -10,6 +10,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/schedule"
+	"github.com/hunt-runner/hunt-runner/watermark"
 )
 
 // ScheduleEntry is the schedule of one hunt as `status` shows it: from the loaded hunt files,
@@ -44,6 +45,33 @@ type HuntStatus struct {
 	LastRunRows         uint64 `json:"last_run_rows"`
 	LastRunError        string `json:"last_run_error,omitempty"`
 	ConsecutiveFailures uint32 `json:"consecutive_failures"`
+	// Paused: a pause holds now (hunt-runner pause); by whom, why, since and until when
+	// (PausedUntil empty: until resumed).
+	Paused      bool             `json:"paused"`
+	PausedBy    string           `json:"paused_by,omitempty"`
+	PauseReason string           `json:"pause_reason,omitempty"`
+	PausedSince string           `json:"paused_since,omitempty"`
+	PausedUntil string           `json:"paused_until,omitempty"`
+	Backfills   []BackfillStatus `json:"backfills,omitempty"` // backfills still to run
+}
+
+// BackfillStatus is the progress of one backfill still to run: chunks cover [From, Done).
+type BackfillStatus struct {
+	ID           string `json:"id"`
+	From         string `json:"from"`
+	To           string `json:"to"`
+	Done         string `json:"done"`
+	ChunkSeconds int64  `json:"chunk_seconds"`
+	Chunks       int64  `json:"chunks"`
+	ChunksDone   int64  `json:"chunks_done"`
+	RequestedBy  string `json:"requested_by"`
+}
+
+// BackfillProgress is b as status shows it.
+func BackfillProgress(b watermark.Backfill) BackfillStatus {
+	ceil := func(n int64) int64 { return (n + b.Chunk - 1) / b.Chunk }
+	return BackfillStatus{ID: b.ID, From: rfcSec(b.From), To: rfcSec(b.To), Done: rfcSec(b.Done()), ChunkSeconds: b.Chunk,
+		Chunks: ceil(b.To - b.From), ChunksDone: ceil(b.Done() - b.From), RequestedBy: b.RequestedBy}
 }
 
 // StatusReport is the whole `status` answer: {"now": …, "hunts": […]}.
@@ -72,7 +100,7 @@ func Status(ctx context.Context, conn driver.Conn, store StateStore, database st
 	runs := map[string]lastRun{}
 	rows, err := conn.Query(ctx, "SELECT hunt_id, argMax(status, finished), argMax(error, finished), max(finished), "+
 		"argMax(rows_written, finished), argMax(fire, finished) FROM "+chstore.QuoteIdent(database)+"."+chstore.ViewRuns+" "+
-		"WHERE status != 'gap' GROUP BY hunt_id")
+		"WHERE status != 'gap' AND kind != 'backfill' GROUP BY hunt_id")
 	if err != nil {
 		return StatusReport{}, fmt.Errorf("status: read hunt_runs: %w", err)
 	}
@@ -95,7 +123,18 @@ func Status(ctx context.Context, conn driver.Conn, store StateStore, database st
 	for _, e := range entries {
 		st := snap.Hunts[e.HuntID]
 		hs := HuntStatus{HuntID: e.HuntID, IntervalSeconds: e.Interval, OffsetSeconds: e.Offset, Enabled: e.Enabled,
-			ConsecutiveFailures: st.ConsecutiveFailures}
+			ConsecutiveFailures: st.ConsecutiveFailures, Paused: st.PausedAt(snap.Now)}
+		if hs.Paused {
+			hs.PausedBy, hs.PauseReason, hs.PausedSince = st.PausedBy, st.PauseReason, rfc(st.PausedSince)
+			if !st.PausedUntil.IsZero() {
+				hs.PausedUntil = rfc(st.PausedUntil)
+			}
+		}
+		for _, b := range snap.Backfills {
+			if b.HuntID == e.HuntID {
+				hs.Backfills = append(hs.Backfills, BackfillProgress(b))
+			}
+		}
 		if st.HasWatermark {
 			hs.Watermark = rfcSec(st.Watermark)
 		}
@@ -110,7 +149,7 @@ func Status(ctx context.Context, conn driver.Conn, store StateStore, database st
 			latest := schedule.LatestFire(now, e.Interval, e.Offset)
 			hs.LatestFire, hs.NextFire = rfcSec(latest), rfcSec(latest+e.Interval)
 			row := schedule.Row{HuntID: e.HuntID, IntervalSeconds: uint32(e.Interval), PhaseOffset: uint32(e.Offset), Enabled: true}
-			hs.Due = schedule.IsDue(now, row, schedule.State{Watermark: st.Watermark, HasWatermark: st.HasWatermark,
+			hs.Due = !hs.Paused && schedule.IsDue(now, row, schedule.State{Watermark: st.Watermark, HasWatermark: st.HasWatermark,
 				LeaseUntilMs: st.LeaseUntil.UnixMilli(), HasLease: st.HasLease,
 				RequestedFire: st.RequestedFire, HasRequest: st.HasRequest})
 			if !st.HasWatermark || st.Watermark < latest {

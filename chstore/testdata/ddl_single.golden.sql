@@ -201,7 +201,7 @@ SELECT
         toString(gap_end), ') skipped'), '') AS error
 FROM `hunt_runner`.`hunt_watermark`
 ARRAY JOIN if(gap_end > gap_start, ['succeeded', 'gap'], ['succeeded']) AS status
-WHERE run_id != toUUID('00000000-0000-0000-0000-000000000000') AND position(hunt_id, '#') = 0
+WHERE run_id != toUUID('00000000-0000-0000-0000-000000000000') AND kind != 'backfill'
 UNION ALL
 SELECT
     splitByChar('#', hunt_id)[1] AS hunt_id,
@@ -220,7 +220,7 @@ SELECT
         toString(gap_end), ') skipped'), '') AS error
 FROM `hunt_runner`.`hunt_watermark`
 ARRAY JOIN if(gap_end > gap_start, ['succeeded', 'gap'], ['succeeded']) AS status
-WHERE run_id != toUUID('00000000-0000-0000-0000-000000000000') AND position(hunt_id, '#') > 0;
+WHERE run_id != toUUID('00000000-0000-0000-0000-000000000000') AND kind = 'backfill';
 
 -- table hunt_runner.hunt_findings_committed
 CREATE VIEW IF NOT EXISTS `hunt_runner`.`hunt_findings_committed` AS

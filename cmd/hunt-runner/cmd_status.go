@@ -146,4 +146,21 @@ func printStatus(w io.Writer, rep runner.StatusReport) {
 			h.ConsecutiveFailures, strings.ReplaceAll(errText, "\n", " "))
 	}
 	tw.Flush()
+	for _, h := range rep.Hunts {
+		if h.Paused {
+			until := "until resumed"
+			if h.PausedUntil != "" {
+				until = "until " + short(h.PausedUntil)
+			}
+			fmt.Fprintf(w, "paused %s: by %s since %s, %s", h.HuntID, h.PausedBy, short(h.PausedSince), until)
+			if h.PauseReason != "" {
+				fmt.Fprintf(w, ": %s", strings.ReplaceAll(h.PauseReason, "\n", " "))
+			}
+			fmt.Fprintln(w)
+		}
+		for _, b := range h.Backfills {
+			fmt.Fprintf(w, "backfill %s of %s: %d/%d chunks, [%s, %s) done to %s (requested by %s)\n",
+				b.ID, h.HuntID, b.ChunksDone, b.Chunks, short(b.From), short(b.To), short(b.Done), b.RequestedBy)
+		}
+	}
 }
