@@ -18,10 +18,12 @@ GRANT
   SELECT, INSERT ON `hunt_runner`.`hunt_run`,
   SELECT, INSERT, ALTER DELETE ON `hunt_runner`.`hunt_findings`,
   SELECT, INSERT ON `hunt_runner`.`hunt_request`,
+  SELECT, INSERT ON `hunt_runner`.`hunt_pause`,
+  SELECT, INSERT ON `hunt_runner`.`hunt_backfill`,
   SELECT, INSERT ON `hunt_runner`.`hunt_schema`,
   SELECT ON `edr`.*,
   SELECT ON `logs`.*,
   SELECT ON system.`databases`,
   SELECT ON system.`replicas`
 TO `hunt_runner` WITH REPLACE OPTION;
--- sha256: e4a4a9dd5753a0b5ee129b75298723962e6c21c6884f5ba4b53ee9e79a899607
+-- sha256: 80b19806c861ea5fd76e8cab7849ebf3623b36926b26327565315ffb6804466f

@@ -13,19 +13,18 @@ SELECT hunt_id, fire, has_wm, wm, toUInt8(0) AS has_lease, toInt64(0) AS lu_ms, 
     if(toInt64(now()) >= cur, cur, cur - iv) AS fire, transform(hunt_id, reqs.1, reqs.2, toInt64(-9223372036854775808)) AS rf0
   FROM (SELECT hunt_id, interval_seconds AS i, phase_offset AS p FROM `hunt_runner`.hunt_schedule FINAL WHERE enabled = 1 AND interval_seconds > 0) AS s
   LEFT JOIN (SELECT hunt_id, toUInt8(1) AS has_wm, toInt64(max(watermark)) AS wm FROM `hunt_runner`.hunt_watermark GROUP BY hunt_id) AS w USING (hunt_id)
-  LEFT JOIN (SELECT DISTINCT hunt_id, toUInt8(1) AS held FROM (
-      SELECT hunt_id FROM `hunt_runner`.hunt_lease
+  LEFT JOIN (SELECT hunt_id, toUInt8(1) AS held FROM `hunt_runner`.hunt_lease
       WHERE hunt_id IN (SELECT hunt_id FROM `hunt_runner`.hunt_lease WHERE toUnixTimestamp64Milli(lease_until) > toInt64(now()) * 1000)
       GROUP BY hunt_id
-      HAVING toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) > toInt64(now()) * 1000
-    UNION ALL
-      SELECT hunt_id FROM `hunt_runner`.hunt_state
-      WHERE hunt_id IN (SELECT hunt_id FROM `hunt_runner`.hunt_state WHERE toUnixTimestamp64Milli(retry_after) > toInt64(now()) * 1000)
-      GROUP BY hunt_id
-      HAVING toUnixTimestamp64Milli(argMax(retry_after, updated)) > toInt64(now()) * 1000)) AS l USING (hunt_id)
+      HAVING toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) > toInt64(now()) * 1000) AS l USING (hunt_id)
   WHERE i > 0
 )
 WHERE held = 0 AND (has_wm = 0 OR wm < fire OR (rf0 > wm AND rf0 <= toInt64(now())))
+  AND hunt_id NOT IN (SELECT hunt_id FROM `hunt_runner`.hunt_state
+      WHERE hunt_id IN (SELECT hunt_id FROM `hunt_runner`.hunt_state WHERE toUnixTimestamp64Milli(retry_after) > toInt64(now()) * 1000)
+      GROUP BY hunt_id
+      HAVING toUnixTimestamp64Milli(argMax(retry_after, updated)) > toInt64(now()) * 1000)
+  AND hunt_id NOT IN (SELECT hunt_id FROM `hunt_runner`.hunt_pause FINAL WHERE paused = 1 AND (toUnixTimestamp64Milli(paused_until) = 0 OR toUnixTimestamp64Milli(paused_until) > toInt64(now()) * 1000))
 )
 SETTINGS join_algorithm = 'full_sorting_merge', join_use_nulls = 0, optimize_move_to_prewhere_if_final = 0, split_intersecting_parts_ranges_into_layers_final = 0
 );
@@ -40,4 +39,4 @@ DEFAULT DATABASE `hunt_runner` SETTINGS PROFILE `hunt_scaler_profile`;
 ALTER USER `hunt_scaler` DEFAULT DATABASE `hunt_runner` SETTINGS PROFILE `hunt_scaler_profile`;
 
 GRANT SELECT ON `hunt_runner`.`hunt_backlog_v1` TO `hunt_scaler` WITH REPLACE OPTION;
--- sha256: cb29f74835c1c3a0722058182bed83f2548596d7f3446a1ed53bcb2c65e63948
+-- sha256: 57c99d6bd411fa180a6e480330613a7d93e1d244b7a854e702375e32275cd30d
