@@ -387,3 +387,90 @@ func TestBackfillBelowLiveFires(t *testing.T) {
 		t.Errorf("queued %d, want the two live fires", len(b.queue))
 	}
 }
+
+// A paused hunt's backfill waits for the resume; a chunk held here never makes the hunt's live
+// fires look busy (held is keyed by the lease key), and a live fire won later still queues
+// ahead of the chunk.
+func TestBackfillPausedAndBesideLiveFires(t *testing.T) {
+	e := newEnv(t)
+	store := e.store()
+	bf := Hunt{ID: "bf", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery}
+	e.setWatermark(bf.ID, e.latest(bf))
+	if _, err := store.RequestBackfill(e.ctx, watermark.BackfillRequest{HuntID: bf.ID, From: e.now - 3600, To: e.now - 600, Chunk: 600, By: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Pause(e.ctx, watermark.Pause{HuntID: bf.ID, By: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	hs := &HuntSet{Hash: "x", Hunts: []Hunt{bf}}
+	r := e.runner("pod-a", hs, nil)
+	r.holdRuns = true
+	defer func() {
+		for _, j := range r.queue {
+			j.stopRenewal()
+		}
+	}()
+	if err := r.tick(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.queue) != 0 {
+		t.Fatalf("queued %d: a paused hunt's backfill was claimed", len(r.queue))
+	}
+	if err := store.Resume(e.ctx, bf.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.tick(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.queue) != 1 || r.queue[0].backfill == nil {
+		t.Fatalf("queued %d, want the first chunk after resume", len(r.queue))
+	}
+	// A run-now request makes the hunt's live fire owed while its chunk is held here.
+	var now uint32
+	e.scan(&now, "SELECT toUnixTimestamp(now())")
+	if err := store.Request(e.ctx, bf.ID, int64(now)-1, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.tick(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.queue) != 2 || r.queue[0].backfill != nil || r.queue[0].hunt.ID != bf.ID || r.queue[1].backfill == nil {
+		t.Fatalf("queue of %d: want the live request first, then the chunk claimed before it", len(r.queue))
+	}
+}
+
+// A failing chunk backs off its backfill's key, records a failed run of kind backfill, and
+// leaves the hunt's own health alone.
+func TestBackfillFailureBacksOffTheKey(t *testing.T) {
+	e := newEnv(t)
+	// Fails on windows older than 50 minutes: the backfill's, not the live fire's.
+	h := Hunt{ID: "picky", Interval: 3600, Offset: e.mid(3600),
+		Query: "SELECT throwIf(toDateTime({window_start:DateTime64(3)}) < now() - INTERVAL 50 MINUTE, 'too old') AS x, n FROM events " +
+			"WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}"}
+	e.setWatermark(h.ID, e.latest(h))
+	store := e.store()
+	id, err := store.RequestBackfill(e.ctx, watermark.BackfillRequest{HuntID: h.ID, From: e.now - 7000, To: e.now - 6400, Chunk: 600, By: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, func(o *Options) { o.Tick = time.Minute })
+	e.tickAndWait(r)
+	if n := e.count("SELECT count() FROM hunt_runs WHERE hunt_id = 'picky' AND kind = 'backfill' AND status = 'failed'"); n != 1 {
+		t.Fatalf("%d failed backfill runs, want 1", n)
+	}
+	snap, err := store.Snapshot(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := snap.Hunts[h.ID]; st.ConsecutiveFailures != 0 || st.HasRetryAfter || st.Status != "" {
+		t.Errorf("the hunt's own state %+v: a backfill failure must not touch it", st)
+	}
+	if len(snap.Backfills) != 1 || snap.Backfills[0].ID != id || !snap.Backfills[0].Progress.HasRetryAfter ||
+		snap.Backfills[0].Progress.ConsecutiveFailures != 1 {
+		t.Fatalf("backfills %+v, want the key backing off after one failure", snap.Backfills)
+	}
+	e.tickAndWait(r)
+	if n := e.count("SELECT count() FROM hunt_runs WHERE hunt_id = 'picky' AND kind = 'backfill'"); n != 1 {
+		t.Errorf("%d backfill runs: the key's backoff was not honoured", n)
+	}
+}
