@@ -72,6 +72,10 @@ func TestApplyReplacesOldViewsAndShowsBackfillCommits(t *testing.T) {
 	if want := []string{"h:scheduled:0-3600", "h:backfill:600-1200"}; !slices.Equal(kinds, want) {
 		t.Errorf("hunt_runs of h: %q, want %q", kinds, want)
 	}
+	var keyed uint64
+	if err := db.Conn.QueryRow(ctx, "SELECT count() FROM "+q+".hunt_runs WHERE position(hunt_id, '#') > 0").Scan(&keyed); err != nil || keyed != 0 {
+		t.Errorf("hunt_runs shows %d rows under a backfill key (%v), want every chunk under its hunt", keyed, err)
+	}
 	var found []string
 	rows, err = db.Conn.Query(ctx, "SELECT finding FROM "+q+".hunt_findings_committed WHERE hunt_id = 'h' ORDER BY finding")
 	if err != nil {
