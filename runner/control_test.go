@@ -50,6 +50,22 @@ func (e *env) waitFor(what string, cond func() bool) {
 	}
 }
 
+// tickUntil ticks r (waiting for the runs it starts) until cond holds: on a loaded machine a
+// claim acknowledged later than the settle is lost, and its fire is claimed again once the
+// provisional lease expires.
+func (e *env) tickUntil(r envRunner, what string, cond func() bool) {
+	e.t.Helper()
+	e.waitFor(what, func() bool {
+		if err := r.tick(e.ctx); err != nil {
+			e.t.Fatalf("tick: %v", err)
+		}
+		r.wg.Wait()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return cond()
+	})
+}
+
 // startRunners runs rs until the returned stop is called.
 func (e *env) startRunners(rs ...envRunner) (stop func()) {
 	ctx, cancel := context.WithCancel(e.ctx)
@@ -122,12 +138,7 @@ func TestPauseInFlightFinishesAndResumeRecordsGap(t *testing.T) {
 	busy := Hunt{ID: "busy", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery}
 	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{busy}}, nil)
 	r.holdRuns = true
-	if err := r.tick(e.ctx); err != nil {
-		t.Fatal(err)
-	}
-	if len(r.queue) != 1 {
-		t.Fatalf("queued %d, want the won fire", len(r.queue))
-	}
+	e.tickUntil(r, "the fire to be won", func() bool { return len(r.queue) == 1 })
 	if err := store.Pause(e.ctx, watermark.Pause{HuntID: busy.ID, By: "test"}); err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +179,7 @@ func TestPauseInFlightFinishesAndResumeRecordsGap(t *testing.T) {
 	if n := e.dueCount(); n != 1 {
 		t.Fatalf("due count %d after resume, want 1", n)
 	}
-	e.tickAndWait(g)
+	e.tickUntil(g, "the resumed hunt to run", func() bool { return len(e.runs(gappy.ID)) > 0 })
 	var gap, ok runRow
 	for _, rr := range e.runs(gappy.ID) {
 		switch rr.Status {
@@ -187,7 +198,8 @@ func TestPauseInFlightFinishesAndResumeRecordsGap(t *testing.T) {
 	var now uint32
 	e.scan(&now, "SELECT toUnixTimestamp(now())")
 	e.exec("INSERT INTO hunt_pause (hunt_id, paused, paused_until, paused_by, updated) SELECT 'ended', 1, toDateTime64(?, 3, 'UTC'), 'test', now64(6)", int64(now)-1)
-	e.tickAndWait(e.runner("pod-c", &HuntSet{Hash: "z", Hunts: []Hunt{ended}}, nil))
+	e.tickUntil(e.runner("pod-c", &HuntSet{Hash: "z", Hunts: []Hunt{ended}}, nil), "the hunt whose pause ended to run",
+		func() bool { return len(e.runs(ended.ID)) > 0 })
 	if runs := e.runs(ended.ID); len(runs) != 1 || runs[0].Status != StatusSucceeded {
 		t.Fatalf("runs %+v: a pause that ran out must not hold the hunt", runs)
 	}
@@ -307,17 +319,15 @@ func TestBackfillCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{bf}}, nil)
-	e.tickAndWait(r)
-	e.tickAndWait(r)
+	// One chunk per tick at most (a quarter of four slots).
+	e.tickUntil(r, "two chunks", func() bool { return len(e.chunks(bf.ID)) >= 2 })
 	if cs := e.chunks(bf.ID); len(cs) != 2 {
-		t.Fatalf("chunks %+v after two ticks, want 2", cs)
+		t.Fatalf("chunks %+v, want 2", cs)
 	}
 	r.holdRuns = true
-	if err := r.tick(e.ctx); err != nil {
-		t.Fatal(err)
-	}
-	if len(r.queue) != 1 || r.queue[0].backfill == nil {
-		t.Fatalf("queue %d, want the third chunk", len(r.queue))
+	e.tickUntil(r, "the third chunk to be won", func() bool { return len(r.queue) == 1 })
+	if r.queue[0].backfill == nil {
+		t.Fatal("queued a live fire, want the third chunk")
 	}
 	if err := store.CancelBackfill(e.ctx, id, "test"); err != nil {
 		t.Fatal(err)
@@ -357,9 +367,7 @@ func TestBackfillBelowLiveFires(t *testing.T) {
 	a := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: append(append([]Hunt{}, hunts...), lives...)},
 		func(o *Options) { o.Concurrency, o.MaxQueued = 4, 4 })
 	a.holdRuns = true
-	if err := a.tick(e.ctx); err != nil {
-		t.Fatal(err)
-	}
+	e.tickUntil(a, "two live fires and a chunk", func() bool { return len(a.queue) >= 3 })
 	var kinds []string
 	for _, j := range a.queue {
 		kinds = append(kinds, j.key())
@@ -374,7 +382,8 @@ func TestBackfillBelowLiveFires(t *testing.T) {
 	b := e.runner("pod-b", &HuntSet{Hash: "y", Hunts: append(append([]Hunt{}, hunts...), l2, l3)},
 		func(o *Options) { o.Concurrency, o.MaxQueued = 1, 1 })
 	b.holdRuns = true
-	if err := b.tick(e.ctx); err != nil {
+	e.tickUntil(b, "the two live fires", func() bool { return len(b.queue) >= 2 })
+	if err := b.tick(e.ctx); err != nil { // no capacity left: claims nothing
 		t.Fatal(err)
 	}
 	for _, j := range b.queue {
@@ -419,11 +428,9 @@ func TestBackfillPausedAndBesideLiveFires(t *testing.T) {
 	if err := store.Resume(e.ctx, bf.ID, "test"); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.tick(e.ctx); err != nil {
-		t.Fatal(err)
-	}
-	if len(r.queue) != 1 || r.queue[0].backfill == nil {
-		t.Fatalf("queued %d, want the first chunk after resume", len(r.queue))
+	e.tickUntil(r, "the first chunk after resume", func() bool { return len(r.queue) == 1 })
+	if r.queue[0].backfill == nil {
+		t.Fatal("queued a live fire, want the first chunk")
 	}
 	// A run-now request makes the hunt's live fire owed while its chunk is held here.
 	var now uint32
@@ -431,9 +438,7 @@ func TestBackfillPausedAndBesideLiveFires(t *testing.T) {
 	if err := store.Request(e.ctx, bf.ID, int64(now)-1, "test"); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.tick(e.ctx); err != nil {
-		t.Fatal(err)
-	}
+	e.tickUntil(r, "the live request", func() bool { return len(r.queue) == 2 })
 	if len(r.queue) != 2 || r.queue[0].backfill != nil || r.queue[0].hunt.ID != bf.ID || r.queue[1].backfill == nil {
 		t.Fatalf("queue of %d: want the live request first, then the chunk claimed before it", len(r.queue))
 	}
@@ -454,7 +459,9 @@ func TestBackfillFailureBacksOffTheKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, func(o *Options) { o.Tick = time.Minute })
-	e.tickAndWait(r)
+	e.tickUntil(r, "the chunk to fail", func() bool {
+		return e.count("SELECT count() FROM hunt_runs WHERE hunt_id = 'picky' AND kind = 'backfill'") > 0
+	})
 	if n := e.count("SELECT count() FROM hunt_runs WHERE hunt_id = 'picky' AND kind = 'backfill' AND status = 'failed'"); n != 1 {
 		t.Fatalf("%d failed backfill runs, want 1", n)
 	}
