@@ -227,28 +227,24 @@ func (p *protocol) claim(ctx context.Context, fires []Fire) (Result, error) {
 }
 
 // extend turns won provisional claims into full leases: one fenced batch renewal, then one
-// read-back. It is sent only while every provisional row still has two settles to live
-// (measured from the free read, which precedes the rows' server clock), and counts only if
-// acknowledged within a settle, so its rows are visible everywhere before the provisional
-// rows expire (with replica lag below settle/2): a peer that finds the hunt free after that
-// expiry sees the extension, and cannot claim under it. An extension that is too late,
-// failed or not visible on read-back leaves its claims Lost; their rows expire with the
-// provisional lease (an extension that did land despite a late answer holds its hunt for a
-// lease, as a late claim once did).
+// read-back. The renewal counts only if acknowledged a settle before the provisional rows
+// expire (measured from the free read, which precedes the rows' server clock): its rows then
+// committed before that, and with replica lag below settle/2 they are visible everywhere
+// before the provisional rows expire, so a peer that finds the hunt free after the expiry sees
+// the extension and cannot claim under it. A renewal that fails, is acknowledged later than
+// that, or is not visible on read-back leaves its claims Lost; their rows expire with the
+// provisional lease (one that did land despite a late answer holds its hunt for a lease, as a
+// late claim once did).
 func (p *protocol) extend(ctx context.Context, won []Lease, freeRead time.Time) ([]Lease, []Fire) {
 	if p.provisionalLease() >= p.lease {
 		return won, nil
 	}
 	fires := leaseFires(won)
+	deadline := freeRead.Add(p.provisionalLease() - p.settle)
 	sent := time.Now()
-	if sent.After(freeRead.Add(p.provisional - 2*p.settle)) {
-		p.log.WarnContext(ctx, "claims verified too late to extend safely; their provisional leases will expire",
-			"fires", len(won), "since_free_read", sent.Sub(freeRead), "provisional", p.provisional)
-		return nil, fires
-	}
 	err := p.store.Extend(ctx, won, p.lease)
-	if took := time.Since(sent); err == nil && took >= p.settle {
-		err = fmt.Errorf("acknowledged after %s, settle %s", took, p.settle)
+	if acked := time.Now(); err == nil && acked.After(deadline) {
+		err = fmt.Errorf("acknowledged %s after the free read, past the safe %s", acked.Sub(freeRead), p.provisionalLease()-p.settle)
 	}
 	if err != nil {
 		p.log.WarnContext(ctx, "extending won claims failed; their provisional leases will expire", "fires", len(won), "error", err)

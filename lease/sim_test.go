@@ -182,10 +182,10 @@ func (p simParams) wmVisibility() time.Duration {
 }
 
 // withProvisional makes half of the scenarios claim as the runner does: a provisional lease
-// of 6 settles on the claim rows, extended to the whole lease by the winner after its verify.
+// of 10 settles on the claim rows, extended to the whole lease by the winner after its verify.
 func withProvisional(rng *rand.Rand, p *simParams) {
 	if rng.IntN(2) == 0 {
-		p.provisional = 6 * simSettle
+		p.provisional = 10 * simSettle
 	}
 }
 
