@@ -161,6 +161,12 @@ func (p *protocol) claim(ctx context.Context, fires []Fire) (Result, error) {
 			res.Lost = append(res.Lost, rowFires(part)...)
 			continue
 		}
+		if took := time.Since(sent); took >= p.settle/2 {
+			// Still counts, but close: ClickHouse delays inserts by up to max_delay_to_insert when
+			// a partition has too many parts, and past the settle every claim is lost.
+			p.log.WarnContext(ctx, "claim insert acknowledged close to the settle; ClickHouse may be delaying inserts "+
+				"(parts_to_delay_insert) or overloaded; consider a longer --settle", "took", took, "settle", p.settle)
+		}
 		landed = append(landed, part...)
 	}
 	acked := time.Now()
