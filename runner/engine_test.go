@@ -401,7 +401,7 @@ func TestRunnerLostLeaseCommitsNothing(t *testing.T) {
 	h := Hunt{ID: "slow", Interval: 3600, Offset: e.mid(3600),
 		Query: "SELECT sleepEachRow(0.5) AS s, number FROM numbers(4) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}
 	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, func(o *Options) { o.Lease = 3 * time.Second })
-	r.holdRuns = true
+	release := holdRuns(t, r.Runner)
 	if err := r.tick(e.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -411,10 +411,7 @@ func TestRunnerLostLeaseCommitsNothing(t *testing.T) {
 	fire := r.queue[0].fire
 	// A peer's newer claim on the same fire.
 	e.exec("INSERT INTO hunt_lease SELECT 'slow', toDateTime(?, 'UTC'), 'thief', ?, now64(6) + 1, now64(3) + 60", fire, uuid.New())
-	r.mu.Lock()
-	r.holdRuns = false
-	r.mu.Unlock()
-	r.dispatch()
+	release()
 	r.wg.Wait()
 	runs := e.runs("slow")
 	if len(runs) != 1 || runs[0].Status != StatusLost {
@@ -501,7 +498,7 @@ func tickRoundTrips(t testing.TB, e *env, n int) int64 {
 		hunts = append(hunts, Hunt{ID: fmt.Sprintf("h%04d", i), Interval: 3600, Offset: int64(i % 3600), Query: eventsQuery})
 	}
 	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: hunts}, func(o *Options) { o.MaxQueued = n })
-	r.holdRuns = true
+	holdRuns(t, r.Runner)
 	before := chtest.Queries(t, e.db.URL)
 	if err := r.tick(e.ctx); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -92,5 +93,19 @@ func TestQueueTarget(t *testing.T) {
 	r.opts.MaxQueued = 3
 	if got := r.queueTarget(); got != 3 {
 		t.Errorf("MaxQueued 3: queue %d", got)
+	}
+}
+
+// holdRuns takes every run slot, so won fires stay queued (a test can count a tick's round
+// trips, or change the world between claim and run); the returned function gives them back
+// and starts the queue.
+func holdRuns(t testing.TB, r *Runner) func() {
+	t.Helper()
+	if err := r.sem.Acquire(context.Background(), int64(r.opts.Concurrency)); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		r.sem.Release(int64(r.opts.Concurrency))
+		r.dispatch()
 	}
 }

@@ -155,7 +155,6 @@ type Runner struct {
 	tickAvg  time.Duration // moving average of a tick that claimed (snapshot + claim)
 
 	ticks        int
-	holdRuns     bool   // tests: queue won fires without starting them (to count a tick's round trips)
 	mismatchLogd string // the published hash already logged as a mismatch
 	outage       bool
 }
@@ -487,7 +486,7 @@ func (r *Runner) enqueue(jobs []*job) {
 func (r *Runner) dispatch() {
 	for {
 		r.mu.Lock()
-		if r.stopping || r.holdRuns || len(r.queue) == 0 {
+		if r.stopping || len(r.queue) == 0 {
 			r.mu.Unlock()
 			return
 		}
