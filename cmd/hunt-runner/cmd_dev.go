@@ -17,7 +17,6 @@ import (
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/configsrc"
 	"github.com/hunt-runner/hunt-runner/lease"
-	"github.com/hunt-runner/hunt-runner/provision"
 	"github.com/hunt-runner/hunt-runner/runner"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/shim"
@@ -88,13 +87,8 @@ func devAction(c *cli.Context) error {
 		return cli.Exit(fmt.Sprintf("connect to the embedded ClickHouse: %v", err), exitError)
 	}
 	defer conn.Close()
-	if _, err := chstore.Apply(ctx, conn, db, chstore.TopologySingle, ""); err != nil {
+	if _, err := applySchema(ctx, conn, db, chstore.TopologySingle, ""); err != nil {
 		return cli.Exit(err.Error(), exitError)
-	}
-	if plan, err := provision.Generate(provision.Options{Role: provision.RoleScaler, Database: db}); err == nil {
-		if _, err := plan.Apply(ctx, conn, "", provision.KindView); err != nil {
-			log.Warn("creating the backlog view failed; the shim falls back to the due query", "error", err)
-		}
 	}
 	gen := &sampleGenerator{conn: conn, log: log, every: c.Duration("sample-every"), backfill: c.Duration("backfill")}
 	if err := gen.setup(ctx); err != nil {

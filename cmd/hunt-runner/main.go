@@ -15,13 +15,11 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// Exit codes shared by every subcommand. materialise uses exitChanged to tell "wrote something"
-// from "nothing to do".
+// Exit codes shared by every subcommand (materialise --detailed-exitcode adds its own).
 const (
-	exitOK      = 0
-	exitError   = 1
-	exitUsage   = 2
-	exitChanged = 3
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
 )
 
 func main() {
