@@ -102,3 +102,49 @@ func TestSchemaRefreshesTheBacklogView(t *testing.T) {
 		t.Fatalf("backlog view after schema = %d, %v; want the real count 0, not the stale 42", v, err)
 	}
 }
+
+// TestTriggerRefusesUnknownAndDisabledHunts: a request no runner would ever run is an error,
+// not a silent exit 0, unless --force.
+func TestTriggerRefusesUnknownAndDisabledHunts(t *testing.T) {
+	db, name, conn := fresh(t)
+	if _, err := runApp(t, append([]string{"schema"}, conn...)...); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeHunt(t, dir, "a.yaml", "id: hunt-a\ninterval: 5m\n"+huntQuery)
+	writeHunt(t, dir, "b.yaml", "id: hunt-b\ninterval: 5m\n"+huntQuery)
+	if _, err := runApp(t, append([]string{"materialise", "--hunts-dir", dir}, conn...)...); err != nil {
+		t.Fatal(err)
+	}
+	// hunt-b is disabled after it was published: materialise tombstones it.
+	writeHunt(t, dir, "b.yaml", "id: hunt-b\ninterval: 5m\nenabled: false\n"+huntQuery)
+	if _, err := runApp(t, append([]string{"materialise", "--hunts-dir", dir}, conn...)...); err != nil {
+		t.Fatal(err)
+	}
+	requests := func() uint64 {
+		t.Helper()
+		var n uint64
+		if err := db.Conn.QueryRow(t.Context(), "SELECT count() FROM "+name+".hunt_request").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for id, want := range map[string]string{"no-such-hunt": "not in the published schedule", "hunt-b": "disabled or removed"} {
+		_, err := runApp(t, append([]string{"trigger", id}, conn...)...)
+		if schedExit(err) != exitError || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--force") {
+			t.Errorf("trigger %s: exit %d, %v", id, schedExit(err), err)
+		}
+	}
+	if n := requests(); n != 0 {
+		t.Fatalf("refused triggers queued %d requests", n)
+	}
+	if out, err := runApp(t, append([]string{"trigger", "hunt-a"}, conn...)...); err != nil || !strings.Contains(out, "queued hunt-a") {
+		t.Fatalf("trigger hunt-a: %v\n%s", err, out)
+	}
+	if out, err := runApp(t, append([]string{"trigger", "no-such-hunt", "--force"}, conn...)...); err != nil || !strings.Contains(out, "warning:") {
+		t.Fatalf("trigger --force: %v\n%s", err, out)
+	}
+	if n := requests(); n != 2 {
+		t.Fatalf("%d requests queued, want 2", n)
+	}
+}
