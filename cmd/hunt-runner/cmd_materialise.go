@@ -34,7 +34,7 @@ Exit status: 0 success, whether or not it changed anything; 1 error; 2 usage err
 --detailed-exitcode, as terraform plan's: 0 nothing to change, 2 changed (or, with --dry-run,
 would change), 1 any error, usage errors included. The older --changed-exit-code=N (exit N
 when something changed) still works; until this release it defaulted to 3.`,
-		Flags: concat(clickhouseFlags(), sourceFlags(), []cli.Flag{
+		Flags: concat(interactiveClickhouseFlags(), sourceFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "dry-run", EnvVars: envFor("dry-run"),
 				Usage: "print the diff and write nothing"},
 			&cli.BoolFlag{Name: "allow-empty", EnvVars: envFor("allow-empty"),

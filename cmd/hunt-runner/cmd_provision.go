@@ -37,7 +37,7 @@ user keeps its password).
 
   hunt-runner provision --role scaler > scaler.sql          # review, then:
   HUNT_RUNNER_PROVISION_PASSWORD=… hunt-runner provision --role scaler --apply --expect-sha256 <hash>`,
-		Flags: concat(clickhouseFlags(), sourceFlags(), []cli.Flag{
+		Flags: concat(interactiveClickhouseFlags(), sourceFlags(), []cli.Flag{
 			&cli.StringFlag{Name: "role", Required: true, EnvVars: envFor("role"),
 				Usage: "identity to provision: scaler or runner"},
 			&cli.StringFlag{Name: "user", EnvVars: envFor("user"),

@@ -36,7 +36,7 @@ reviewed or applied by other tooling:
 
   hunt-runner schema --print --topology cluster --cluster main > schema.sql
   HUNT_RUNNER_CLICKHOUSE_PASSWORD=… hunt-runner schema --clickhouse-url clickhouse://ch:9000`,
-		Flags: concat(clickhouseFlags(), []cli.Flag{
+		Flags: concat(interactiveClickhouseFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "print", EnvVars: envFor("print"),
 				Usage: "print the DDL and exit without connecting"},
 			&cli.StringFlag{Name: "topology", Value: string(chstore.TopologyAuto), EnvVars: envFor("topology"),

@@ -26,7 +26,7 @@ func statusCommand() *cli.Command {
 			"(hunt_schedule). Times are UTC, read from ClickHouse's clock. --json prints\n" +
 			`{"now": …, "hunts": [{"hunt_id", "interval_seconds", "offset_seconds", "enabled", "latest_fire", ` + "\n" +
 			`"next_fire", "watermark", "behind_seconds", "lease_owner", "lease_until", "last_run_status", …}]}.`,
-		Flags: concat(clickhouseFlags(), sourceFlags(), []cli.Flag{
+		Flags: concat(interactiveClickhouseFlags(), sourceFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
 		}),
 		Action: statusAction,

@@ -24,7 +24,7 @@ func triggerCommand() *cli.Command {
 			"A hunt that is not published, or is disabled or removed (tombstoned in hunt_schedule), is refused:\n" +
 			"no runner would run the request. --force queues it anyway, for a runner that has the hunt loaded\n" +
 			"but whose set was not materialised.",
-		Flags: concat(clickhouseFlags(), []cli.Flag{
+		Flags: concat(interactiveClickhouseFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "force", Usage: "queue the request even if the hunt is not an enabled hunt of the published schedule"},
 			&cli.StringFlag{Name: "fire", Usage: "end of the requested window: RFC 3339 time or epoch seconds (default: now)"},
 			&cli.StringFlag{Name: "requested-by", Usage: "who asks, recorded in hunt_request (default: user@host)"},

@@ -4,12 +4,17 @@ package main
 // and the CLI manners they trip over.
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/urfave/cli/v2"
 
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
@@ -146,5 +151,179 @@ func TestTriggerRefusesUnknownAndDisabledHunts(t *testing.T) {
 	}
 	if n := requests(); n != 2 {
 		t.Fatalf("%d requests queued, want 2", n)
+	}
+}
+
+// lockedBuffer collects what goroutines write (a logger, a server) for the test to read.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// runLogged runs the CLI like runAppContext, with its logs (JSON) going to logs.
+func runLogged(ctx context.Context, logs *lockedBuffer, args ...string) (string, error) {
+	app := newApp()
+	out := &lockedBuffer{}
+	app.Writer, app.ErrWriter = out, out
+	app.ExitErrHandler = func(*cli.Context, error) {}
+	app.Metadata = map[string]any{logWriterKey: logs}
+	err := app.RunContext(ctx, append([]string{"hunt-runner"}, args...))
+	return out.String(), err
+}
+
+func connectTimeoutDefault(t *testing.T, command string) time.Duration {
+	t.Helper()
+	for _, c := range newApp().Commands {
+		if c.Name != command {
+			continue
+		}
+		for _, f := range c.Flags {
+			if d, ok := f.(*cli.DurationFlag); ok && d.Name == "clickhouse-connect-timeout" {
+				return d.Value
+			}
+		}
+	}
+	t.Fatalf("command %s has no --clickhouse-connect-timeout", command)
+	return 0
+}
+
+// TestInteractiveCommandsFailFast: a person waits seconds, not half a minute, to hear that
+// ClickHouse is down, and hears what was tried (password redacted) and what to change. The
+// long-running commands keep retrying long enough for servers started in any order.
+func TestInteractiveCommandsFailFast(t *testing.T) {
+	for _, c := range []string{"due", "status", "trigger", "materialise", "schema", "provision"} {
+		if d := connectTimeoutDefault(t, c); d > 5*time.Second {
+			t.Errorf("%s waits %s for an unreachable ClickHouse by default, want at most 5s", c, d)
+		}
+	}
+	for _, c := range []string{"run", "shim"} {
+		if d := connectTimeoutDefault(t, c); d < 30*time.Second {
+			t.Errorf("%s gives up on ClickHouse after %s, want the patient 30s", c, d)
+		}
+	}
+
+	secret := rand.Text()
+	t.Setenv(passwordEnv, "")
+	url := "http://bob:" + secret + "@" + closedPort(t)
+	for _, args := range [][]string{{"due"}} {
+		var logs lockedBuffer
+		_, err := runLogged(t.Context(), &logs, append(args, "--clickhouse-url", url)...)
+		if schedExit(err) != exitError {
+			t.Fatalf("%s with ClickHouse down: exit %d, %v", args[0], schedExit(err), err)
+		}
+		msg := err.Error()
+		if strings.Contains(msg, secret) {
+			t.Fatalf("%s: the password is in the error: %s", args[0], msg)
+		}
+		for _, want := range []string{"http://bob:xxxxx@127.0.0.1:", "refused", "tried for 5s", "--clickhouse-url", "--clickhouse-connect-timeout"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("%s: the error lacks %q: %s", args[0], want, msg)
+			}
+		}
+	}
+}
+
+// TestConnectionChatterOnlyAtDebug: a command that works logs nothing about connecting at info.
+func TestConnectionChatterOnlyAtDebug(t *testing.T) {
+	db := chtest.NewWithSchema(t)
+	t.Setenv(passwordEnv, "")
+	conn := []string{"--clickhouse-url", db.URL, "--database", db.Name}
+	var logs lockedBuffer
+	out, err := runLogged(t.Context(), &logs, append([]string{"due"}, conn...)...)
+	if err != nil || out != "0\n" {
+		t.Fatalf("due: %v %q", err, out)
+	}
+	if strings.Contains(logs.String(), "connected to ClickHouse") {
+		t.Errorf("due logged the connection at info:\n%s", logs.String())
+	}
+	var debug lockedBuffer
+	if _, err := runLogged(t.Context(), &debug, append([]string{"--log-level", "debug", "due"}, conn...)...); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(debug.String(), "connected to ClickHouse") {
+		t.Errorf("no connection line at debug:\n%s", debug.String())
+	}
+}
+
+// TestRunStartupLogIsReadable: the start-up line carries the version and flat, readable values
+// (no Go struct), with a UTC RFC 3339 time.
+func TestRunStartupLogIsReadable(t *testing.T) {
+	db := chtest.NewWithSchema(t)
+	t.Setenv(passwordEnv, "")
+	dir := t.TempDir()
+	writeHunt(t, dir, "a.yaml", "id: hunt-a\ninterval: 1h\n"+huntQuery)
+	ctx, stop := context.WithCancel(t.Context())
+	var logs lockedBuffer
+	done := make(chan error, 1)
+	go func() {
+		_, err := runLogged(ctx, &logs, "run", "--clickhouse-url", db.URL, "--database", db.Name, "--hunts-dir", dir,
+			"--listen", "127.0.0.1:0", "--owner", "startup-test")
+		done <- err
+	}()
+	var line string
+	for line == "" {
+		for _, l := range strings.Split(logs.String(), "\n") {
+			if strings.Contains(l, `"hunt-runner run starting"`) {
+				line = l
+			}
+		}
+		select {
+		case err := <-done:
+			if line == "" {
+				t.Fatalf("run exited before its start-up line: %v\n%s", err, logs.String())
+			}
+			done <- err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(line), &got); err != nil {
+		t.Fatalf("start-up line is not one JSON object: %v\n%s", err, line)
+	}
+	if got["version"] != buildVersion() || buildVersion() == "" {
+		t.Errorf("start-up line version %v, want %q", got["version"], buildVersion())
+	}
+	for k, v := range got {
+		if s, ok := v.(string); ok && (strings.Contains(s, "{") || strings.Contains(s, "Options")) {
+			t.Errorf("start-up attribute %s dumps a struct: %s", k, s)
+		}
+	}
+	if ts, _ := got["time"].(string); !strings.HasSuffix(ts, "Z") {
+		t.Errorf("log time %q is not UTC", ts)
+	}
+	if got["clickhouse_url"] == nil {
+		t.Errorf("start-up line lacks the ClickHouse URL: %s", line)
+	}
+}
+
+// TestVersion: --version prints what the build stamped, or the module's build info.
+func TestVersion(t *testing.T) {
+	out, err := runApp(t, "--version")
+	if err != nil || out != "hunt-runner version "+buildVersion()+"\n" {
+		t.Fatalf("--version: %v %q", err, out)
+	}
+	if v := buildVersion(); v == "" || v == "(devel)" {
+		t.Errorf("version %q says nothing", v)
+	}
+	defer func(v string) { version = v }(version)
+	version = "v9.8.7"
+	if buildVersion() != "v9.8.7" {
+		t.Errorf("the stamped version is ignored: %q", buildVersion())
 	}
 }

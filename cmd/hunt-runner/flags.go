@@ -35,6 +35,24 @@ func clickhouseFlags() []cli.Flag {
 	}
 }
 
+// interactiveConnectTimeout bounds how long a command a person (or a CI job) waits for an
+// unreachable ClickHouse: a few seconds say "it is down" as well as thirty. run and shim keep
+// clickhouseFlags' longer default, because servers and runners start in any order.
+const interactiveConnectTimeout = 5 * time.Second
+
+// interactiveClickhouseFlags are clickhouseFlags with the short connect timeout.
+func interactiveClickhouseFlags() []cli.Flag {
+	flags := clickhouseFlags()
+	for i, f := range flags {
+		if d, ok := f.(*cli.DurationFlag); ok && d.Name == "clickhouse-connect-timeout" {
+			short := *d
+			short.Value = interactiveConnectTimeout
+			flags[i] = &short
+		}
+	}
+	return flags
+}
+
 // spreadFlag is shared by every command that computes phase offsets; all must agree.
 var spreadFlag = &cli.Float64Flag{Name: "spread-fraction", Value: 0.8, EnvVars: envFor("spread-fraction"),
 	Usage: "phase offsets spread over this fraction of each interval, in (0, 1]; every command must use the same value"}

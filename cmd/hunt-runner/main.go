@@ -8,8 +8,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -21,6 +24,57 @@ const (
 	exitError = 1
 	exitUsage = 2
 )
+
+// version is stamped by release builds: go build -ldflags "-X main.version=v1.2.3" (the
+// Makefile's build and the Dockerfile do). Other builds report the module build info.
+var version string
+
+// buildVersion is what --version prints and run logs at start.
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v // `go install …@v1.2.3`, or a build in a tagged checkout
+	}
+	v, dirty := "devel", false
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision" && len(s.Value) >= 12:
+			v += "-" + s.Value[:12]
+		case s.Key == "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if dirty {
+		v += "-dirty"
+	}
+	return v
+}
+
+// logWriterKey in App.Metadata takes the logs instead of stderr, for a caller that embeds the
+// app (the tests read what a command logged).
+const logWriterKey = "log-writer"
+
+func logWriter(c *cli.Context) io.Writer {
+	if w, ok := c.App.Metadata[logWriterKey].(io.Writer); ok {
+		return w
+	}
+	return os.Stderr
+}
+
+// utcTime writes log times in UTC (RFC 3339 in both handlers), whatever the host's zone: the
+// times people compare logs with (ClickHouse's clock, status, hunt_run) are UTC.
+func utcTime(groups []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindTime {
+		a.Value = slog.TimeValue(a.Value.Time().UTC())
+	}
+	return a
+}
 
 func main() {
 	os.Exit(run(os.Args))
@@ -48,8 +102,9 @@ func run(args []string) int {
 
 func newApp() *cli.App {
 	return &cli.App{
-		Name:  "hunt-runner",
-		Usage: "run scheduled ClickHouse detection queries (hunts) exactly once across pods",
+		Name:    "hunt-runner",
+		Version: buildVersion(),
+		Usage:   "run scheduled ClickHouse detection queries (hunts) exactly once across pods",
 		Description: "Hunts are YAML files (ClickHouse SQL + a schedule) kept in a directory or a git repository.\n" +
 			"Every flag can also be set with the environment variable HUNT_RUNNER_<FLAG>, for example\n" +
 			"HUNT_RUNNER_CLICKHOUSE_URL. The ClickHouse password is read only from\n" +
