@@ -17,6 +17,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/runner"
 )
 
 // fresh gives a test a database that does not exist yet (schema creates it) and the connection
@@ -325,5 +326,31 @@ func TestVersion(t *testing.T) {
 	version = "v9.8.7"
 	if buildVersion() != "v9.8.7" {
 		t.Errorf("the stamped version is ignored: %q", buildVersion())
+	}
+}
+
+// TestStatusShowsDurationsAsHuntFilesWriteThem: 5m, not 300s; a retired hunt is said to be
+// retired, not shown as "0s 0s false".
+func TestStatusShowsDurationsAsHuntFilesWriteThem(t *testing.T) {
+	var b strings.Builder
+	printStatus(&b, runner.StatusReport{Now: "2026-12-01T10:00:00Z", Hunts: []runner.HuntStatus{
+		{HuntID: "live", IntervalSeconds: 300, OffsetSeconds: 150, Enabled: true, BehindSeconds: 3600},
+		{HuntID: "paused", IntervalSeconds: 86400, OffsetSeconds: 0},
+		{HuntID: "gone"},
+	}})
+	rows := map[string][]string{}
+	for _, l := range strings.Split(b.String(), "\n") {
+		if f := strings.Fields(l); len(f) > 4 {
+			rows[f[0]] = f[1:8]
+		}
+	}
+	for id, want := range map[string][]string{
+		"live":   {"5m", "+2m30s", "yes", "-", "-", "-", "1h"},
+		"paused": {"1d", "+0s", "no", "-", "-", "-", "0s"},
+		"gone":   {"-", "-", "retired", "-", "-", "-", "0s"},
+	} {
+		if got := strings.Join(rows[id], " "); got != strings.Join(want, " ") {
+			t.Errorf("%s: %q, want %q\n%s", id, got, strings.Join(want, " "), b.String())
+		}
 	}
 }
