@@ -33,7 +33,7 @@ func newLogger(c *cli.Context) *slog.Logger {
 func buildLogger(w io.Writer, level, format string) *slog.Logger {
 	var lvl slog.Level
 	bad := lvl.UnmarshalText([]byte(level)) != nil
-	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: utcTime}
+	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: readableTimes}
 	var log *slog.Logger
 	if strings.EqualFold(format, "text") {
 		log = slog.New(slog.NewTextHandler(w, opts))

@@ -354,3 +354,26 @@ func TestStatusShowsDurationsAsHuntFilesWriteThem(t *testing.T) {
 		}
 	}
 }
+
+// TestLogTimesAreReadable: log times and the runner's epoch-second attributes come out as UTC
+// RFC 3339, in both log formats.
+func TestLogTimesAreReadable(t *testing.T) {
+	for _, format := range []string{"json", "text"} {
+		var b strings.Builder
+		log := buildLogger(&b, "info", format)
+		log.Info("run", "fire", int64(1767366245), "window_start", int64(1767366000), "rows", int64(1767366245),
+			"at", time.Date(2026, 1, 2, 16, 4, 5, 0, time.FixedZone("CET", 3600)))
+		out := b.String()
+		for _, want := range []string{"2026-01-02T15:04:05Z", "2026-01-02T15:00:00Z", "rows\":1767366245", "2026-01-02T15:04:05Z"} {
+			if format == "text" {
+				want = strings.ReplaceAll(want, "\":", "=")
+			}
+			if !strings.Contains(out, want) {
+				t.Errorf("%s log lacks %s:\n%s", format, want, out)
+			}
+		}
+		if strings.Contains(out, "fire\":1767366245") || strings.Contains(out, "fire=1767366245") || strings.Contains(out, "+01:00") {
+			t.Errorf("%s log has an epoch or a local time:\n%s", format, out)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 )
@@ -67,11 +68,20 @@ func logWriter(c *cli.Context) io.Writer {
 	return os.Stderr
 }
 
-// utcTime writes log times in UTC (RFC 3339 in both handlers), whatever the host's zone: the
-// times people compare logs with (ClickHouse's clock, status, hunt_run) are UTC.
-func utcTime(groups []string, a slog.Attr) slog.Attr {
-	if a.Value.Kind() == slog.KindTime {
+// epochLogKeys are the log attributes the runner packages pass as epoch seconds (their
+// arithmetic is in seconds); people read them as times.
+var epochLogKeys = map[string]bool{"fire": true, "window_start": true, "window_end": true,
+	"gap_start": true, "gap_end": true, "watermark": true, "requested_fire": true}
+
+// readableTimes writes log times in UTC RFC 3339, whatever the host's zone (the times people
+// compare logs with — ClickHouse's clock, status, hunt_run — are UTC), and the epoch-second
+// attributes of the runner packages as such times rather than bare numbers.
+func readableTimes(groups []string, a slog.Attr) slog.Attr {
+	switch {
+	case a.Value.Kind() == slog.KindTime:
 		a.Value = slog.TimeValue(a.Value.Time().UTC())
+	case a.Value.Kind() == slog.KindInt64 && epochLogKeys[a.Key]:
+		a.Value = slog.StringValue(time.Unix(a.Value.Int64(), 0).UTC().Format(time.RFC3339))
 	}
 	return a
 }
