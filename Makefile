@@ -22,6 +22,7 @@ build: ## build bin/hunt-runner as released: static, no cgo, no embedded engine 
 
 chdb: $(CHDB_LIB_PATH) ## fetch the chDB library used by tests and `make dev` (cached)
 $(CHDB_LIB_PATH):
+	@echo "fetching the chDB library $(CHDB_VERSION) (an npm package of about 150 MB, once) into $(CHDB_DIR)…"
 	@mkdir -p $(CHDB_DIR)
 	cd $(CHDB_DIR) && npm pack --silent "@chdb/lib-linux-x64-gnu@$(CHDB_VERSION)" >/dev/null && \
 	  tar -xzf "chdb-lib-linux-x64-gnu-$(CHDB_VERSION).tgz" --strip-components=1 package/libchdb.so && \
@@ -41,8 +42,14 @@ lint: ## gofmt, go vet and staticcheck
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@latest ./...
 
+DEV_BIN ?= bin/hunt-runner-dev
+
 dev: chdb ## run everything on the embedded engine: schema, sample data, runner, shim
-	$(GO) run ./cmd/hunt-runner dev
+	@echo "building $(DEV_BIN) with the embedded engine: the first build compiles every dependency and takes a few minutes, later ones seconds…"
+	@set -o pipefail; $(GO) build -v -ldflags "$(LDFLAGS)" -o $(DEV_BIN) ./cmd/hunt-runner 2>&1 | \
+	  awk '/^[A-Za-z0-9_.\/~-]+$$/ { n++; printf "\r  %d packages compiled", n; fflush(); next } { print } END { if (n) print "" }'
+	@echo "starting $(DEV_BIN) dev (Ctrl-C stops it)…"
+	@$(DEV_BIN) dev
 
 bench: chdb ## run the benchmarks (figures are ratios measured side by side)
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./...

@@ -47,3 +47,25 @@ func TestReleaseBuildIsStatic(t *testing.T) {
 		t.Fatalf("dev ran in a release build:\n%s", out)
 	}
 }
+
+// TestMakeDevSaysWhatItDoes: the first `make dev` compiles for minutes; it must say so before
+// it starts and show progress (go build -v, counted), not sit silent as `go run` does.
+func TestMakeDevSaysWhatItDoes(t *testing.T) {
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Skip("no make")
+	}
+	// A library path that exists, so that -n does not plan a download.
+	lib := filepath.Join(t.TempDir(), "libchdb.so")
+	if err := os.WriteFile(lib, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("make", "-n", "-C", filepath.Join("..", ".."), "dev", "CHDB_LIB_PATH="+lib).CombinedOutput()
+	if err != nil {
+		t.Fatalf("make -n dev: %v\n%s", err, out)
+	}
+	plan := string(out)
+	announce, build := strings.Index(plan, "echo \"building"), strings.Index(plan, "go build -v")
+	if announce < 0 || build < 0 || announce > build || strings.Contains(plan, "go run") {
+		t.Errorf("make dev must announce the build, then build with progress:\n%s", plan)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"net/http"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -375,5 +376,42 @@ func TestLogTimesAreReadable(t *testing.T) {
 		if strings.Contains(out, "fire\":1767366245") || strings.Contains(out, "fire=1767366245") || strings.Contains(out, "+01:00") {
 			t.Errorf("%s log has an epoch or a local time:\n%s", format, out)
 		}
+	}
+}
+
+// TestDevPrintsHowToQueryFindings runs the commands `dev` prints, as a person would paste them
+// into a shell, against the engine.
+func TestDevPrintsHowToQueryFindings(t *testing.T) {
+	db := chtest.NewWithSchema(t)
+	var n uint64
+	if err := db.Conn.QueryRow(t.Context(), "SELECT count() FROM system.tables WHERE database = ? AND name = 'hunt_findings_committed'", db.Name).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n == 0 { // until the schema has the view, a stand-in with its columns
+		if err := db.Conn.Exec(t.Context(), "CREATE VIEW "+db.Name+".hunt_findings_committed AS SELECT fire, hunt_id, finding FROM "+db.Name+".hunt_findings"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Conn.Exec(t.Context(), "INSERT INTO "+db.Name+".hunt_findings (hunt_id, fire, finding) VALUES ('it''s-a-hunt', now(), '{\"user\":\"mallory\"}')"); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	printFindingsHowTo(&b, db.URL, db.Name, "hunt-runner")
+	text := b.String()
+	if !strings.Contains(text, db.Name+".hunt_findings_committed") {
+		t.Fatalf("dev does not name the committed findings view:\n%s", text)
+	}
+	var curl string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "curl ") {
+			curl = strings.TrimSpace(l)
+		}
+	}
+	if _, err := exec.LookPath("curl"); err != nil || curl == "" {
+		t.Skipf("no curl (%v) or no curl line:\n%s", err, text)
+	}
+	out, err := exec.Command("sh", "-c", curl).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "mallory") || strings.Contains(string(out), "Exception") {
+		t.Fatalf("%s\n→ %v\n%s", curl, err, out)
 	}
 }
