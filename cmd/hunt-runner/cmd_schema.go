@@ -118,7 +118,8 @@ func applySchema(ctx context.Context, conn driver.Conn, database string, topo ch
 	}
 	// Always replaced, never only created: a newer release's due query must reach the view.
 	if err := conn.Exec(ctx, v.SQL); err != nil {
-		return rep, fmt.Errorf("apply schema: create %s: %w", v.Name, err)
+		return rep, fmt.Errorf("apply schema: create %s (needs CREATE VIEW, and a server with SQL SECURITY DEFINER views, "+
+			"ClickHouse 24.3 or newer): %w", v.Name, err)
 	}
 	if n > 0 {
 		rep.Existing = append(rep.Existing, v.Name)
