@@ -275,7 +275,7 @@ func TestRunStartupLogIsReadable(t *testing.T) {
 		done <- err
 	}()
 	var line string
-	for line == "" {
+	for deadline := time.Now().Add(time.Minute); line == ""; {
 		for _, l := range strings.Split(logs.String(), "\n") {
 			if strings.Contains(l, `"hunt-runner run starting"`) {
 				line = l
@@ -289,10 +289,19 @@ func TestRunStartupLogIsReadable(t *testing.T) {
 			done <- err
 		case <-time.After(20 * time.Millisecond):
 		}
+		if line == "" && time.Now().After(deadline) {
+			stop()
+			t.Fatalf("no start-up line within a minute:\n%s", logs.String())
+		}
 	}
 	stop()
-	if err := <-done; err != nil {
-		t.Fatalf("run: %v", err)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("run did not stop within a minute of its context ending:\n%s", logs.String())
 	}
 	var got map[string]any
 	if err := json.Unmarshal([]byte(line), &got); err != nil {

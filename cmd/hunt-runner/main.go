@@ -119,7 +119,7 @@ func newApp() *cli.App {
 			"Every flag can also be set with the environment variable HUNT_RUNNER_<FLAG>, for example\n" +
 			"HUNT_RUNNER_CLICKHOUSE_URL. The ClickHouse password is read only from\n" +
 			"HUNT_RUNNER_CLICKHOUSE_PASSWORD or --clickhouse-password-file, never from a flag value.",
-		Flags:                []cli.Flag{logLevelFlag},
+		Flags:                []cli.Flag{logLevelFlag()},
 		EnableBashCompletion: true,
 		// run() prints and maps errors itself; the default handler would os.Exit mid-test.
 		ExitErrHandler: func(*cli.Context, error) {},
