@@ -105,8 +105,8 @@ func TestREADMEInstallWorksAsWritten(t *testing.T) {
 		}
 		return string(out)
 	}
-	out := sh(first)
 	t.Cleanup(func() { stopPIDFile(t, filepath.Join(dir, "run.pid")) })
+	out := sh(first)
 	for _, want := range []string{"hunt-runner version ", "  created  view " + name + ".hunt_backlog_v1", "1 valid hunt", "\n1\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("install block output lacks %q:\n%s", want, out)
