@@ -214,7 +214,8 @@ func Open(ctx context.Context, o Options, log *slog.Logger) (driver.Conn, error)
 	if v, err := conn.ServerVersion(); err == nil {
 		version = v.Version.String()
 	}
-	log.Info("connected to ClickHouse", "database", o.Database, "server_version", version,
+	// Debug: every command connects, and a line per command is chatter; failures say enough.
+	log.Debug("connected to ClickHouse", "database", o.Database, "server_version", version,
 		"took", time.Since(start).Round(time.Millisecond).String())
 	return conn, nil
 }

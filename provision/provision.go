@@ -1,17 +1,19 @@
 // Package provision generates the SQL that creates hunt-runner's least-privilege ClickHouse
 // identities, for an operator to review and then apply:
 //
-//   - scaler: reads one number, the due backlog, and nothing else. A SQL SECURITY DEFINER view
-//     hunt_backlog_v1 returns the capped due count (no hunt ids, no table contents); the user
-//     may SELECT that view only, under a settings profile with readonly = 1 and a 5 s
-//     max_execution_time. The KEDA shim (or KEDA's native ClickHouse trigger) connects as it.
+//   - scaler: reads one number, the due backlog, and nothing else. The SQL SECURITY DEFINER view
+//     hunt_backlog_v1 (created by `hunt-runner schema` from BacklogViewSQL, so that the backlog
+//     is right before any identity exists) returns the capped due count (no hunt ids, no table
+//     contents); the user may SELECT that view only, under a settings profile with readonly = 1
+//     and a 5 s max_execution_time. The KEDA shim (or KEDA's native ClickHouse trigger)
+//     connects as it.
 //   - runner: exactly what the runner's statements need: SELECT and INSERT on the coordination
 //     and findings tables, SELECT on the source databases its hunts read, SELECT on the two
 //     system tables it consults. No table-function privileges (url, s3, remote, file, …), so
 //     no hunt can reach outside the server.
 //
 // The text is deterministic and repeatable: every statement converges (CREATE … IF NOT EXISTS
-// followed by ALTER, CREATE OR REPLACE VIEW, GRANT … WITH REPLACE OPTION), so applying it twice
+// followed by ALTER, GRANT … WITH REPLACE OPTION), so applying it twice
 // changes nothing. Passwords never appear in it: the printed SQL carries PasswordPlaceholder,
 // which Apply substitutes (only in the statement sent to the server). The SHA-256 of the text
 // lets the reviewed text and the applied text be matched.
@@ -52,9 +54,8 @@ const (
 )
 
 // Statement kinds, so that a caller (or a test on an engine with no access storage) can tell
-// access-control statements from the view.
+// the statements apart.
 const (
-	KindView    = "view"
 	KindProfile = "profile"
 	KindUser    = "user"
 	KindGrant   = "grant"
@@ -179,14 +180,25 @@ func BacklogViewSelect(database string) string {
 	return fmt.Sprintf("SELECT toUInt64(least(due, %d)) AS value FROM (\n%s\n)", BacklogCap, schedule.DueCountSQL(database, "now()"))
 }
 
+// BacklogViewSQL creates or refreshes the backlog view; `hunt-runner schema` runs it (cluster
+// adds ON CLUSTER), so the shim and KEDA read the true backlog before any identity exists, and
+// a later schema picks up a changed due query. The definer (whoever applies the schema) reads
+// the coordination tables on the scaler's behalf: the scaler gets no table privilege at all.
+func BacklogViewSQL(database, cluster string) string {
+	on := ""
+	if cluster != "" {
+		on = " ON CLUSTER " + chstore.QuoteIdent(cluster)
+	}
+	return fmt.Sprintf("CREATE OR REPLACE VIEW %s.%s%s\nDEFINER = CURRENT_USER SQL SECURITY DEFINER\nAS %s",
+		chstore.QuoteIdent(database), chstore.QuoteIdent(BacklogView), on, BacklogViewSelect(database))
+}
+
 func (p *Plan) scaler() {
 	o := p.Options
 	db, user, profile := chstore.QuoteIdent(o.Database), chstore.QuoteIdent(o.User), chstore.QuoteIdent(o.User+"_profile")
 	settings := fmt.Sprintf("readonly = 1, max_execution_time = %d", o.MaxExecutionTime)
-	// The definer (whoever applies this) reads the coordination tables on the scaler's behalf;
-	// the scaler itself gets no table privilege at all.
-	p.add(KindView, "CREATE OR REPLACE VIEW %s.%s%s\nDEFINER = CURRENT_USER SQL SECURITY DEFINER\nAS %s",
-		db, chstore.QuoteIdent(BacklogView), p.onCluster(), BacklogViewSelect(o.Database))
+	// The view itself comes from `hunt-runner schema` (BacklogViewSQL); granting on it before it
+	// exists is allowed, so the order of schema and provision does not matter.
 	p.add(KindProfile, "CREATE SETTINGS PROFILE IF NOT EXISTS %s%s SETTINGS %s", profile, p.onCluster(), settings)
 	p.add(KindProfile, "ALTER SETTINGS PROFILE %s%s SETTINGS %s", profile, p.onCluster(), settings)
 	p.add(KindUser, "CREATE USER IF NOT EXISTS %s%s IDENTIFIED WITH sha256_password BY '%s'\nDEFAULT DATABASE %s SETTINGS PROFILE %s",

@@ -17,7 +17,6 @@ import (
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/configsrc"
 	"github.com/hunt-runner/hunt-runner/lease"
-	"github.com/hunt-runner/hunt-runner/provision"
 	"github.com/hunt-runner/hunt-runner/runner"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/shim"
@@ -88,13 +87,8 @@ func devAction(c *cli.Context) error {
 		return cli.Exit(fmt.Sprintf("connect to the embedded ClickHouse: %v", err), exitError)
 	}
 	defer conn.Close()
-	if _, err := chstore.Apply(ctx, conn, db, chstore.TopologySingle, ""); err != nil {
+	if _, err := applySchema(ctx, conn, db, chstore.TopologySingle, ""); err != nil {
 		return cli.Exit(err.Error(), exitError)
-	}
-	if plan, err := provision.Generate(provision.Options{Role: provision.RoleScaler, Database: db}); err == nil {
-		if _, err := plan.Apply(ctx, conn, "", provision.KindView); err != nil {
-			log.Warn("creating the backlog view failed; the shim falls back to the due query", "error", err)
-		}
 	}
 	gen := &sampleGenerator{conn: conn, log: log, every: c.Duration("sample-every"), backfill: c.Duration("backfill")}
 	if err := gen.setup(ctx); err != nil {
@@ -187,13 +181,37 @@ func devAction(c *cli.Context) error {
 		g.Go(func() error { return sh.Start(gctx) })
 		fmt.Fprintf(out, "KEDA shim at http://%s/keda/hunt-backlog\n", addr)
 	}
-	fmt.Fprintf(out, "runner metrics at http://%s/metrics — Ctrl-C to stop\n\n", httpSrv.BoundAddr())
+	fmt.Fprintf(out, "runner metrics at http://%s/metrics\n", httpSrv.BoundAddr())
+	printFindingsHowTo(out, srv.URL(), db, selfCommand())
+	fmt.Fprint(out, "Ctrl-C to stop\n\n")
 	err = g.Wait()
 	fmt.Fprintln(out, "\nstopped")
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return cli.Exit(err.Error(), exitError)
 	}
 	return nil
+}
+
+// findingsQuery reads the findings of committed runs, newest first: what a newcomer wants to see.
+func findingsQuery(db string) string {
+	return fmt.Sprintf("SELECT fire, hunt_id, finding FROM %s.hunt_findings_committed ORDER BY fire DESC, hunt_id LIMIT 20", chstore.QuoteIdent(db))
+}
+
+// printFindingsHowTo says where findings land and gives commands to paste as they are.
+func printFindingsHowTo(w io.Writer, url, db, self string) {
+	q := strings.ReplaceAll(findingsQuery(db), "'", `'\''`)
+	fmt.Fprintf(w, "findings are in %s.hunt_findings; %s.hunt_findings_committed shows those of committed runs. Query them with:\n", db, db)
+	fmt.Fprintf(w, "  curl -sS '%s/' --data-binary '%s FORMAT PrettyCompact'\n", strings.TrimSuffix(url, "/"), q)
+	fmt.Fprintf(w, "  %s status --clickhouse-url %s --database %s\n", self, url, db)
+}
+
+// selfCommand is how to run this binary again from the same shell: its path, or `go run` when
+// it was built into a temporary directory by go run.
+func selfCommand() string {
+	if self := os.Args[0]; self != "" && !strings.Contains(self, "go-build") {
+		return self
+	}
+	return "go run ./cmd/hunt-runner"
 }
 
 // devScheduleRows are the hunt_schedule rows of a set: enabled hunts only, so materialise

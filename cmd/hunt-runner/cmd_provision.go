@@ -23,9 +23,9 @@ func provisionCommand() *cli.Command {
 of the text above it (check with: head -n -1 provision.sql | sha256sum); --expect-sha256 refuses
 to apply anything but the reviewed text.
 
-  scaler  a SQL SECURITY DEFINER view <database>.hunt_backlog_v1 (one capped count, no ids), a
-          settings profile (readonly = 1, max_execution_time = 5) and a user allowed to SELECT
-          that view and nothing else. The KEDA shim connects as it.
+  scaler  a settings profile (readonly = 1, max_execution_time = 5) and a user allowed to
+          SELECT the view <database>.hunt_backlog_v1 (one capped count, no ids; created by
+          hunt-runner schema) and nothing else. The KEDA shim connects as it.
   runner  a user with SELECT, INSERT on the coordination and findings tables, SELECT on the
           source databases its hunts read (found in --hunts-dir / --git-url hunts, plus
           --source-database), SELECT on system.databases and system.replicas; no table
@@ -37,7 +37,7 @@ user keeps its password).
 
   hunt-runner provision --role scaler > scaler.sql          # review, then:
   HUNT_RUNNER_PROVISION_PASSWORD=… hunt-runner provision --role scaler --apply --expect-sha256 <hash>`,
-		Flags: concat(clickhouseFlags(), sourceFlags(), []cli.Flag{
+		Flags: concat(interactiveClickhouseFlags(), sourceFlags(), []cli.Flag{
 			&cli.StringFlag{Name: "role", Required: true, EnvVars: envFor("role"),
 				Usage: "identity to provision: scaler or runner"},
 			&cli.StringFlag{Name: "user", EnvVars: envFor("user"),

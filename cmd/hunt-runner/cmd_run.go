@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/configsrc"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/runner"
@@ -114,7 +115,9 @@ func runAction(c *cli.Context) error {
 	if err := srv.Listen(); err != nil {
 		return cli.Exit(err.Error(), exitError)
 	}
-	log.Info("hunt-runner run starting", "owner", owner, "clickhouse", chOpts.String(), "database", chOpts.Database,
+	// Flat, readable attributes: the redacted URL and the user, not a dump of the options struct.
+	log.Info("hunt-runner run starting", "version", buildVersion(), "owner", owner,
+		"clickhouse_url", chstore.Redact(chOpts.URL), "clickhouse_user", chOpts.User, "database", chOpts.Database,
 		"source", src.String(), "tick", c.Duration("tick").String(), "concurrency", c.Int("concurrency"),
 		"lease", c.Duration("lease").String(), "settle", c.Duration("settle").String(), "grace", c.Duration("grace").String(),
 		"listen", srv.BoundAddr(), "otlp", tel.OTLP)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/provision"
 )
 
 // runApp runs the real app with args and returns what it wrote to stdout.
@@ -46,7 +47,12 @@ func TestSchemaPrintMatchesGoldenWithoutConnecting(t *testing.T) {
 				t.Fatal(err)
 			}
 			header := "-- hunt-runner schema: database hunt_runner, topology " + topo + "\n\n"
-			if out != header+string(golden) {
+			cluster := ""
+			if topo == "cluster" {
+				cluster = "default"
+			}
+			view := "\n-- view hunt_runner.hunt_backlog_v1\n" + provision.BacklogViewSQL("hunt_runner", cluster) + ";\n"
+			if out != header+string(golden)+view {
 				t.Errorf("printed DDL differs from the golden file:\n%s", out)
 			}
 		})
@@ -92,8 +98,9 @@ func TestSchemaAppliedTwiceOnEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "topology single") || strings.Count(out, "  created  ") != 1+len(chstore.ObjectNames()) {
-		t.Errorf("first run should create the database and every table:\n%s", out)
+	if !strings.Contains(out, "topology single") || strings.Count(out, "  created  ") != 2+len(chstore.ObjectNames()) ||
+		!strings.Contains(out, "  created  view "+name+".hunt_backlog_v1\n") {
+		t.Errorf("first run should create the database, every table and the backlog view:\n%s", out)
 	}
 	out, err = runApp(t, args...)
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -26,13 +27,13 @@ func newLogger(c *cli.Context) *slog.Logger {
 			format = "text"
 		}
 	}
-	return buildLogger(os.Stderr, lookupString(c, "log-level"), format)
+	return buildLogger(logWriter(c), lookupString(c, "log-level"), format)
 }
 
 func buildLogger(w io.Writer, level, format string) *slog.Logger {
 	var lvl slog.Level
 	bad := lvl.UnmarshalText([]byte(level)) != nil
-	opts := &slog.HandlerOptions{Level: lvl}
+	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: readableTimes}
 	var log *slog.Logger
 	if strings.EqualFold(format, "text") {
 		log = slog.New(slog.NewTextHandler(w, opts))
@@ -87,6 +88,11 @@ func openWith(c *cli.Context, o chstore.Options, log *slog.Logger) (driver.Conn,
 		return nil, o, cli.Exit(fmt.Sprintf("ClickHouse settings: %v", err), exitUsage)
 	}
 	conn, err := chstore.Open(c.Context, o, log)
+	var ce *chstore.ConnectError
+	if errors.As(err, &ce) && (ce.Kind == chstore.ErrRefused || ce.Kind == chstore.ErrDNS || ce.Kind == chstore.ErrTimeout) {
+		return nil, o, fmt.Errorf("%w (tried for %s; the address is --clickhouse-url or HUNT_RUNNER_CLICKHOUSE_URL, "+
+			"--clickhouse-connect-timeout waits longer)", err, o.ConnectTimeout)
+	}
 	if err != nil {
 		return nil, o, err
 	}

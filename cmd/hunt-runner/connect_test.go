@@ -25,7 +25,7 @@ func withApp(t *testing.T, args []string, action func(*cli.Context) error) error
 	t.Helper()
 	app := &cli.App{
 		Name:  "hunt-runner",
-		Flags: []cli.Flag{logLevelFlag},
+		Flags: []cli.Flag{logLevelFlag()},
 		Commands: []*cli.Command{{
 			Name: "probe", Flags: clickhouseFlags(), Action: action,
 		}},
@@ -160,7 +160,7 @@ func TestLogLevelIsReadFromTheGlobalFlagOrEnv(t *testing.T) {
 	run := func(args ...string) string {
 		var got string
 		app := &cli.App{
-			Name: "hunt-runner", Flags: []cli.Flag{logLevelFlag},
+			Name: "hunt-runner", Flags: []cli.Flag{logLevelFlag()},
 			Commands: []*cli.Command{{Name: "probe", Action: func(c *cli.Context) error {
 				got = lookupString(c, "log-level")
 				return nil

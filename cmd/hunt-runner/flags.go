@@ -12,8 +12,12 @@ func envFor(name string) []string {
 	return []string{"HUNT_RUNNER_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))}
 }
 
-var logLevelFlag = &cli.StringFlag{Name: "log-level", Value: "info", EnvVars: envFor("log-level"),
-	Usage: "log level: debug, info, warn or error"}
+// logLevelFlag is new for every app: urfave/cli stores a value read from the environment in
+// the flag itself, so a shared flag would carry one run's HUNT_RUNNER_LOG_LEVEL into the next.
+func logLevelFlag() cli.Flag {
+	return &cli.StringFlag{Name: "log-level", Value: "info", EnvVars: envFor("log-level"),
+		Usage: "log level: debug, info, warn or error"}
+}
 
 // clickhouseFlags are shared by every command that talks to ClickHouse.
 func clickhouseFlags() []cli.Flag {
@@ -35,9 +39,30 @@ func clickhouseFlags() []cli.Flag {
 	}
 }
 
-// spreadFlag is shared by every command that computes phase offsets; all must agree.
-var spreadFlag = &cli.Float64Flag{Name: "spread-fraction", Value: 0.8, EnvVars: envFor("spread-fraction"),
-	Usage: "phase offsets spread over this fraction of each interval, in (0, 1]; every command must use the same value"}
+// interactiveConnectTimeout bounds how long a command a person (or a CI job) waits for an
+// unreachable ClickHouse: a few seconds say "it is down" as well as thirty. run and shim keep
+// clickhouseFlags' longer default, because servers and runners start in any order.
+const interactiveConnectTimeout = 5 * time.Second
+
+// interactiveClickhouseFlags are clickhouseFlags with the short connect timeout.
+func interactiveClickhouseFlags() []cli.Flag {
+	flags := clickhouseFlags()
+	for i, f := range flags {
+		if d, ok := f.(*cli.DurationFlag); ok && d.Name == "clickhouse-connect-timeout" {
+			short := *d
+			short.Value = interactiveConnectTimeout
+			flags[i] = &short
+		}
+	}
+	return flags
+}
+
+// spreadFlag is given to every command that computes phase offsets; all must agree. A new one
+// each time, as logLevelFlag.
+func spreadFlag() cli.Flag {
+	return &cli.Float64Flag{Name: "spread-fraction", Value: 0.8, EnvVars: envFor("spread-fraction"),
+		Usage: "phase offsets spread over this fraction of each interval, in (0, 1]; every command must use the same value"}
+}
 
 // sourceFlags select where hunt definitions come from: a directory or a git repository.
 func sourceFlags() []cli.Flag {
@@ -60,7 +85,7 @@ func sourceFlags() []cli.Flag {
 			Usage: "where the clone is kept (default: a directory under the user cache dir)"},
 		&cli.DurationFlag{Name: "reload-interval", Value: 30 * time.Second, EnvVars: envFor("reload-interval"),
 			Usage: "how often hunt definitions are re-read (directory) or fetched (git)"},
-		spreadFlag,
+		spreadFlag(),
 	}
 }
 

@@ -47,7 +47,8 @@ spec:
   {{- end }}
 {{- end -}}
 
-{{/* materialise exits 3 when it changed the schedule; in a Job that is success. */}}
+{{/* A changed schedule is success in a Job. materialise exits 0 for it since --detailed-exitcode
+     came in; the flag keeps images from before that (which exited 3) working with this chart. */}}
 {{- define "hunt-runner.materialiseArgs" -}}
 - materialise
 - --changed-exit-code=0
