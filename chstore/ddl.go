@@ -16,6 +16,10 @@ const (
 	TableFindings  = "hunt_findings"
 	TableRequest   = "hunt_request"
 
+	// TableDelivery and TableSuppress are written only by notify (docs/findings.md).
+	TableDelivery = "hunt_delivery"
+	TableSuppress = "hunt_suppress"
+
 	// ViewWatermarkRun turns every committed watermark row into its hunt_run rows (succeeded,
 	// and gap when the run skipped a range), so progress and its audit row are one insert: a
 	// pod killed between two separate writes can no longer leave a watermark without its row.
@@ -146,6 +150,29 @@ var tables = []table{
 			{"requested_by", "String"}, {"requested", "DateTime64(6, 'UTC')"},
 		},
 		orderBy: "(hunt_id, requested_fire)", ttl: "toDateTime(requested) + INTERVAL 7 DAY",
+	},
+	{
+		// Every state change of a (hunt, fire, sink) delivery is a new row; the newest by
+		// (updated, claim_id) is its state, and claim_id/lease_until fence the one sender.
+		name: TableDelivery, comment: "notification delivery per (hunt, fire, sink); newest row by updated",
+		columns: []column{
+			{"hunt_id", "String"}, {"fire", "DateTime('UTC')"}, {"sink", "String"}, {"run_id", "UUID"},
+			{"idempotency_key", "String"}, {"status", "LowCardinality(String)"}, {"attempts", "UInt32"},
+			{"last_error", "String"}, {"next_attempt", "DateTime64(3, 'UTC')"}, {"created", "DateTime64(6, 'UTC')"},
+			{"delivered", "DateTime64(6, 'UTC')"}, {"claim_id", "UUID"}, {"owner", "String"},
+			{"lease_until", "DateTime64(3, 'UTC')"}, {"updated", "DateTime64(6, 'UTC')"},
+		},
+		version: "updated", orderBy: "(hunt_id, fire, sink)", ttl: "toDateTime(updated) + INTERVAL 30 DAY",
+	},
+	{
+		// One row per (hunt, suppression key, fire that notified it); a later fire's finding
+		// with that key within the hunt's suppress.for is not sent again.
+		name: TableSuppress, comment: "notified suppression keys per hunt",
+		columns: []column{
+			{"hunt_id", "String"}, {"suppress_key", "String"}, {"fire", "DateTime('UTC')"},
+			{"recorded", "DateTime64(6, 'UTC')"},
+		},
+		version: "recorded", orderBy: "(hunt_id, suppress_key, fire)", ttl: "fire + INTERVAL 90 DAY",
 	},
 }
 

@@ -18,9 +18,11 @@ GRANT
   SELECT, INSERT ON `hunt_runner`.`hunt_run`,
   SELECT, INSERT, ALTER DELETE ON `hunt_runner`.`hunt_findings`,
   SELECT, INSERT ON `hunt_runner`.`hunt_request`,
+  SELECT, INSERT ON `hunt_runner`.`hunt_delivery`,
+  SELECT, INSERT ON `hunt_runner`.`hunt_suppress`,
   SELECT ON `edr`.*,
   SELECT ON `logs`.*,
   SELECT ON system.`databases`,
   SELECT ON system.`replicas`
 TO `hunt_runner` WITH REPLACE OPTION;
--- sha256: 6021b733d57d52e1dc6a4dad198c9ffd76d02c7a681f79cd99e9ca280b5d1e32
+-- sha256: 56aa8f9a06ec4b8010aa2f0666e349782647757c78c20b264cb07dcce045dc63
