@@ -319,7 +319,9 @@ func (d *Dispatcher) deliver(ctx context.Context, h Hunt, c held, windowStart in
 	// could land above it and put the delivery back in flight.
 	cancel()
 	renewWG.Wait()
-	if ctx.Err() != nil || lost {
+	// An answer the sink gave is recorded even while shutting down (fenced, so only while the
+	// claim holds); an attempt cut short by the shutdown or a lost lease is left to the lease.
+	if status == StatusRetry && (ctx.Err() != nil || lost) {
 		log.Info("notify: delivery abandoned with its lease; it is sent again after the lease", "lost", lost)
 		d.o.Metrics.outcome(c.Sink, "lost")
 		return "lost"
