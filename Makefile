@@ -5,8 +5,8 @@ BIN   ?= bin/hunt-runner
 CHDB_VERSION ?= 26.5.3
 CHDB_DIR     ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/chdb/$(CHDB_VERSION)
 export CHDB_LIB_PATH ?= $(CHDB_DIR)/libchdb.so
-# Nested modules with heavy dependencies (Helm, Kubernetes, KEDA) kept out of the main go.mod.
-NESTED := $(wildcard charts/hunt-runner/test/go.mod)
+# Nested modules with heavy dependencies (Helm, Kubernetes, KEDA, Alertmanager) kept out of the main go.mod.
+NESTED := $(wildcard charts/hunt-runner/test/go.mod notify/alertmanagertest/go.mod)
 
 .PHONY: help build test test-race test-short lint dev bench clean chdb image
 
