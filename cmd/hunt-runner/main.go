@@ -71,6 +71,8 @@ func newApp() *cli.App {
 			triggerCommand(),
 			provisionCommand(),
 			devCommand(),
+			findingsCommand(),
+			notifyCommand(),
 		},
 	}
 }
