@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -328,5 +329,52 @@ func TestUnroutedHuntsWriteNothing(t *testing.T) {
 	ds := deliveries(t, db)
 	if len(ds) != 1 || ds[key{"crit", fire.Unix(), "soc"}].Status != StatusDelivered {
 		t.Errorf("delivery rows %+v, want only crit's", ds)
+	}
+}
+
+// A sink slower than the lease: the sender renews its lease while it waits, so a second
+// Dispatcher never claims the delivery, and the slow request is the only one.
+func TestSlowSinkLeaseRenewedNoSecondSender(t *testing.T) {
+	db := testDB(t)
+	recv := newReceiver(t)
+	recv.hold = make(chan struct{})
+	recv.arrived = make(chan string, 10)
+	cfg := webhookConfig(recv.URL, nil)
+	cfg.Sinks[0].Timeout = time.Minute
+	hunts := []Hunt{{ID: "brute"}}
+	fire := baseFire()
+	commit(t, db, "brute", fire, `{"host":"a"}`)
+	o := testOptions(db, cfg, "pod-a")
+	o.Lease = 300 * time.Millisecond
+	a := newDispatcher(t, db, hunts, o)
+	o.Owner = "pod-b"
+	b := newDispatcher(t, db, hunts, o)
+	run(t, a)
+	<-recv.arrived
+	run(t, b)
+	// Wait until the lease has been renewed well past its first length, then let the sink answer.
+	waitFor(t, 30*time.Second, "three renewals", func() bool {
+		var n uint64
+		err := db.Conn.QueryRow(context.Background(), "SELECT count() FROM "+db.Name+".hunt_delivery WHERE status = 'delivering'").Scan(&n)
+		return err == nil && n >= 4
+	})
+	close(recv.hold)
+	waitFor(t, 30*time.Second, "delivered", func() bool {
+		return deliveries(t, db)[key{"brute", fire.Unix(), "soc"}].Status == StatusDelivered
+	})
+	if reqs := recv.requests(); len(reqs) != 1 || recv.overlap {
+		t.Errorf("%d requests (overlap %v), want the one slow request", len(reqs), recv.overlap)
+	}
+}
+
+// Redirects are not followed: a 3xx is a permanent failure, and the signed body goes nowhere else.
+func TestRedirectIsPermanent(t *testing.T) {
+	other := newReceiver(t)
+	redirect := httptest.NewServer(http.RedirectHandler(other.URL, http.StatusTemporaryRedirect))
+	defer redirect.Close()
+	s := Sink{Name: "soc", Type: TypeWebhook, URL: redirect.URL, Secret: secret(t), Timeout: 5 * time.Second}
+	r := post(context.Background(), newHTTPClient(), s, "k", []byte(`{}`))
+	if r.outcome != permanent || len(other.requests()) != 0 {
+		t.Errorf("outcome %v (%v), %d requests followed the redirect", r.outcome, r.err, len(other.requests()))
 	}
 }
