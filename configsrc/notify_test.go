@@ -28,9 +28,11 @@ func TestNotifyAbsentVersusEmpty(t *testing.T) {
 	if p.hunt.Notify != nil || p.hunt.Suppress != nil {
 		t.Errorf("absent keys decoded as %v / %v", p.hunt.Notify, p.hunt.Suppress)
 	}
-	p, probs := decodeHunt("h.yaml", []byte(notifyBase+"notify: []\n"), 0.8)
-	if len(probs) > 0 || p.hunt.Notify == nil || len(p.hunt.Notify) != 0 {
-		t.Errorf("notify: [] decoded as %#v (%v); want an empty, non-nil list", p.hunt.Notify, probs)
+	for _, empty := range []string{"notify: []\n", "notify:\n"} {
+		p, probs := decodeHunt("h.yaml", []byte(notifyBase+empty), 0.8)
+		if len(probs) > 0 || p.hunt.Notify == nil || len(p.hunt.Notify) != 0 {
+			t.Errorf("%q decoded as %#v (%v); want an empty, non-nil list", empty, p.hunt.Notify, probs)
+		}
 	}
 }
 

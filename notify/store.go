@@ -168,13 +168,14 @@ WHERE c.1 NOT IN (SELECT sink FROM ` + s.table(chstore.TableDelivery) + `
 
 // claim writes a delivering row under claimID for each key whose newest row is claimable on
 // the server clock: pending or retry and due, or delivering with an expired lease (its
-// holder died), and not tied. It counts the attempt.
+// holder died). It counts the attempt. A tie at the top does not stop a claim: two claims
+// that tied both lost (held refuses ties), and only a newer row can settle the key again.
 func (s store) claim(ctx context.Context, keys []key, claimID uuid.UUID, owner string, lease time.Duration) error {
 	q := `INSERT INTO ` + s.table(chstore.TableDelivery) + ` (` + deliveryCols + `)
 SELECT hunt_id, fire, sink, run_id, idempotency_key, 'delivering', attempts + 1, last_error, next_attempt, created, delivered,
        toUUID({claim:String}), {owner:String}, now64(3) + toIntervalMillisecond({lease_ms:Int64}), now64(6)
 FROM (` + s.newestSQL(keysWhere) + `)
-WHERE NOT tied AND lease_until <= now64(3)
+WHERE lease_until <= now64(3)
   AND (status = 'delivering' OR (status IN ('pending', 'retry') AND next_attempt <= now64(3)))`
 	args := append(keyArgs(keys), clickhouse.Named("claim", claimID.String()), clickhouse.Named("owner", owner),
 		clickhouse.Named("lease_ms", lease.Milliseconds()))
