@@ -378,3 +378,27 @@ func TestRedirectIsPermanent(t *testing.T) {
 		t.Errorf("outcome %v (%v), %d requests followed the redirect", r.outcome, r.err, len(other.requests()))
 	}
 }
+
+// Deliveries waiting out a long backoff on a broken sink do not crowd newer fires out of a
+// poll: every fire still reaches the healthy sink.
+func TestBackoffDoesNotStarveNewerFires(t *testing.T) {
+	db := testDB(t)
+	up, down := newReceiver(t), newReceiver(t)
+	down.fail = 1 << 30
+	cfg := &Config{Sinks: []Sink{{Name: "up", Type: TypeWebhook, URL: up.URL, Timeout: 5 * time.Second},
+		{Name: "down", Type: TypeWebhook, URL: down.URL, Timeout: 5 * time.Second}},
+		Routes: []Route{{Sinks: []string{"up", "down"}}}, MaxFindings: 20, Horizon: DefaultHorizon}
+	o := testOptions(db, cfg, "pod-a")
+	o.Batch, o.RetryBase, o.RetryMax = 2, time.Hour, time.Hour // a poll reads at most 8 fires
+	d := newDispatcher(t, db, []Hunt{{ID: "brute"}}, o)
+	base := baseFire()
+	for i := range 12 {
+		commit(t, db, "brute", base.Add(time.Duration(i)*time.Minute), `{"host":"a"}`)
+	}
+	waitFor(t, 60*time.Second, "all 12 fires at the healthy sink", func() bool {
+		if _, err := d.Poll(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return len(up.ok(t)) == 12
+	})
+}

@@ -95,8 +95,9 @@ type sinkState struct {
 }
 
 // pending reads committed runs since since (epoch seconds) of the hunts in want (hunt → its
-// sinks) that have findings and a sink without a final row, oldest fire first, and the server
-// clock.
+// sinks) that have findings and something to do now: a sink without a row yet, or a delivery
+// that is claimable on the server clock; oldest fire first, and the server clock. Deliveries
+// waiting for their backoff are left out, so many of them cannot crowd newer fires past limit.
 func (s store) pending(ctx context.Context, want map[string][]string, since int64, limit int) ([]work, time.Time, error) {
 	ids := make([]string, 0, len(want))
 	sinks := make([][]string, 0, len(want))
@@ -116,8 +117,9 @@ LEFT JOIN (SELECT hunt_id, fire, groupArray(sink) AS sinks, groupArray(status) A
            FROM (` + s.newestSQL("hunt_id IN {ids:Array(String)} AND fire >= toDateTime({since:Int64}, 'UTC')") + `)
            GROUP BY hunt_id, fire) AS d ON d.hunt_id = c.hunt_id AND d.fire = c.fire
 WHERE c.run_rows > 0 AND c.run_id != toUUID('` + nilUUID + `')
-  AND NOT hasAll(arrayFilter((x, st) -> st IN ('delivered', 'dead', 'suppressed'), d.sinks, d.statuses),
-                 {want:Array(Array(String))}[indexOf({ids:Array(String)}, c.hunt_id)])
+  AND (NOT hasAll(d.sinks, {want:Array(Array(String))}[indexOf({ids:Array(String)}, c.hunt_id)])
+       OR arrayExists((st, nx, ls) -> ls <= now64(3) AND (st = 'delivering' OR (st IN ('pending', 'retry') AND nx <= now64(3))),
+                      d.statuses, d.nexts, d.leases))
 ORDER BY c.fire, c.hunt_id
 LIMIT {limit:UInt32}`
 	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"join_use_nulls": 0}))
