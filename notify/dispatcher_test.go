@@ -333,7 +333,7 @@ func TestUnroutedHuntsWriteNothing(t *testing.T) {
 }
 
 // A sink slower than the lease: the sender renews its lease while it waits, so a second
-// Dispatcher never claims the delivery, and the slow request is the only one.
+// Dispatcher does not claim the delivery while the slow request is out.
 func TestSlowSinkLeaseRenewedNoSecondSender(t *testing.T) {
 	db := testDB(t)
 	recv := newReceiver(t)
@@ -345,7 +345,7 @@ func TestSlowSinkLeaseRenewedNoSecondSender(t *testing.T) {
 	fire := baseFire()
 	commit(t, db, "brute", fire, `{"host":"a"}`)
 	o := testOptions(db, cfg, "pod-a")
-	o.Lease = 300 * time.Millisecond
+	o.Lease = 1200 * time.Millisecond // renewed every 400ms; room for a loaded engine
 	a := newDispatcher(t, db, hunts, o)
 	o.Owner = "pod-b"
 	b := newDispatcher(t, db, hunts, o)
@@ -362,8 +362,10 @@ func TestSlowSinkLeaseRenewedNoSecondSender(t *testing.T) {
 	waitFor(t, 30*time.Second, "delivered", func() bool {
 		return deliveries(t, db)[key{"brute", fire.Unix(), "soc"}].Status == StatusDelivered
 	})
-	if reqs := recv.requests(); len(reqs) != 1 || recv.overlap {
-		t.Errorf("%d requests (overlap %v), want the one slow request", len(reqs), recv.overlap)
+	// A renewal slower than the whole lease (a starved engine) legitimately loses the claim and
+	// cancels the request; what must never happen is a second request while one is out.
+	if recv.overlap || len(recv.ok(t)) != 1 {
+		t.Errorf("overlap %v, %d answered requests; want one sender at a time and one delivery", recv.overlap, len(recv.ok(t)))
 	}
 }
 
