@@ -285,8 +285,9 @@ func (d *Dispatcher) unsuppressed(ctx context.Context, h Hunt, fire int64, fs []
 func (d *Dispatcher) deliver(ctx context.Context, h Hunt, c held, windowStart int64, now time.Time) string {
 	log := d.log.With("hunt_id", c.HuntID, "fire", time.Unix(c.Fire, 0).UTC().Format(time.RFC3339), "sink", c.Sink,
 		"attempt", c.Attempt, "idempotency_key", c.Key)
-	sendCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	sendCtx, cancelSend := context.WithCancel(ctx)
+	defer cancelSend()
+	stop := make(chan struct{})
 	var lost bool
 	var renewWG sync.WaitGroup
 	renewWG.Add(1)
@@ -297,17 +298,21 @@ func (d *Dispatcher) deliver(ctx context.Context, h Hunt, c held, windowStart in
 		cur := c
 		for {
 			select {
-			case <-sendCtx.Done():
+			case <-stop:
+				return
+			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
-			next, ok, err := d.st.renew(sendCtx, cur, d.o.Lease)
+			// Not under sendCtx: a renewal is never cut off mid-statement by the attempt's end
+			// (the server would still run an INSERT whose client went away).
+			next, ok, err := d.st.renew(ctx, cur, d.o.Lease)
 			switch {
 			case err != nil:
 				log.Warn("notify: lease renewal failed; retrying", "error", err)
 			case !ok:
 				lost = true
-				cancel()
+				cancelSend()
 				return
 			default:
 				cur = next
@@ -315,9 +320,9 @@ func (d *Dispatcher) deliver(ctx context.Context, h Hunt, c held, windowStart in
 		}
 	}()
 	status, lastErr, backoff := d.attempt(sendCtx, h, c, windowStart, now)
-	// The renewer must be gone before the outcome is written: a renewal racing the outcome
-	// could land above it and put the delivery back in flight.
-	cancel()
+	// The renewer must be finished before the outcome is written: a renewal still running on
+	// the server could land above the outcome and put the delivery back in flight.
+	close(stop)
 	renewWG.Wait()
 	// An answer the sink gave is recorded even while shutting down (fenced, so only while the
 	// claim holds); an attempt cut short by the shutdown or a lost lease is left to the lease.
