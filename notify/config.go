@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/hunt-runner/hunt-runner/configsrc"
 )
 
 // Sink types.
@@ -30,7 +32,8 @@ const (
 	DefaultSinkTimeout = 10 * time.Second
 )
 
-var sinkNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
+// sinkNameRe is the one shape of a sink name, shared with hunt files' notify: lists.
+var sinkNameRe = configsrc.SinkNameRe
 
 // Config is a parsed --notify-config file. Secrets are read from their files at parse time.
 type Config struct {
