@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/hunt-runner/hunt-runner/configsrc"
 )
 
 // Sink types.
@@ -32,8 +30,7 @@ const (
 	DefaultSinkTimeout = 10 * time.Second
 )
 
-// sinkNameRe is the one shape of a sink name, shared with hunt files' notify: lists.
-var sinkNameRe = configsrc.SinkNameRe
+var sinkNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 // Config is a parsed --notify-config file. Secrets are read from their files at parse time.
 type Config struct {
