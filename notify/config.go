@@ -30,6 +30,9 @@ const (
 	DefaultSinkTimeout = 10 * time.Second
 )
 
+// sinkNameRe equals configsrc.SinkNameRe (TestSinkNameShapeMatchesHuntFiles); it is not
+// imported from there so that this package, and the Alertmanager test module, do not pull in
+// configsrc's git client.
 var sinkNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 // Config is a parsed --notify-config file. Secrets are read from their files at parse time.
