@@ -2,12 +2,12 @@ package notify
 
 import (
 	"os"
-
-	"github.com/hunt-runner/hunt-runner/configsrc"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/hunt-runner/hunt-runner/configsrc"
 )
 
 func writeFile(t *testing.T, dir, name string, data []byte) string {
