@@ -111,6 +111,7 @@ func TestKilledDispatcherDeliveryCompletedByPeerAfterLease(t *testing.T) {
 	commit(t, db, "brute", fire, `{"host":"a"}`)
 
 	oa := testOptions(db, cfg, "pod-a")
+	oa.Lease = 2 * time.Second
 	a := newDispatcher(t, db, hunts, oa)
 	stopA := run(t, a)
 	first := <-recv.arrived

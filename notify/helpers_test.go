@@ -198,10 +198,12 @@ func webhookConfig(url string, key []byte) *Config {
 	}
 }
 
-// testOptions are fast: short poll, settle, lease and backoff.
+// testOptions are fast: short poll, settle and backoff. The lease is long enough that a
+// renewal on a starved engine does not lose it (a lost lease means a legitimate resend, which
+// the exactly-one-delivery assertions would misread); tests of expiry shorten it.
 func testOptions(db *chtest.DB, cfg *Config, owner string) Options {
 	return Options{Config: cfg, Database: db.Name, Owner: owner, Poll: 20 * time.Millisecond,
-		Settle: 10 * time.Millisecond, Lease: 2 * time.Second, RetryBase: 20 * time.Millisecond, RetryMax: 100 * time.Millisecond}
+		Settle: 10 * time.Millisecond, Lease: 6 * time.Second, RetryBase: 20 * time.Millisecond, RetryMax: 100 * time.Millisecond}
 }
 
 func newDispatcher(t testing.TB, db *chtest.DB, hunts []Hunt, o Options) *Dispatcher {

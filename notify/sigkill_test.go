@@ -92,6 +92,8 @@ func TestDispatcherChildProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := &chtest.DB{Conn: conn, Name: name}
-	d := newDispatcher(t, db, []Hunt{{ID: "brute"}}, testOptions(db, webhookConfig(os.Getenv(childSink), nil), "pod-killed"))
+	o := testOptions(db, webhookConfig(os.Getenv(childSink), nil), "pod-killed")
+	o.Lease = 2 * time.Second
+	d := newDispatcher(t, db, []Hunt{{ID: "brute"}}, o)
 	_ = d.Start(context.Background()) // until SIGKILL
 }
