@@ -9,8 +9,8 @@ export CHDB_LIB_PATH ?= $(CHDB_DIR)/libchdb.so
 # module build info.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 LDFLAGS := -X main.version=$(VERSION)
-# Nested modules with heavy dependencies (Helm, Kubernetes, KEDA) kept out of the main go.mod.
-NESTED := $(wildcard charts/hunt-runner/test/go.mod)
+# Nested modules with heavy dependencies (Helm, Kubernetes, KEDA, Alertmanager) kept out of the main go.mod.
+NESTED := $(wildcard charts/hunt-runner/test/go.mod notify/alertmanagertest/go.mod)
 
 .PHONY: help build test test-race test-short lint dev bench clean chdb image
 

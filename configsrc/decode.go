@@ -36,7 +36,7 @@ var (
 )
 
 var knownKeys = []string{"id", "description", "interval", "cron", "schedule", "enabled", "query",
-	"delay", "max_catchup", "timeout", "severity", "labels", "timestamp_field", "checkpoint_timestamp_field"}
+	"delay", "max_catchup", "timeout", "severity", "labels", "timestamp_field", "checkpoint_timestamp_field", "notify", "suppress"}
 
 // legacyKeys are keys of the earlier runner and its API that have no meaning here; each gets a
 // message saying what to do instead of a bare "unknown key".
@@ -317,6 +317,10 @@ func (d *decoder) hunt(root *yaml.Node, stem string) (parsed, bool) {
 			}
 		case "labels":
 			h.Labels = d.labels(v)
+		case "notify":
+			h.Notify = d.notify(v)
+		case "suppress":
+			h.Suppress = d.suppress(v)
 		case "timestamp_field", "checkpoint_timestamp_field":
 			if s, ok := d.str(v, key); ok {
 				if tsNode != nil && s != tsField {

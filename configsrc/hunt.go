@@ -37,6 +37,11 @@ type Hunt struct {
 	Severity   string        // info, low, medium (default), high or critical
 	Labels     map[string]string
 	Hash       string // hex SHA-256 of the normalised definition (not of File or Line)
+	// Notify names the notify sinks of this hunt (notify:); nil leaves it to the notify
+	// config's routes, an empty list sends nothing.
+	Notify []string
+	// Suppress is suppress: {by, for}; nil means every fire with findings notifies.
+	Suppress *Suppress
 }
 
 // Problem is one thing wrong with a hunt file, positioned for an editor.

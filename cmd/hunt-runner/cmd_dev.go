@@ -43,6 +43,8 @@ func devCommand() *cli.Command {
 			&cli.DurationFlag{Name: "sample-every", Value: 5 * time.Second, Usage: "how often fresh sample events are generated"},
 			&cli.DurationFlag{Name: "backfill", Value: 15 * time.Minute, Usage: "sample events generated into the past at start"},
 			&cli.IntFlag{Name: "show", Value: 3, Usage: "findings printed per run"},
+			notifyConfigFlag,
+			&cli.StringFlag{Name: "receiver-listen", Value: "127.0.0.1:8082", Usage: "local receiver that prints notifications (the default sink)"},
 		}),
 		Action: devAction,
 	}
@@ -156,12 +158,19 @@ func devAction(c *cli.Context) error {
 	if err := httpSrv.Listen(); err != nil {
 		return cli.Exit(err.Error(), exitError)
 	}
+	notifiers, err := devNotify(c, out, conn, db, owner, loader.Current, tel.Meter, log)
+	if err != nil {
+		return err
+	}
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return loader.Start(gctx) })
 	g.Go(func() error { return gen.Start(gctx) })
 	g.Go(func() error { return r.Start(gctx) })
 	g.Go(func() error { return httpSrv.Start(gctx) })
+	for _, start := range notifiers {
+		g.Go(func() error { return start(gctx) })
+	}
 	g.Go(func() error { // re-materialise whenever the loader picks up a change
 		for {
 			select {

@@ -47,7 +47,7 @@ func runCommand() *cli.Command {
 		Description: "Every --tick the runner reads ClickHouse's clock and the coordination state in one query,\n" +
 			"claims every due fire in one batch and runs the winners, at most --concurrency at a time.\n" +
 			"SIGTERM stops claiming and lets running hunts finish within --grace; the exit code is then 0.",
-		Flags:  concat(clickhouseFlags(), sourceFlags(), runFlags()),
+		Flags:  concat(clickhouseFlags(), sourceFlags(), runFlags(), []cli.Flag{notifyConfigFlag}),
 		Action: runAction,
 	}
 }
@@ -57,6 +57,10 @@ func runAction(c *cli.Context) error {
 	ctx := c.Context // cancelled on SIGINT/SIGTERM (main.go)
 
 	src, err := huntSource(c, log)
+	if err != nil {
+		return err
+	}
+	notifyCfg, err := loadNotifyConfig(c)
 	if err != nil {
 		return err
 	}
@@ -111,6 +115,10 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), exitUsage)
 	}
+	disp, err := newNotifyDispatcher(notifyCfg, conn, chOpts.Database, owner, loader.Current, tel.Meter, log, 0)
+	if err != nil {
+		return cli.Exit(err.Error(), exitUsage)
+	}
 	srv := &runner.HTTPServer{Addr: c.String("listen"), Metrics: tel.MetricsHandler, Ready: r.Ready, Logger: log}
 	if err := srv.Listen(); err != nil {
 		return cli.Exit(err.Error(), exitError)
@@ -128,6 +136,9 @@ func runAction(c *cli.Context) error {
 	g.Go(func() error { return loader.Start(gctx) })
 	g.Go(func() error { return r.Start(gctx) })
 	g.Go(func() error { return srv.Start(gctx) })
+	if disp != nil { // notify: decoupled from the runner, it reads committed runs from ClickHouse
+		g.Go(func() error { return disp.Start(gctx) })
+	}
 	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
 		return cli.Exit(fmt.Sprintf("run: %v", err), exitError)
 	}

@@ -26,7 +26,7 @@ func validateCommand() *cli.Command {
 			"2 usage. Example, in CI: hunt-runner validate hunts/",
 		Flags: concat(
 			[]cli.Flag{&cli.BoolFlag{Name: "json", EnvVars: envFor("json"), Usage: "print hunts and errors as JSON"}},
-			sourceFlags(), clickhouseFlags()),
+			sourceFlags(), clickhouseFlags(), []cli.Flag{notifyConfigFlag}),
 		Action: validateAction,
 	}
 }
@@ -87,7 +87,8 @@ func validateAction(c *cli.Context) error {
 		}
 	}
 
-	display := sourcePath(c, dir)
+	problems = append(problems, notifyProblems(c, set)...)
+	display := keepPath(sourcePath(c, dir), c.String("notify-config"))
 	w := c.App.Writer
 	if c.Bool("json") {
 		if err := writeValidateJSON(w, set, problems, display); err != nil {

@@ -134,6 +134,8 @@ func newApp() *cli.App {
 			triggerCommand(),
 			provisionCommand(),
 			devCommand(),
+			findingsCommand(),
+			notifyCommand(),
 		},
 	}
 }

@@ -18,10 +18,12 @@ GRANT
   SELECT, INSERT ON `hunt_runner`.`hunt_run`,
   SELECT, INSERT, ALTER DELETE ON `hunt_runner`.`hunt_findings`,
   SELECT, INSERT ON `hunt_runner`.`hunt_request`,
+  SELECT, INSERT ON `hunt_runner`.`hunt_delivery`,
+  SELECT, INSERT ON `hunt_runner`.`hunt_suppress`,
   SELECT, INSERT ON `hunt_runner`.`hunt_schema`,
   SELECT ON `edr`.*,
   SELECT ON `logs`.*,
   SELECT ON system.`databases`,
   SELECT ON system.`replicas`
 TO `hunt_runner` WITH REPLACE OPTION;
--- sha256: e4a4a9dd5753a0b5ee129b75298723962e6c21c6884f5ba4b53ee9e79a899607
+-- sha256: 1edfa8d73444c67fa89ac93654a947c76eb1818370a9b030c2e5130697a8cba2
