@@ -19,33 +19,11 @@ import (
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
-// testDB is a fresh database with the coordination tables, hunt_watermark keyed as the runner
-// commits it: one row per committed fire, ORDER BY (hunt_id, watermark). While main still
-// keys it by hunt_id alone, the table is recreated so a background merge cannot fold a
-// hunt's earlier committed fires away mid-test.
+// testDB is a fresh database with the coordination tables (hunt_watermark keeps one row per
+// committed fire, as the runner commits it).
 func testDB(t testing.TB) *chtest.DB {
 	t.Helper()
-	db := chtest.NewWithSchema(t)
-	ctx := context.Background()
-	var key string
-	if err := db.Conn.QueryRow(ctx, "SELECT sorting_key FROM system.tables WHERE database = ? AND name = ?",
-		db.Name, chstore.TableWatermark).Scan(&key); err != nil {
-		t.Fatal(err)
-	}
-	if key == "hunt_id" {
-		wm := chstore.QuoteIdent(db.Name) + "." + chstore.TableWatermark
-		for _, q := range []string{
-			"DROP TABLE IF EXISTS " + chstore.QuoteIdent(db.Name) + "." + chstore.ViewWatermarkRun,
-			"CREATE TABLE " + wm + "_new AS " + wm + " ENGINE = ReplacingMergeTree(updated) ORDER BY (hunt_id, watermark)",
-			"DROP TABLE " + wm,
-			"RENAME TABLE " + wm + "_new TO " + wm,
-		} {
-			if err := db.Conn.Exec(ctx, q); err != nil {
-				t.Fatalf("%s: %v", q, err)
-			}
-		}
-	}
-	return db
+	return chtest.NewWithSchema(t)
 }
 
 // commit writes a committed run of (hunt, fire) with the given findings, as the runner does:
