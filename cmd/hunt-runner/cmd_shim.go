@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -92,6 +94,9 @@ func runShim(c *cli.Context) error {
 	}
 	// No ping: the shim must come up, be ready and answer cold_hold while ClickHouse is down.
 	// clickhouse.Open dials lazily, on the first query.
+	if err := shimConsistency(c, o, chOpts, log); err != nil {
+		return err
+	}
 	conn, err := clickhouse.Open(chOpts)
 	if err != nil {
 		return fmt.Errorf("ClickHouse at %s: %w", chstore.Redact(o.URL), err)
@@ -131,4 +136,38 @@ func runShim(c *cli.Context) error {
 		}
 	}
 	return s.Start(c.Context)
+}
+
+// shimConsistency gives the shim's connection the consistency settings, deciding auto with one
+// attempt bounded by --timeout. The shim only reads a scaling signal, so when ClickHouse cannot
+// be asked at start it goes on without settings rather than stay down; a configuration that
+// cannot be correct still stops it.
+func shimConsistency(c *cli.Context, o chstore.Options, chOpts *clickhouse.Options, log *slog.Logger) error {
+	probe, err := clickhouse.Open(chOpts)
+	if err != nil {
+		return fmt.Errorf("ClickHouse at %s: %w", chstore.Redact(o.URL), err)
+	}
+	defer probe.Close()
+	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
+	defer cancel()
+	rep, err := chstore.ResolveConsistency(ctx, probe, o.Database, o.Consistency, len(chOpts.Addr))
+	switch {
+	case err != nil && rep.Mode == "":
+		log.Warn("cannot decide --consistency auto while ClickHouse does not answer; the shim's reads carry no consistency settings",
+			"error", err) // the driver holds no credentials in its URL (ClickHouseOptions)
+		return nil
+	case err != nil:
+		return cli.Exit(err.Error(), exitUsage)
+	}
+	if chOpts.Settings == nil {
+		chOpts.Settings = clickhouse.Settings{}
+	}
+	for k, v := range rep.Mode.Settings() {
+		chOpts.Settings[k] = v
+	}
+	log.Info("ClickHouse consistency", rep.LogAttrs()...)
+	for _, w := range rep.Warnings {
+		log.Warn(w, "consistency", string(rep.Mode))
+	}
+	return nil
 }

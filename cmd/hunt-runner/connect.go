@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -65,6 +66,7 @@ func clickhouseOptions(c *cli.Context) chstore.Options {
 		TLSCAFile:      c.String("clickhouse-ca-file"),
 		TLSSkipVerify:  c.Bool("clickhouse-insecure-skip-verify"),
 		ConnectTimeout: c.Duration("clickhouse-connect-timeout"),
+		Consistency:    chstore.Consistency(c.String("consistency")),
 	}
 	if ep, err := chstore.ParseURL(o.URL); c.IsSet("database") || err != nil || ep.Database == "" {
 		o.Database = c.String("database")
@@ -74,6 +76,9 @@ func clickhouseOptions(c *cli.Context) chstore.Options {
 	}
 	return o
 }
+
+// daemons log the consistency mode they chose at info; interactive commands at debug.
+var daemons = map[string]bool{"run": true, "shim": true, "dev": true}
 
 // openClickHouse connects with the shared ClickHouse flags. The returned Options have their
 // defaults filled (Database is the coordination database to use) and a redacting String.
@@ -86,9 +91,16 @@ func openWith(c *cli.Context, o chstore.Options, log *slog.Logger) (driver.Conn,
 	if err != nil {
 		return nil, o, cli.Exit(fmt.Sprintf("ClickHouse settings: %v", err), exitUsage)
 	}
-	conn, err := chstore.Open(c.Context, o, log)
+	if !daemons[c.Command.Name] {
+		o.ConsistencyLogLevel = slog.LevelDebug
+	}
+	conn, rep, err := chstore.OpenConsistent(c.Context, o, log)
+	if errors.Is(err, chstore.ErrConsistency) {
+		return nil, o, cli.Exit(err.Error(), exitUsage)
+	}
 	if err != nil {
 		return nil, o, err
 	}
+	o.Consistency = rep.Mode // resolved: what the connection's statements carry
 	return conn, o, nil
 }
