@@ -153,8 +153,12 @@ func shimConsistency(c *cli.Context, o chstore.Options, chOpts *clickhouse.Optio
 	rep, err := chstore.ResolveConsistency(ctx, probe, o.Database, o.Consistency, len(chOpts.Addr))
 	switch {
 	case err != nil && rep.Mode == "":
+		msg := err.Error()
+		if o.Password != "" { // the driver's URL holds no password; a server echo might
+			msg = strings.ReplaceAll(msg, o.Password, "xxxxx")
+		}
 		log.Warn("cannot decide --consistency auto while ClickHouse does not answer; the shim's reads carry no consistency settings",
-			"error", err) // the driver holds no credentials in its URL (ClickHouseOptions)
+			"error", msg)
 		return nil
 	case err != nil:
 		return cli.Exit(err.Error(), exitUsage)
