@@ -37,6 +37,11 @@ import (
 // native or http://host:8123), used instead of chlocal when set.
 const EnvURL = "HUNT_RUNNER_TEST_CLICKHOUSE"
 
+// EnvCluster names the cluster of the EnvURL server (make test-cluster sets it): fresh
+// databases are then Replicated on every replica of that cluster, and NewWithSchema creates the
+// replicated tables, so a test sees the same database whichever replica a connection reaches.
+const EnvCluster = "HUNT_RUNNER_TEST_CLUSTER"
+
 // EnvLib is the path of libchdb.so, needed to run chlocal.
 const EnvLib = "CHDB_LIB_PATH"
 
@@ -67,7 +72,13 @@ func New(t testing.TB) *DB {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+	create, drop := "CREATE DATABASE "+name, "DROP DATABASE IF EXISTS "+name+" SYNC"
+	if c := cluster(); c != "" {
+		create = "CREATE DATABASE " + name + " ON CLUSTER " + c +
+			" ENGINE = Replicated('/clickhouse/test_databases/" + name + "', '{shard}', '{replica}')"
+		drop = "DROP DATABASE IF EXISTS " + name + " ON CLUSTER " + c + " SYNC"
+	}
+	if err := admin.Exec(ctx, create); err != nil {
 		admin.Close()
 		t.Fatalf("chtest: create database %s: %v", name, err)
 	}
@@ -81,7 +92,7 @@ func New(t testing.TB) *DB {
 		conn.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" SYNC"); err != nil {
+		if err := admin.Exec(ctx, drop); err != nil {
 			t.Errorf("chtest: drop database %s: %v", name, err)
 		}
 		admin.Close()
@@ -329,4 +340,12 @@ func readListening(r io.Reader) (string, error) {
 	}
 	addr, _, _ := strings.Cut(rest, " ")
 	return strings.TrimSpace(addr), nil
+}
+
+// cluster returns EnvCluster when a server is named too (chlocal has no clusters).
+func cluster() string {
+	if os.Getenv(EnvURL) == "" {
+		return ""
+	}
+	return os.Getenv(EnvCluster)
 }
