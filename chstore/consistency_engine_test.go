@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/url"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -27,30 +28,40 @@ func settingsOf(t *testing.T, conn driver.Conn) string {
 	return "insert_quorum=" + q + " insert_quorum_parallel=" + par + " select_sequential_consistency=" + seq
 }
 
+// onCluster reports a run of make test-cluster: fresh databases and tables are replicated.
+func onCluster() bool { return os.Getenv(chtest.EnvURL) != "" && os.Getenv(chtest.EnvCluster) != "" }
+
 func TestDetectConsistencyOnEngine(t *testing.T) {
 	ctx := context.Background()
+	mode, topo, tables, engine := chstore.ConsistencySingleEndpoint, "single", chstore.TablesPlain, "ReplacingMergeTree"
+	if onCluster() {
+		mode, topo, tables, engine = chstore.ConsistencyQuorum, "replicated", chstore.TablesReplicated, "ReplicatedReplacingMergeTree"
+	}
 	empty := chtest.New(t)
 	rep, err := chstore.DetectConsistency(ctx, empty.Conn, empty.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// No tables yet: the server's topology decides (chDB is a single node).
-	if rep.Mode != chstore.ConsistencySingleEndpoint || rep.Tables != chstore.TablesMissing || !strings.Contains(rep.Reason, "topology is single") {
-		t.Errorf("fresh database: %+v", rep)
+	// No tables yet: the server's topology decides.
+	if rep.Mode != mode || rep.Tables != chstore.TablesMissing || !strings.Contains(rep.Reason, "topology is "+topo) {
+		t.Errorf("fresh database: %+v, want %s from topology %s", rep, mode, topo)
 	}
 	db := chtest.NewWithSchema(t)
 	rep, err = chstore.DetectConsistency(ctx, db.Conn, db.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Mode != chstore.ConsistencySingleEndpoint || rep.Tables != chstore.TablesPlain ||
-		rep.Engines[chstore.TableLease] != "ReplacingMergeTree" || len(rep.Engines) != len(chstore.TableNames()) {
-		t.Errorf("single-node schema: %+v", rep)
+	if rep.Mode != mode || rep.Tables != tables ||
+		rep.Engines[chstore.TableLease] != engine || len(rep.Engines) != len(chstore.TableNames()) {
+		t.Errorf("schema: %+v, want %s for %s tables", rep, mode, tables)
 	}
 }
 
 // Open puts the mode's settings on the connection, as the server sees them.
 func TestOpenCarriesConsistencySettings(t *testing.T) {
+	if onCluster() {
+		t.Skip("make test-cluster's URL carries the quorum settings itself; TestOpenRefusesSeveralEndpointsWithoutQuorum covers the cluster")
+	}
 	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
 	var logs bytes.Buffer
@@ -102,14 +113,29 @@ func TestOpenRefusesSeveralEndpointsWithoutQuorum(t *testing.T) {
 	u.Host = "127.0.0.2," + u.Host
 	ctx := context.Background()
 	o := chstore.Options{URL: u.String(), Database: db.Name, ConnectTimeout: 10 * time.Second}
+	// Plain tables: auto is single-endpoint, which two hosts contradict. Replicated tables
+	// (make test-cluster): auto is quorum, and sequential is what cannot be correct.
+	refused, fix := chstore.ConsistencyAuto, "list one host"
+	if onCluster() {
+		refused, fix = chstore.ConsistencySequential, "use --consistency quorum"
+	}
+	o.Consistency = refused
 	_, err = chstore.Open(ctx, o, nil)
-	if !errors.Is(err, chstore.ErrConsistency) || !strings.Contains(err.Error(), "list one host") {
-		t.Fatalf("auto on plain tables with two hosts: %v, want ErrConsistency naming the fix", err)
+	if !errors.Is(err, chstore.ErrConsistency) || !strings.Contains(err.Error(), fix) {
+		t.Fatalf("%s with two hosts: %v, want ErrConsistency naming the fix %q", refused, err, fix)
 	}
-	o.Consistency = chstore.ConsistencyQuorum
-	conn, err := chstore.Open(ctx, o, nil)
-	if err != nil {
-		t.Fatalf("quorum with two hosts: %v", err)
+	for _, c := range []chstore.Consistency{chstore.ConsistencyQuorum, chstore.ConsistencyAuto} {
+		if c == refused {
+			continue
+		}
+		o.Consistency = c
+		conn, rep, err := chstore.OpenConsistent(ctx, o, nil)
+		if err != nil {
+			t.Fatalf("%s with two hosts: %v", c, err)
+		}
+		conn.Close()
+		if rep.Endpoints != 2 || rep.Mode != chstore.ConsistencyQuorum {
+			t.Errorf("%s with two hosts: %+v, want quorum over 2 endpoints", c, rep)
+		}
 	}
-	conn.Close()
 }
