@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/urfave/cli/v2"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
@@ -122,4 +125,64 @@ func TestQuorumSettingsOnEveryCoordinationStatement(t *testing.T) {
 		}
 	}
 	t.Logf("coordination statements checked: %v", seen)
+}
+
+// Every command with the ClickHouse flags takes --consistency (and its environment variable).
+func TestConsistencyFlagOnEveryClickHouseCommand(t *testing.T) {
+	n := 0
+	for _, cmd := range newApp().Commands {
+		var url, consistency bool
+		for _, f := range cmd.Flags {
+			for _, name := range f.Names() {
+				url = url || name == "clickhouse-url"
+				consistency = consistency || name == "consistency"
+			}
+		}
+		if url {
+			n++
+			if !consistency {
+				t.Errorf("%s takes --clickhouse-url but not --consistency", cmd.Name)
+			}
+		}
+	}
+	if n < 8 {
+		t.Fatalf("only %d commands take --clickhouse-url", n)
+	}
+}
+
+// single-endpoint with two hosts stops before connecting, with the usage exit code and the fix;
+// the environment variable is read like the flag.
+func TestConsistencyRefusedAtStartup(t *testing.T) {
+	dead := "clickhouse://" + closedPort(t) + ",localhost:1"
+	for _, args := range [][]string{
+		{"status", "--clickhouse-url", dead, "--consistency", "single-endpoint"},
+		{"due", "--clickhouse-url", dead},
+	} {
+		if args[0] == "due" {
+			t.Setenv("HUNT_RUNNER_CONSISTENCY", "single-endpoint")
+		}
+		_, err := runApp(t, args...)
+		var ec cli.ExitCoder
+		if !errors.As(err, &ec) || ec.ExitCode() != exitUsage || !strings.Contains(err.Error(), "list one host") {
+			t.Errorf("%v: %v, want exit %d naming the fix", args, err, exitUsage)
+		}
+	}
+	// Decided on the server: auto finds plain tables (single-endpoint), which two hosts
+	// contradict. The first host (127.0.0.2:8123) is closed, so the driver reaches the engine.
+	db := chtest.NewWithSchema(t)
+	u, err := url.Parse(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = "127.0.0.2," + u.Host
+	t.Setenv("HUNT_RUNNER_CONSISTENCY", "")
+	_, err = runApp(t, "due", "--clickhouse-url", u.String(), "--database", db.Name, "--clickhouse-connect-timeout", "20s")
+	var ec cli.ExitCoder
+	if !errors.As(err, &ec) || ec.ExitCode() != exitUsage || !strings.Contains(err.Error(), "not replicated") && !strings.Contains(err.Error(), "list one host") {
+		t.Errorf("auto with two hosts on plain tables: %v, want exit %d naming the fix", err, exitUsage)
+	}
+	t.Setenv("HUNT_RUNNER_CONSISTENCY", "strict")
+	if _, err := runApp(t, "due", "--clickhouse-url", "clickhouse://"+closedPort(t)); err == nil || !strings.Contains(err.Error(), "unknown consistency") {
+		t.Errorf("unknown mode from the environment: %v", err)
+	}
 }
