@@ -208,6 +208,12 @@ func ResolveConsistency(ctx context.Context, conn driver.Conn, database string, 
 
 // check refuses what cannot be correct and collects warnings for what is suspicious.
 func (r *ConsistencyReport) check() error {
+	if r.Requested == ConsistencyAuto && r.Mode == ConsistencySingleEndpoint && r.Endpoints > 1 {
+		return fmt.Errorf("%w: --consistency auto found coordination tables that are not replicated (%s), so it needs "+
+			"one endpoint, but the URL lists %d hosts: servers that do not replicate these tables cannot agree; "+
+			"list one host, or create replicated tables (hunt-runner schema --topology replicated) and use quorum",
+			ErrConsistency, r.Reason, r.Endpoints)
+	}
 	if err := checkEndpoints(r.Mode, r.Endpoints); err != nil {
 		return err
 	}

@@ -109,6 +109,17 @@ func TestConsistencyCheck(t *testing.T) {
 	}
 }
 
+// auto's refusal says that auto chose, and why, rather than blame a flag nobody set.
+func TestConsistencyCheckAuto(t *testing.T) {
+	r := ConsistencyReport{Requested: ConsistencyAuto, Mode: ConsistencySingleEndpoint, Tables: TablesPlain,
+		Endpoints: 2, Reason: "coordination tables are not replicated"}
+	err := r.check()
+	if !errors.Is(err, ErrConsistency) || !strings.Contains(err.Error(), "--consistency auto found") ||
+		!strings.Contains(err.Error(), "schema --topology replicated") {
+		t.Errorf("auto → single-endpoint with two hosts: %v", err)
+	}
+}
+
 // single-endpoint with several hosts is refused before connecting; other modes are not.
 func TestWithDefaultsConsistency(t *testing.T) {
 	multi := "clickhouse://ch1:9000,ch2:9000/db"
