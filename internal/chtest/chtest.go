@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -97,6 +98,9 @@ func New(t testing.TB) *DB {
 		}
 		admin.Close()
 	})
+	if cluster() != "" {
+		return &DB{Conn: replicatedConn{conn}, Name: name, URL: base, Options: opts}
+	}
 	return &DB{Conn: conn, Name: name, URL: base, Options: opts}
 }
 
@@ -340,6 +344,22 @@ func readListening(r io.Reader) (string, error) {
 	}
 	addr, _, _ := strings.Cut(rest, " ")
 	return strings.TrimSpace(addr), nil
+}
+
+// replicatedConn turns the plain MergeTree engines of a test's own fixture tables into their
+// Replicated forms under EnvCluster: in a Replicated database a plain table exists on every
+// replica but its rows stay where they were written, so a read through a load balancer would
+// miss them.
+type replicatedConn struct{ driver.Conn }
+
+func (c replicatedConn) Exec(ctx context.Context, query string, args ...any) error {
+	return c.Conn.Exec(ctx, replicateEngines(query), args...)
+}
+
+var plainEngineRe = regexp.MustCompile(`(?i)\bENGINE\s*=\s*(Replacing|Summing|Aggregating|Collapsing|VersionedCollapsing)?MergeTree\b`)
+
+func replicateEngines(sql string) string {
+	return plainEngineRe.ReplaceAllString(sql, "ENGINE = Replicated${1}MergeTree")
 }
 
 // cluster returns EnvCluster when a server is named too (chlocal has no clusters).
