@@ -208,7 +208,9 @@ func openConn(ctx context.Context, o Options, log *slog.Logger, report *Consiste
 	if !o.SkipConsistency {
 		// The probe answers; the settings must be known before the connection that carries them
 		// is opened.
-		rep, err := ResolveConsistency(ctx, probe, o.Database, o.Consistency, len(chOpts.Addr))
+		rctx, cancel := context.WithTimeout(ctx, max(time.Until(deadline), 2*attemptTimeout))
+		rep, err := ResolveConsistency(rctx, probe, o.Database, o.Consistency, len(chOpts.Addr))
+		cancel()
 		if err != nil {
 			// Every error of ResolveConsistency starts with ErrConsistency's text; the rest may
 			// echo the server, so it is scrubbed like a connection error.
