@@ -138,10 +138,12 @@ func runShim(c *cli.Context) error {
 	return s.Start(c.Context)
 }
 
-// shimConsistency gives the shim's connection the consistency settings, deciding auto with one
-// attempt bounded by --timeout. The shim only reads a scaling signal, so when ClickHouse cannot
-// be asked at start it goes on without settings rather than stay down; a configuration that
-// cannot be correct still stops it.
+// shimConsistency checks and logs the consistency mode, deciding auto with one attempt bounded
+// by --timeout, but puts no settings on the shim's connection: its identity's profile is
+// readonly = 1 (provision --role scaler), which refuses every setting a query arrives with,
+// connection-level ones included, and the backlog it reads is a scaling signal that tolerates
+// replica lag. When ClickHouse cannot be asked at start the shim goes on rather than stay down;
+// a configuration that cannot be correct still stops it, as it stops every command.
 func shimConsistency(c *cli.Context, o chstore.Options, chOpts *clickhouse.Options, log *slog.Logger) error {
 	probe, err := clickhouse.Open(chOpts)
 	if err != nil {
@@ -157,19 +159,12 @@ func shimConsistency(c *cli.Context, o chstore.Options, chOpts *clickhouse.Optio
 		if o.Password != "" { // the driver's URL holds no password; a server echo might
 			msg = strings.ReplaceAll(msg, o.Password, "xxxxx")
 		}
-		log.Warn("cannot decide --consistency auto while ClickHouse does not answer; the shim's reads carry no consistency settings",
-			"error", msg)
+		log.Warn("cannot decide --consistency auto while ClickHouse does not answer", "error", msg)
 		return nil
 	case err != nil:
 		return cli.Exit(err.Error(), exitUsage)
 	}
-	if chOpts.Settings == nil {
-		chOpts.Settings = clickhouse.Settings{}
-	}
-	for k, v := range rep.Mode.Settings() {
-		chOpts.Settings[k] = v
-	}
-	log.Info("ClickHouse consistency", rep.LogAttrs()...)
+	log.Info("ClickHouse consistency (the shim only reads the backlog and sends no settings)", rep.LogAttrs()...)
 	for _, w := range rep.Warnings {
 		log.Warn(w, "consistency", string(rep.Mode))
 	}

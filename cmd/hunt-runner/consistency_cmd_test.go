@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -184,5 +185,61 @@ func TestConsistencyRefusedAtStartup(t *testing.T) {
 	t.Setenv("HUNT_RUNNER_CONSISTENCY", "strict")
 	if _, err := runApp(t, "due", "--clickhouse-url", "clickhouse://"+closedPort(t)); err == nil || !strings.Contains(err.Error(), "unknown consistency") {
 		t.Errorf("unknown mode from the environment: %v", err)
+	}
+}
+
+// The shim logs the mode but sends no settings: its scaler profile (readonly = 1) would refuse
+// every query that carried one.
+func TestShimSendsNoConsistencySettings(t *testing.T) {
+	srv := chtest.Start(t)
+	opts, err := chtest.Options(srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin, err := clickhouse.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := chstore.Apply(context.Background(), admin, "hr", chstore.TopologySingle, ""); err != nil {
+		t.Fatal(err)
+	}
+	var mark uint64
+	if log := srv.StatementLog(t); len(log) > 0 {
+		mark = log[len(log)-1].Seq
+	}
+	listen := closedPort(t)
+	ctx, stop := context.WithCancel(t.Context())
+	defer stop()
+	done := make(chan error, 1)
+	go func() {
+		_, err := runAppContext(ctx, "shim", "--clickhouse-url", srv.URL, "--database", "hr", "--consistency", "quorum",
+			"--listen", listen, "--timeout", "2s")
+		done <- err
+	}()
+	answered := false
+	for deadline := time.Now().Add(20 * time.Second); !answered && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		resp, err := http.Get("http://" + listen + "/keda/hunt-backlog")
+		if err != nil {
+			continue
+		}
+		resp.Body.Close()
+		for _, st := range srv.StatementsSince(t, mark) {
+			answered = answered || st.Done && strings.Contains(st.SQL, "hunt_schedule")
+		}
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("shim: %v", err)
+	}
+	if !answered {
+		t.Fatal("the shim never read the backlog")
+	}
+	for _, st := range srv.StatementsSince(t, mark) {
+		for k := range chstore.ConsistencyQuorum.Settings() {
+			if _, ok := st.Settings[k]; ok {
+				t.Errorf("shim statement %d carries %s:\n%s", st.Seq, k, st.SQL)
+			}
+		}
 	}
 }
