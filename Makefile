@@ -12,7 +12,7 @@ LDFLAGS := -X main.version=$(VERSION)
 # Nested modules with heavy dependencies (Helm, Kubernetes, KEDA, Alertmanager) kept out of the main go.mod.
 NESTED := $(wildcard charts/hunt-runner/test/go.mod notify/alertmanagertest/go.mod)
 
-.PHONY: help build test test-race test-short lint dev bench clean chdb image
+.PHONY: help build test test-race test-short test-cluster lint dev bench clean chdb image
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -36,6 +36,9 @@ test-race: test ## alias of test (which already runs with -race)
 
 test-short: chdb ## fast tests without the race detector
 	$(GO) test -short ./...
+
+test-cluster: ## engine tests on Keeper + 2 replicas behind a load balancer (deploy/compose; Docker, skips without it)
+	@deploy/compose/test-cluster.sh
 
 lint: ## gofmt, go vet and staticcheck
 	@out=$$(gofmt -l . | grep -v '^charts/hunt-runner/test/' || true); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

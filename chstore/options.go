@@ -62,6 +62,15 @@ type Options struct {
 	AllowMissingDatabase bool
 	// MaxOpenConns caps the connection pool. Default: the driver's (10).
 	MaxOpenConns int
+	// Consistency is the coordination connection's mode (consistency.go); empty is auto. Open
+	// resolves it and puts its settings on every statement of the connection.
+	Consistency Consistency
+	// SkipConsistency opens a connection that never touches coordination tables (hunt queries):
+	// no detection, no settings.
+	SkipConsistency bool
+	// ConsistencyLogLevel is the level of Open's line saying which mode it chose: the zero
+	// value (info) for daemons, debug for interactive commands.
+	ConsistencyLogLevel slog.Level
 }
 
 // Endpoint is what a ClickHouse URL says, after defaults for the port.
@@ -228,6 +237,12 @@ func (o Options) WithDefaults() (Options, error) {
 	}
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = DefaultDialTimeout
+	}
+	if o.Consistency, err = ParseConsistency(string(o.Consistency)); err != nil {
+		return o, err
+	}
+	if err := checkEndpoints(o.Consistency, len(ep.Addr)); err != nil && !o.SkipConsistency {
+		return o, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if (o.TLSCAFile != "" || o.TLSSkipVerify) && !ep.Secure {
 		return o, fmt.Errorf("%w: TLS options are set but %q is not a TLS URL (use https:// or ?secure=true)", ErrConfig, Redact(o.URL))

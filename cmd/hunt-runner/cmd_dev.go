@@ -84,7 +84,7 @@ func devAction(c *cli.Context) error {
 	}
 	defer srv.Close()
 	db := c.String("database")
-	conn, err := chstore.Open(ctx, chstore.Options{URL: srv.URL(), Database: "default"}, log)
+	conn, consistency, err := chstore.OpenConsistent(ctx, chstore.Options{URL: srv.URL(), Database: "default"}, log)
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("connect to the embedded ClickHouse: %v", err), exitError)
 	}
@@ -143,6 +143,7 @@ func devAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	metrics.SetConsistency(string(consistency.Mode))
 	adapter := &setAdapter{current: loader.Current}
 	printer := &runPrinter{w: out, conn: conn, db: db, show: c.Int("show")}
 	r, err := runner.New(conn, coord, watermark.New(conn, db), adapter.Source(), runner.Options{

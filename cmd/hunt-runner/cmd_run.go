@@ -95,6 +95,7 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	metrics.SetConsistency(string(chOpts.Consistency))
 
 	loader := configsrc.NewLoader(src, c.Duration("reload-interval"), log)
 	if _, _, err := loader.Load(ctx); err != nil {

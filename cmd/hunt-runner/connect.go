@@ -66,6 +66,7 @@ func clickhouseOptions(c *cli.Context) chstore.Options {
 		TLSCAFile:      c.String("clickhouse-ca-file"),
 		TLSSkipVerify:  c.Bool("clickhouse-insecure-skip-verify"),
 		ConnectTimeout: c.Duration("clickhouse-connect-timeout"),
+		Consistency:    chstore.Consistency(c.String("consistency")),
 	}
 	if ep, err := chstore.ParseURL(o.URL); c.IsSet("database") || err != nil || ep.Database == "" {
 		o.Database = c.String("database")
@@ -75,6 +76,9 @@ func clickhouseOptions(c *cli.Context) chstore.Options {
 	}
 	return o
 }
+
+// daemons log the consistency mode they chose at info; interactive commands at debug.
+var daemons = map[string]bool{"run": true, "shim": true, "dev": true}
 
 // openClickHouse connects with the shared ClickHouse flags. The returned Options have their
 // defaults filled (Database is the coordination database to use) and a redacting String.
@@ -87,7 +91,13 @@ func openWith(c *cli.Context, o chstore.Options, log *slog.Logger) (driver.Conn,
 	if err != nil {
 		return nil, o, cli.Exit(fmt.Sprintf("ClickHouse settings: %v", err), exitUsage)
 	}
-	conn, err := chstore.Open(c.Context, o, log)
+	if !daemons[c.Command.Name] {
+		o.ConsistencyLogLevel = slog.LevelDebug
+	}
+	conn, rep, err := chstore.OpenConsistent(c.Context, o, log)
+	if errors.Is(err, chstore.ErrConsistency) {
+		return nil, o, cli.Exit(err.Error(), exitUsage)
+	}
 	var ce *chstore.ConnectError
 	if errors.As(err, &ce) && (ce.Kind == chstore.ErrRefused || ce.Kind == chstore.ErrDNS || ce.Kind == chstore.ErrTimeout) {
 		return nil, o, fmt.Errorf("%w (tried for %s; the address is --clickhouse-url or HUNT_RUNNER_CLICKHOUSE_URL, "+
@@ -96,5 +106,6 @@ func openWith(c *cli.Context, o chstore.Options, log *slog.Logger) (driver.Conn,
 	if err != nil {
 		return nil, o, err
 	}
+	o.Consistency = rep.Mode // resolved: what the connection's statements carry
 	return conn, o, nil
 }

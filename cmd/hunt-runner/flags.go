@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
 )
 
 // envFor derives the environment variable of a flag: --clickhouse-url → HUNT_RUNNER_CLICKHOUSE_URL.
@@ -34,6 +36,9 @@ func clickhouseFlags() []cli.Flag {
 			Usage: "PEM CA bundle to verify the server's TLS certificate"},
 		&cli.BoolFlag{Name: "clickhouse-insecure-skip-verify", EnvVars: envFor("clickhouse-insecure-skip-verify"),
 			Usage: "do not verify the server's TLS certificate (testing only; logged as a warning)"},
+		&cli.StringFlag{Name: "consistency", Value: string(chstore.ConsistencyAuto), EnvVars: envFor("consistency"),
+			Usage: "how coordination statements stay consistent across replicas: auto (from the tables' engines), " +
+				"single-endpoint, quorum (Replicated*MergeTree) or sequential (SharedMergeTree, Cloud); see docs/operations.md"},
 		&cli.DurationFlag{Name: "clickhouse-connect-timeout", Value: 30 * time.Second, EnvVars: envFor("clickhouse-connect-timeout"),
 			Usage: "how long to keep retrying the first connection before giving up"},
 	}

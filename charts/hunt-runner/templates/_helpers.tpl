@@ -114,6 +114,8 @@ The password only ever arrives through a secretKeyRef.
   value: {{ $v.clickhouse.url | quote }}
 - name: HUNT_RUNNER_DATABASE
   value: {{ $v.clickhouse.database | quote }}
+- name: HUNT_RUNNER_CONSISTENCY
+  value: {{ $v.clickhouse.consistency | default "auto" | quote }}
 - name: HUNT_RUNNER_CLICKHOUSE_USER
   value: {{ .user | quote }}
 {{- if .secret }}
