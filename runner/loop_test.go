@@ -74,12 +74,12 @@ func TestReadyWindow(t *testing.T) {
 // The queue sizes itself to what the slots finish during one claim cycle, within bounds, unless
 // MaxQueued fixes it.
 func TestQueueTarget(t *testing.T) {
-	r := &Runner{opts: Options{Concurrency: 4}}
+	r := &Runner{opts: Options{Concurrency: 4, Lease: 5 * time.Minute}}
 	for _, tc := range []struct {
 		run, tick time.Duration
 		want      int
 	}{
-		{0, 0, 16}, // nothing measured yet
+		{0, 0, 4}, // nothing measured yet: one per slot
 		{100 * time.Millisecond, time.Second, 40}, // ten runs per slot per claim cycle
 		{time.Second, 100 * time.Millisecond, 4},  // at least one per slot
 		{time.Millisecond, 10 * time.Second, 64},  // at most sixteen per slot
@@ -89,6 +89,10 @@ func TestQueueTarget(t *testing.T) {
 		if got := r.queueTarget(); got != tc.want {
 			t.Errorf("run %s, claim cycle %s: queue %d, want %d", tc.run, tc.tick, got, tc.want)
 		}
+	}
+	r.opts.Lease, r.runAvg, r.tickAvg = 3*time.Second, 100*time.Millisecond, 10*time.Second
+	if got := r.queueTarget(); got != 40 { // a third of the lease: ten runs per slot
+		t.Errorf("short lease: queue %d, want 40", got)
 	}
 	r.opts.MaxQueued = 3
 	if got := r.queueTarget(); got != 3 {

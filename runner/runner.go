@@ -420,16 +420,19 @@ func (r *Runner) tick(ctx context.Context) error {
 
 // queueTarget is how many won fires may wait for a slot (r.mu held): Options.MaxQueued when
 // set, otherwise what the slots finish during one claim cycle, so the slots stay busy while
-// the next claim settles: Concurrency × cycle ÷ run, between Concurrency and 16 × Concurrency.
+// the next claim settles: Concurrency × cycle ÷ run, between Concurrency and 16 × Concurrency,
+// and never more than the slots finish in a third of a lease, so a queued fire starts before
+// its lease needs a renewal.
 func (r *Runner) queueTarget() int {
 	if r.opts.MaxQueued > 0 {
 		return r.opts.MaxQueued
 	}
 	c := r.opts.Concurrency
 	if r.runAvg <= 0 || r.tickAvg <= 0 {
-		return 4 * c
+		return c
 	}
 	n := int(int64(c) * int64(r.tickAvg) / int64(r.runAvg))
+	n = min(n, int(int64(c)*int64(r.opts.Lease/3)/int64(r.runAvg)))
 	return min(max(n, c), 16*c)
 }
 
