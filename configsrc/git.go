@@ -46,6 +46,7 @@ type GitOptions struct {
 	// Timeout bounds each fetch; default 1m.
 	Timeout        time.Duration
 	SpreadFraction float64 // as Options.SpreadFraction
+	Policy         Policy  // as Options.Policy
 }
 
 var shaRe = regexp.MustCompile(`^[0-9a-f]{40}$`)
@@ -158,7 +159,7 @@ func (g *gitSource) Load(ctx context.Context) (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: commit %s: %w", ErrUnavailable, g, commit.Hash, err)
 	}
-	return buildSet(files, g.opts.SpreadFraction, g.String(), commit.Hash.String()), nil
+	return buildSet(files, g.opts.SpreadFraction, g.opts.Policy, g.String(), commit.Hash.String()), nil
 }
 
 // errLocal marks a fetch failure after the remote was reached.

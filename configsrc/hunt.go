@@ -36,7 +36,10 @@ type Hunt struct {
 	Timeout    time.Duration // per-run limit (max_execution_time); default 5m
 	Severity   string        // info, low, medium (default), high or critical
 	Labels     map[string]string
-	Hash       string // hex SHA-256 of the normalised definition (not of File or Line)
+	// MaxFindings caps the findings one run stores (max_findings; DefaultMaxFindings, at most
+	// MaxFindingsCeiling). The runner fetches one row more to know the cap was passed.
+	MaxFindings int
+	Hash        string // hex SHA-256 of the normalised definition (not of File or Line)
 }
 
 // Problem is one thing wrong with a hunt file, positioned for an editor.
@@ -96,8 +99,9 @@ func hashHunt(h Hunt) string {
 		Timeout     int64             `json:"timeout"`
 		Severity    string            `json:"severity"`
 		Labels      map[string]string `json:"labels"` // encoding/json sorts map keys
+		MaxFindings int               `json:"max_findings"`
 	}{h.ID, h.Description, secs(h.Interval), secs(h.Offset), h.Pinned, h.Enabled, h.Query,
-		secs(h.Delay), secs(h.MaxCatchup), secs(h.Timeout), h.Severity, h.Labels}
+		secs(h.Delay), secs(h.MaxCatchup), secs(h.Timeout), h.Severity, h.Labels, h.MaxFindings}
 	b, err := json.Marshal(norm)
 	if err != nil { // cannot happen: only strings, ints, bools and a string map
 		panic(err)
