@@ -395,10 +395,7 @@ func (d *decoder) hunt(root *yaml.Node, stem string) (parsed, bool) {
 			d.at(root, "no query: add query: with one SELECT over {window_start:DateTime64(3)} and {window_end:DateTime64(3)}")
 		}
 	} else if q, ok := d.str(queryNode, "query"); ok {
-		h.QueryLine = queryNode.Line
-		if queryNode.Style == yaml.LiteralStyle || queryNode.Style == yaml.FoldedStyle {
-			h.QueryLine++
-		}
+		h.QueryLine, h.QueryColumn = d.queryPos(queryNode, q, len(q)-len(strings.TrimLeft(q, " \t\r\n")))
 		if strings.TrimSpace(q) == "" {
 			d.at(queryNode, "query is empty")
 		} else {

@@ -22,6 +22,7 @@ type Hunt struct {
 	File        string // path relative to the source root, with forward slashes
 	Line        int    // line of the id key, or 1 when the id comes from the file name
 	QueryLine   int    // line where the query text starts
+	QueryColumn int    // column where the query text starts (and its later lines, in a block)
 	Description string
 	Interval    time.Duration // whole seconds, at least 1s
 	Offset      time.Duration // phase offset in [0, Interval): spread by id, or pinned by a cron
@@ -108,6 +109,15 @@ func hashHunt(h Hunt) string {
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// QueryPos maps a line and column of h.Query (1-based, as in RefusedError) to the hunt file.
+// Line 0 means the query as a whole: its start.
+func (h Hunt) QueryPos(line, col int) (fileLine, fileCol int) {
+	if line < 1 || col < 1 {
+		return max(h.QueryLine, 1), max(h.QueryColumn, 1)
+	}
+	return max(h.QueryLine, 1) + line - 1, max(h.QueryColumn, 1) + col - 1
 }
 
 func secs(d time.Duration) int64 { return int64(d / time.Second) }

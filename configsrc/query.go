@@ -313,6 +313,12 @@ func checkQueryPolicy(q string, p Policy) (queryInfo, []queryIssue) {
 				paramIssue = true
 				issues.add(t.pos, "unknown query parameter; hunt-runner binds only {window_start:DateTime64(3)} and {window_end:DateTime64(3)}")
 			}
+		case tkString:
+			if p.CoordinationDatabase != "" && strings.HasPrefix(t.text[1:], p.CoordinationDatabase+".") {
+				// dictGet, joinGet and friends name tables in strings.
+				issues.add(t.pos, "query names hunt-runner's own database in a string; a hunt may read only source data")
+			}
+			sc.tableRead()
 		case tkQuoted:
 			if strings.ContainsAny(t.text, "\\") || hasControl(t.text) {
 				// Escapes make one identifier print as several lines of the server's EXPLAIN
