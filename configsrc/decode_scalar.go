@@ -290,7 +290,13 @@ func withoutValue(msg, value string) string {
 		}
 		return q
 	})
-	return strings.ReplaceAll(msg, value, "the value")
+	msg = strings.ReplaceAll(msg, value, "the value")
+	for _, f := range strings.Fields(value) {
+		if len(f) >= 3 {
+			msg = strings.ReplaceAll(msg, f, "…")
+		}
+	}
+	return msg
 }
 
 var quotedRe = regexp.MustCompile(`"[^"]*"`)

@@ -404,13 +404,40 @@ func hasControl(s string) bool {
 	return false
 }
 
-// safeName shows a function name from a query only when it is a plain identifier, so a message
-// never carries arbitrary file content.
+// safeName shows a function or setting name from a query only when hunt-runner knows it (an
+// off-server function family, a common table function, a listed setting), so a message never
+// carries arbitrary file content; the position says where the name is.
 func safeName(s string) string {
-	if identRe.MatchString(s) {
+	l := strings.ToLower(s)
+	if !identRe.MatchString(s) {
+		return "(a name)"
+	}
+	if knownTableFunctions[l] || allowedSettings[l] || deniedSettings[l] != "" {
 		return s
 	}
-	return "a quoted name"
+	for _, f := range offServer {
+		if l == f.name || (f.prefix && strings.HasPrefix(l, f.name) && len(l) <= len(f.name)+10 && knownSuffix(l[len(f.name):])) {
+			return s
+		}
+	}
+	return "(a name)"
+}
+
+// knownSuffix is the tail of a function family's member (s3Cluster, remoteSecure, …).
+func knownSuffix(s string) bool {
+	switch s {
+	case "", "cluster", "secure", "allreplicas", "s3", "azure", "hdfs", "local", "queue":
+		return true
+	}
+	return false
+}
+
+// knownTableFunctions are ClickHouse table functions a message may name.
+var knownTableFunctions = map[string]bool{
+	"numbers": true, "numbers_mt": true, "zeros": true, "zeros_mt": true, "merge": true, "view": true,
+	"values": true, "null": true, "generaterandom": true, "dictionary": true, "loop": true,
+	"generate_series": true, "mergetreeindex": true, "mergetreeparts": true, "format": true,
+	"timeseriesdata": true, "prometheusquery": true,
 }
 
 var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
