@@ -46,7 +46,7 @@ func runCommand() *cli.Command {
 		Description: "Every --tick the runner reads ClickHouse's clock and the coordination state in one query,\n" +
 			"claims every due fire in one batch and runs the winners, at most --concurrency at a time.\n" +
 			"SIGTERM stops claiming and lets running hunts finish within --grace; the exit code is then 0.",
-		Flags:  concat(clickhouseFlags(), sourceFlags(), runFlags()),
+		Flags:  concat(clickhouseFlags(), sourceFlags(), runFlags(), huntsFlags()),
 		Action: runAction,
 	}
 }
@@ -91,7 +91,11 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 
-	loader := configsrc.NewLoader(src, c.Duration("reload-interval"), log)
+	policy, err := huntPolicy(c)
+	if err != nil {
+		return err
+	}
+	loader := configsrc.NewLoader(src, c.Duration("reload-interval"), log, configsrc.WithServerCheck(conn, policy))
 	if _, _, err := loader.Load(ctx); err != nil {
 		// Not fatal: the loader retries every --reload-interval and the runner stays unready.
 		log.Error("hunt definitions could not be loaded yet; retrying", "source", src.String(), "error", err)
