@@ -1,7 +1,7 @@
 -- hunt-runner provision --role scaler: least-privilege ClickHouse identity "hunt_scaler"
 -- coordination database "hunt_runner"
 -- The password is never printed; --apply reads it from HUNT_RUNNER_PROVISION_PASSWORD or --password-file.
--- Repeatable: applying this again changes nothing.
+-- Repeatable: applying this again changes nothing (an existing user keeps its password).
 
 CREATE OR REPLACE VIEW `hunt_runner`.`hunt_backlog_v1`
 DEFINER = CURRENT_USER SQL SECURITY DEFINER
@@ -34,4 +34,4 @@ DEFAULT DATABASE `hunt_runner` SETTINGS PROFILE `hunt_scaler_profile`;
 ALTER USER `hunt_scaler` DEFAULT DATABASE `hunt_runner` SETTINGS PROFILE `hunt_scaler_profile`;
 
 GRANT SELECT ON `hunt_runner`.`hunt_backlog_v1` TO `hunt_scaler` WITH REPLACE OPTION;
--- sha256: 29b6cc38cd9e99bc63601d3df0ade1b9727fd10c8cc0a898ae16ae484a9dbfcc
+-- sha256: a99a2ee8bc3b3660c1a46e99168e9024b368c16d3d74705f78f1e5d6c8327dc3

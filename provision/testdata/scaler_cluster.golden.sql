@@ -1,7 +1,7 @@
 -- hunt-runner provision --role scaler: least-privilege ClickHouse identity "keda_reader"
 -- coordination database "hunts", ON CLUSTER "main"
 -- The password is never printed; --apply reads it from HUNT_RUNNER_PROVISION_PASSWORD or --password-file.
--- Repeatable: applying this again changes nothing.
+-- Repeatable: applying this again changes nothing (an existing user keeps its password).
 
 CREATE OR REPLACE VIEW `hunts`.`hunt_backlog_v1` ON CLUSTER `main`
 DEFINER = CURRENT_USER SQL SECURITY DEFINER
@@ -34,4 +34,4 @@ DEFAULT DATABASE `hunts` SETTINGS PROFILE `keda_reader_profile`;
 ALTER USER `keda_reader` ON CLUSTER `main` DEFAULT DATABASE `hunts` SETTINGS PROFILE `keda_reader_profile`;
 
 GRANT ON CLUSTER `main` SELECT ON `hunts`.`hunt_backlog_v1` TO `keda_reader` WITH REPLACE OPTION;
--- sha256: ccf39edfe91c2399c6e373b22d06e5d299009b8eef5451dd036992ec6c5a4956
+-- sha256: 6a409f4a6d1107dd40d12f408f5816694cf140073ab36e76a13a378d510e921e
