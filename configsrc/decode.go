@@ -413,6 +413,13 @@ func (d *decoder) hunt(root *yaml.Node, stem string) (parsed, bool) {
 					d.at(tsNode, "%s is set but the query has no {window} token to expand; remove it", tsKey)
 				}
 				h.Query = strings.TrimSpace(expandWindow(q[:info.end], info.windowTokens, field))
+				if len(info.windowTokens) > 0 {
+					// The expansion pastes text in after the check: check the result too, so a
+					// field that slipped past its own rule still cannot change the statement.
+					if _, again := checkQueryPolicy(h.Query, d.policy); len(again) > 0 {
+						d.at(tsNode, "%s: the query with {window} expanded is refused: %s", tsKey, again[0].msg)
+					}
+				}
 			}
 		}
 	}

@@ -58,3 +58,45 @@ func TestCheckWithServer(t *testing.T) {
 		})
 	}
 }
+
+// TestASTReading: the tree reader fails closed. A forged line (one more child than the server
+// declared) makes the output unreadable, and a node kind outside a SELECT is refused.
+func TestASTReading(t *testing.T) {
+	good := []string{
+		"SelectWithUnionQuery (children 1)",
+		" ExpressionList (children 1)",
+		"  SelectQuery (children 1)",
+		"   ExpressionList (children 1)",
+		"    Identifier a",
+	}
+	root, err := parseAST(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := walkHunt(root, Policy{}); err != nil {
+		t.Fatalf("plain select refused: %v", err)
+	}
+	for name, lines := range map[string][]string{
+		"extra child":    append(append([]string{}, good...), "    Function url (children 1)", "     ExpressionList"),
+		"skipped level":  {"SelectWithUnionQuery (children 1)", "   ExpressionList"},
+		"second root":    append(append([]string{}, good...), "SelectWithUnionQuery"),
+		"missing child":  {"SelectWithUnionQuery (children 2)", " ExpressionList"},
+		"trailing blank": append(append([]string{}, good...), "    Identifier b "),
+	} {
+		if _, err := parseAST(lines); err != errUnreadable {
+			t.Errorf("%s: err = %v, want unreadable", name, err)
+		}
+	}
+	odd := []string{
+		"SelectWithUnionQuery (children 1)",
+		" ExpressionList (children 1)",
+		"  InsertQuery",
+	}
+	root, err = parseAST(odd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := walkHunt(root, Policy{}); err == nil || !strings.Contains(err.Error(), "InsertQuery, which is not part of a plain SELECT") {
+		t.Errorf("unknown kind: %v", err)
+	}
+}

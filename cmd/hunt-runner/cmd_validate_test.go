@@ -243,7 +243,8 @@ func TestValidateHostileCorpus(t *testing.T) {
 				t.Errorf("%v: %s not refused:\n%s", args, e.Name(), out)
 			}
 		}
-		if !strings.Contains(out, "leak.yaml") || !strings.Contains(out, "1 valid hunt") && args[1] != "--json" {
+		if !strings.Contains(out, "leak.yaml") || !strings.Contains(out, "symlink resolves outside the hunts directory") ||
+			!strings.Contains(out, "1 valid hunt") && args[1] != "--json" {
 			t.Errorf("%v: output:\n%s", args, out)
 		}
 	}
