@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
 )
 
 // Policy is what an operator allows hunt queries beyond plain reads of tables. The zero value is
@@ -56,6 +58,15 @@ func (p Policy) schemaIssue(db string) string {
 		case "system", "information_schema":
 			return "query reads system tables, which hold other queries' text, users and server state; an operator can allow them with --allow-system-tables"
 		}
+	}
+	return ""
+}
+
+// tableIssue says why a query may not name table (unqualified) in a FROM or JOIN: hunt-runner's
+// own tables, which resolve when the connection's default database is the coordination one.
+func (p Policy) tableIssue(table string) string {
+	if p.CoordinationDatabase != "" && slices.Contains(chstore.ObjectNames(), table) {
+		return "query reads one of hunt-runner's own tables; a hunt may read only source data"
 	}
 	return ""
 }

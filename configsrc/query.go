@@ -348,6 +348,11 @@ func checkQueryPolicy(q string, p Policy) (queryInfo, []queryIssue) {
 				sc.tableRead()
 				break
 			}
+			if sc.expectTable() {
+				if issue := p.tableIssue(name); issue != "" {
+					issues.add(t.pos, "%s", issue)
+				}
+			}
 			if t.kind == tkQuoted {
 				sc.tableRead()
 				break

@@ -286,6 +286,10 @@ func walkHunt(root *astNode, p Policy) (sets int, err error) {
 				if issue := p.schemaIssue(db); issue != "" {
 					return refused("%s", issue)
 				}
+			} else if kind == "TableIdentifier" {
+				if issue := p.tableIssue(n.name()); issue != "" {
+					return refused("%s", issue)
+				}
 			}
 		case "Literal":
 			if p.CoordinationDatabase != "" && strings.Contains(n.label, "'"+p.CoordinationDatabase+".") {
