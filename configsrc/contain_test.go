@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
@@ -136,5 +137,37 @@ func TestLoaderServerCheck(t *testing.T) {
 			// line 1, column 29 of the query, which is file line 3, column 31 (the block's indent).
 			t.Errorf("b's problem is not placed in the file: %v", p)
 		}
+	}
+}
+
+// TestServerUnreachableIsNotARefusal: a server that cannot be reached gives no verdict. The hunt
+// is held back for now, reported, and checked again on the next reload, not refused for good.
+func TestServerUnreachableIsNotARefusal(t *testing.T) {
+	srv := chtest.Start(t)
+	conn, err := chstore.Open(context.Background(), chstore.Options{URL: srv.URL, Database: "default", ConnectTimeout: 5 * time.Second},
+		slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a.yaml"), huntYAML("5m", "1"))
+	src, err := NewDir(dir, Options{Settle: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewLoader(src, time.Hour, nil, WithServerCheck(conn, Policy{}))
+	srv.Stop()
+	set, _, err := l.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(set.Hunts) != 0 || len(set.Problems) != 1 || !strings.Contains(set.Problems[0].Message, "could not check") {
+		t.Fatalf("with the server down: hunts %s, problems %v", ids(set), set.Problems)
+	}
+	srv.Start()
+	set, _, err = l.Load(context.Background())
+	if err != nil || ids(set) != "a" || len(set.Problems) != 0 {
+		t.Fatalf("with the server back: %v, hunts %s, problems %v", err, ids(set), set.Problems)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
@@ -53,6 +54,9 @@ func CheckWithServer(ctx context.Context, conn driver.Conn, h Hunt, p Policy) er
 	head := findingsHeadLen()
 	tree, err := explain(ctx, conn, stmt)
 	if err != nil {
+		if !isServerException(err) {
+			return fmt.Errorf("ask the server to parse the query: %w", err) // not a verdict: retried on the next reload
+		}
 		return serverRefusal(err, subs, head, h.Query)
 	}
 	ref, err := referenceTree(ctx, conn)
@@ -320,6 +324,9 @@ func safeKind(k string) string {
 func checkServerSettings(ctx context.Context, conn driver.Conn, stmt string, want int) error {
 	var formatted string
 	if err := conn.QueryRow(ctx, "SELECT formatQuery("+quoteString(stmt)+")").Scan(&formatted); err != nil {
+		if !isServerException(err) {
+			return fmt.Errorf("ask the server to format the query: %w", err)
+		}
 		return refused("the server could not format the query to read its SETTINGS: %s", serverMessage(err))
 	}
 	toks, issue := lexQuery(formatted)
@@ -438,6 +445,15 @@ func (subs substitutions) original(off int) int {
 		shift += (s.end - s.at) - len(s.orig)
 	}
 	return off - shift
+}
+
+var exceptionCodeRe = regexp.MustCompile(`\bcode: [0-9]+\b`)
+
+// isServerException tells a verdict of the server (an exception: syntax error, unknown
+// function) from a failure to reach it, which says nothing about the query.
+func isServerException(err error) bool {
+	var ex *clickhouse.Exception
+	return errors.As(err, &ex) || exceptionCodeRe.MatchString(err.Error())
 }
 
 // serverMessage trims a ClickHouse exception to its message, without the stack trace.
