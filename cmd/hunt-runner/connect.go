@@ -130,6 +130,9 @@ func openHuntsClickHouse(c *cli.Context, log *slog.Logger) (driver.Conn, error) 
 	if !ok {
 		return nil, nil
 	}
+	if o.Password != "" && o.PasswordFile != "" {
+		return nil, cli.Exit("hunts identity: both "+huntsPasswordEnv+" and --hunts-password-file are set; use one", exitUsage)
+	}
 	o, err := o.WithDefaults()
 	if err != nil {
 		return nil, cli.Exit(fmt.Sprintf("hunts identity: ClickHouse settings: %v", err), exitUsage)
