@@ -100,3 +100,38 @@ func TestASTReading(t *testing.T) {
 		t.Errorf("unknown kind: %v", err)
 	}
 }
+
+// TestPolicyWidens: what an operator allows passes both checks, and only that.
+func TestPolicyWidens(t *testing.T) {
+	db := chtest.New(t)
+	ctx := context.Background()
+	const w = " WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"
+	for _, tc := range []struct {
+		query  string
+		policy Policy
+		ok     bool
+	}{
+		{"SELECT number FROM numbers(10)" + w, Policy{AllowTableFunctions: []string{"numbers"}}, true},
+		{"SELECT number FROM NUMBERS(10)" + w, Policy{AllowTableFunctions: []string{"numbers"}}, true},
+		{"SELECT number FROM zeros(10)" + w, Policy{AllowTableFunctions: []string{"numbers"}}, false},
+		{"SELECT dummy FROM system.one" + w, Policy{AllowSystem: true}, true},
+		{"SELECT dummy FROM system.one" + w, Policy{AllowTableFunctions: []string{"numbers"}}, false},
+		{"SELECT count() FROM hr.hunt_run" + w, Policy{AllowSystem: true, CoordinationDatabase: "hr"}, false},
+		{"SELECT count() FROM other.hunt_run" + w, Policy{CoordinationDatabase: "hr"}, true},
+	} {
+		_, issues := checkQueryPolicy(tc.query, tc.policy)
+		if (len(issues) == 0) != tc.ok {
+			t.Errorf("offline %q under %+v: %v", tc.query, tc.policy, issues)
+		}
+		err := CheckWithServer(ctx, db.Conn, Hunt{ID: "p", Query: tc.query}, tc.policy)
+		if (err == nil) != tc.ok {
+			t.Errorf("server %q under %+v: %v", tc.query, tc.policy, err)
+		}
+	}
+	if fns, err := ParseTableFunctions(" numbers, Merge,numbers,"); err != nil || strings.Join(fns, ",") != "merge,numbers" {
+		t.Errorf("ParseTableFunctions = %v, %v", fns, err)
+	}
+	if _, err := ParseTableFunctions("url('x')"); err == nil {
+		t.Error("a call was accepted as a table function name")
+	}
+}

@@ -259,3 +259,27 @@ func writeTestFile(t *testing.T, path, content string) {
 		t.Fatal(err)
 	}
 }
+
+// TestValidatePolicyFlags: --allow-table-functions and --allow-system-tables widen what validate
+// accepts, offline and with the server, and a bad list is a usage error.
+func TestValidatePolicyFlags(t *testing.T) {
+	db := chtest.New(t)
+	dir := t.TempDir()
+	writeTestFile(t, filepath.Join(dir, "n.yaml"), "interval: 5m\nquery: SELECT number FROM numbers(3) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}\n")
+	writeTestFile(t, filepath.Join(dir, "s.yaml"), "interval: 5m\nquery: SELECT dummy FROM system.one WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}\n")
+	out, err := runApp(t, "validate", dir)
+	if exitCode(err) != exitError || !strings.Contains(out, "table function numbers()") || !strings.Contains(out, "reads system tables") {
+		t.Errorf("default policy: exit %d\n%s", exitCode(err), out)
+	}
+	for _, args := range [][]string{
+		{"validate", "--allow-table-functions", "numbers", "--allow-system-tables", dir},
+		{"validate", "--allow-table-functions", "numbers", "--allow-system-tables", "--clickhouse-url", db.URL, dir},
+	} {
+		if out, err := runApp(t, args...); err != nil {
+			t.Errorf("%v: %v\n%s", args, err, out)
+		}
+	}
+	if _, err := runApp(t, "validate", "--allow-table-functions", "url('x')", dir); exitCode(err) != exitUsage {
+		t.Errorf("a bad list: %v", err)
+	}
+}
