@@ -158,9 +158,6 @@ func openConn(ctx context.Context, o Options, log *slog.Logger, report *Consiste
 		return nil, err
 	}
 	secrets := []string{o.Password}
-	if ep, err := ParseURL(o.URL); err == nil && ep.Password != o.Password {
-		secrets = append(secrets, ep.Password)
-	}
 	safeURL := Redact(o.URL)
 	log = log.With("clickhouse_url", safeURL, "protocol", chOpts.Protocol.String())
 	if chOpts.TLS != nil && chOpts.TLS.InsecureSkipVerify {

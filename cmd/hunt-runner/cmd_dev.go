@@ -98,7 +98,11 @@ func devAction(c *cli.Context) error {
 	}
 	fmt.Fprintf(out, "ClickHouse at %s (database %s, sample data in `sample`)\n", srv.URL(), db)
 
-	loader := configsrc.NewLoader(src, c.Duration("reload-interval"), log)
+	policy, err := huntPolicy(c)
+	if err != nil {
+		return err
+	}
+	loader := configsrc.NewLoader(src, c.Duration("reload-interval"), log, configsrc.WithServerCheck(conn, policy))
 	set, _, err := loader.Load(ctx)
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("load hunts from %s: %v", src, err), exitError)

@@ -47,7 +47,7 @@ func runCommand() *cli.Command {
 		Description: "Every --tick the runner reads ClickHouse's clock and the coordination state in one query,\n" +
 			"claims every due fire in one batch and runs the winners, at most --concurrency at a time.\n" +
 			"SIGTERM stops claiming and lets running hunts finish within --grace; the exit code is then 0.",
-		Flags:  concat(clickhouseFlags(), sourceFlags(), runFlags(), []cli.Flag{notifyConfigFlag}),
+		Flags:  concat(clickhouseFlags(), sourceFlags(), runFlags(), huntsFlags(), []cli.Flag{notifyConfigFlag}),
 		Action: runAction,
 	}
 }
@@ -97,15 +97,26 @@ func runAction(c *cli.Context) error {
 	}
 	metrics.SetConsistency(string(chOpts.Consistency))
 
-	loader := configsrc.NewLoader(src, c.Duration("reload-interval"), log)
+	policy, err := huntPolicy(c)
+	if err != nil {
+		return err
+	}
+	loader := configsrc.NewLoader(src, c.Duration("reload-interval"), log, configsrc.WithServerCheck(conn, policy))
 	if _, _, err := loader.Load(ctx); err != nil {
 		// Not fatal: the loader retries every --reload-interval and the runner stays unready.
 		log.Error("hunt definitions could not be loaded yet; retrying", "source", src.String(), "error", err)
 	}
 	adapter := &setAdapter{current: loader.Current}
 
+	huntConn, err := openHuntsClickHouse(c, log)
+	if err != nil {
+		return err
+	}
+	if huntConn != nil {
+		defer huntConn.Close()
+	}
 	r, err := runner.New(conn, coord, watermark.New(conn, chOpts.Database), adapter.Source(), runner.Options{
-		Owner: owner, Database: chOpts.Database, Tick: c.Duration("tick"), Concurrency: c.Int("concurrency"),
+		HuntConn: huntConn, Owner: owner, Database: chOpts.Database, Tick: c.Duration("tick"), Concurrency: c.Int("concurrency"),
 		MaxQueued: c.Int("max-queued"), Lease: c.Duration("lease"), Grace: c.Duration("grace"), Settle: c.Duration("settle"),
 		Logger: log, Metrics: metrics, Tracer: tel.Tracer,
 		PublishedHash: func(ctx context.Context) (string, error) {

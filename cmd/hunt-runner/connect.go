@@ -15,8 +15,11 @@ import (
 )
 
 // passwordEnv is the only place a ClickHouse password is read from besides a file: a flag would
-// show it in `ps` and shell history.
-const passwordEnv = "HUNT_RUNNER_CLICKHOUSE_PASSWORD"
+// show it in `ps` and shell history. huntsPasswordEnv is the same for the hunts identity.
+const (
+	passwordEnv      = "HUNT_RUNNER_CLICKHOUSE_PASSWORD"
+	huntsPasswordEnv = "HUNT_RUNNER_HUNTS_PASSWORD"
+)
 
 // newLogger builds the process logger from the global --log-level, writing to stderr: JSON, or
 // text when HUNT_RUNNER_LOG_FORMAT=text or, with that unset, when stderr is a terminal.
@@ -108,4 +111,54 @@ func openWith(c *cli.Context, o chstore.Options, log *slog.Logger) (driver.Conn,
 	}
 	o.Consistency = rep.Mode // resolved: what the connection's statements carry
 	return conn, o, nil
+}
+
+// huntsFlags name the identity hunt queries run as (provision --role hunts): it may read the
+// source databases and nothing else, so a hunt can neither write nor read hunt-runner's tables.
+func huntsFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "hunts-user", EnvVars: envFor("hunts-user"),
+			Usage: "ClickHouse user hunt queries run as (provision --role hunts); its password comes from " + huntsPasswordEnv + " or --hunts-password-file. Default: the main connection's user"},
+		&cli.StringFlag{Name: "hunts-password-file", EnvVars: envFor("hunts-password-file"),
+			Usage: "file holding the hunts user's password (trailing newline ignored)"},
+	}
+}
+
+// huntsOptions are the main connection's options with the hunts identity, or ok=false when
+// --hunts-user is not set. The coordination database is not checked: the hunts user cannot see
+// it, by design.
+func huntsOptions(c *cli.Context) (o chstore.Options, ok bool) {
+	user := lookupString(c, "hunts-user")
+	if user == "" {
+		return o, false
+	}
+	o = clickhouseOptions(c)
+	o.User = user
+	o.Password = os.Getenv(huntsPasswordEnv)
+	o.PasswordFile = lookupString(c, "hunts-password-file")
+	o.AllowMissingDatabase = true
+	return o, true
+}
+
+// openHuntsClickHouse connects as the hunts identity, or returns nil when --hunts-user is not
+// set (hunts then run as the main connection's user).
+func openHuntsClickHouse(c *cli.Context, log *slog.Logger) (driver.Conn, error) {
+	o, ok := huntsOptions(c)
+	if !ok {
+		return nil, nil
+	}
+	if o.Password != "" && o.PasswordFile != "" {
+		return nil, cli.Exit("hunts identity: both "+huntsPasswordEnv+" and --hunts-password-file are set; use one", exitUsage)
+	}
+	// Hunt queries are not coordination statements: no consistency settings on them.
+	o.SkipConsistency = true
+	o, err := o.WithDefaults()
+	if err != nil {
+		return nil, cli.Exit(fmt.Sprintf("hunts identity: ClickHouse settings: %v", err), exitUsage)
+	}
+	conn, err := chstore.Open(c.Context, o, log.With("identity", "hunts"))
+	if err != nil {
+		return nil, fmt.Errorf("hunts identity: %w", err)
+	}
+	return conn, nil
 }

@@ -25,7 +25,7 @@ func logLevelFlag() cli.Flag {
 func clickhouseFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "clickhouse-url", Value: "clickhouse://localhost:9000", EnvVars: envFor("clickhouse-url"),
-			Usage: "ClickHouse address: clickhouse://host:9000 (native) or http(s)://host:8123; a password in it is accepted but always logged redacted"},
+			Usage: "ClickHouse address: clickhouse://host:9000 (native) or http(s)://host:8123; a password in it is refused (use HUNT_RUNNER_CLICKHOUSE_PASSWORD or --clickhouse-password-file)"},
 		&cli.StringFlag{Name: "database", Value: "hunt_runner", EnvVars: envFor("database"),
 			Usage: "database holding hunt-runner's coordination tables"},
 		&cli.StringFlag{Name: "clickhouse-user", Value: "default", EnvVars: envFor("clickhouse-user"),
@@ -71,7 +71,7 @@ func spreadFlag() cli.Flag {
 
 // sourceFlags select where hunt definitions come from: a directory or a git repository.
 func sourceFlags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: "hunts-dir", EnvVars: envFor("hunts-dir"),
 			Usage: "directory of hunt files (*.yaml, *.yml, recursive), e.g. a ConfigMap or git-sync volume"},
 		&cli.StringFlag{Name: "git-url", EnvVars: envFor("git-url"),
@@ -91,7 +91,7 @@ func sourceFlags() []cli.Flag {
 		&cli.DurationFlag{Name: "reload-interval", Value: 30 * time.Second, EnvVars: envFor("reload-interval"),
 			Usage: "how often hunt definitions are re-read (directory) or fetched (git)"},
 		spreadFlag(),
-	}
+	}, policyFlags()...)
 }
 
 func concat(groups ...[]cli.Flag) []cli.Flag {

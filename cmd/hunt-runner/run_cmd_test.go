@@ -19,7 +19,7 @@ func TestRunTriggerStatusOnEngine(t *testing.T) {
 	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	hunt := "interval: 1h\nquery: |\n  SELECT number AS n FROM numbers(3)\n  WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}\n"
+	hunt := "interval: 1h\nquery: |\n  SELECT arrayJoin([0, 1, 2]) AS n\n  WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}\n"
 	if err := os.WriteFile(filepath.Join(dir, "three.yaml"), []byte(hunt), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func writeHunt(t *testing.T, dir, name, body string) {
 }
 
 const huntQuery = `query: |
-  SELECT 1 AS x FROM system.one
+  SELECT 1 AS x
   WHERE now() >= {window_start:DateTime64(3)} AND now() < {window_end:DateTime64(3)}
 `
 
@@ -101,7 +101,7 @@ func TestMaterialiseAndDueCommands(t *testing.T) {
 		t.Fatalf("first run: exit %d\n%s", code, out)
 	}
 	// As validate shows it: the path under --hunts-dir, line and column.
-	if !strings.Contains(out, filepath.Join(dir, "bad.yaml")+":2:11: interval: true is a boolean") || !strings.Contains(out, "(left out)") {
+	if !strings.Contains(out, filepath.Join(dir, "bad.yaml")+":2:11: interval: the value is a boolean") || !strings.Contains(out, "(left out)") {
 		t.Errorf("invalid hunt not reported with its path and position:\n%s", out)
 	}
 	out, code = materialise("--detailed-exitcode")
