@@ -10,6 +10,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
 )
 
 // Fire identifies one scheduled (or requested) run of a hunt. Fire is epoch seconds.
@@ -68,7 +70,7 @@ var (
 const (
 	DefaultLease    = 5 * time.Minute
 	DefaultSettle   = 750 * time.Millisecond
-	DefaultDatabase = "hunt_runner"
+	DefaultDatabase = chstore.DefaultDatabase
 )
 
 // Options configures a Coordinator.

@@ -14,6 +14,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
 )
 
 // Options configure a Dispatcher. Zero values take the defaults in brackets.
@@ -69,7 +71,7 @@ func New(conn driver.Conn, src Source, o Options) (*Dispatcher, error) {
 		o.Batch = 64
 	}
 	if o.Database == "" {
-		o.Database = "hunt_runner"
+		o.Database = chstore.DefaultDatabase
 	}
 	if o.Lease < 4*o.Settle {
 		return nil, fmt.Errorf("notify: lease %s must be at least 4× the settle %s", o.Lease, o.Settle)

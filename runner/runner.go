@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/watermark"
 )
@@ -79,7 +80,7 @@ func (o *Options) setDefaults() error {
 		return errors.New("runner: Owner is required")
 	}
 	if o.Database == "" {
-		o.Database = "hunt_runner"
+		o.Database = chstore.DefaultDatabase
 	}
 	if o.Tick == 0 {
 		o.Tick = 5 * time.Second

@@ -35,7 +35,7 @@ func devCommand() *cli.Command {
 			&cli.StringFlag{Name: "chdb-lib", EnvVars: []string{"CHDB_LIB_PATH"}, Usage: "path of libchdb.so (make chdb)"},
 			&cli.StringFlag{Name: "clickhouse-listen", Value: "127.0.0.1:8123", Usage: "where the embedded ClickHouse serves its HTTP interface"},
 			&cli.StringFlag{Name: "data", Usage: "chDB data directory, kept across runs (default: a temporary directory)"},
-			&cli.StringFlag{Name: "database", Value: "hunt_runner", Usage: "coordination database"},
+			&cli.StringFlag{Name: "database", Value: chstore.DefaultDatabase, Usage: "coordination database"},
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8080", Usage: "runner /metrics /healthz /readyz"},
 			&cli.StringFlag{Name: "shim-listen", Value: "127.0.0.1:8081", Usage: "KEDA shim (GET /keda/hunt-backlog); empty disables it"},
 			&cli.DurationFlag{Name: "tick", Value: 2 * time.Second, Usage: "runner tick"},

@@ -26,7 +26,7 @@ func clickhouseFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "clickhouse-url", Value: "clickhouse://localhost:9000", EnvVars: envFor("clickhouse-url"),
 			Usage: "ClickHouse address: clickhouse://host:9000 (native) or http(s)://host:8123; a password in it is refused (use HUNT_RUNNER_CLICKHOUSE_PASSWORD or --clickhouse-password-file)"},
-		&cli.StringFlag{Name: "database", Value: "hunt_runner", EnvVars: envFor("database"),
+		&cli.StringFlag{Name: "database", Value: chstore.DefaultDatabase, EnvVars: envFor("database"),
 			Usage: "database holding hunt-runner's coordination tables"},
 		&cli.StringFlag{Name: "clickhouse-user", Value: "default", EnvVars: envFor("clickhouse-user"),
 			Usage: "ClickHouse user (the password comes from HUNT_RUNNER_CLICKHOUSE_PASSWORD or --clickhouse-password-file)"},
