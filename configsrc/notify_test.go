@@ -49,7 +49,7 @@ func TestNotifyAndSuppressProblems(t *testing.T) {
 		{"suppress: {by: [host, host], for: 1h}\n", "h.yaml:4:23: suppress.by lists \"host\" twice"},
 		{"suppress: {by: [host], for: 0}\n", "h.yaml:4:29: suppress.for"},
 		{"suppress: {by: [host], for: 60d}\n", "h.yaml:4:29: suppress.for 60d is longer than"},
-		{"suppress: {by: [host], for: 1h, fro: 2}\n", "h.yaml:4:33: unknown key \"suppress.fro\""},
+		{"suppress: {by: [host], for: 1h, fro: 2}\n", "h.yaml:4:33: unknown key; known keys: by, for"},
 	}
 	for _, tt := range tests {
 		_, probs := decodeHunt("h.yaml", []byte(notifyBase+tt.extra), 0.8)
