@@ -19,9 +19,12 @@ RUN --mount=type=cache,target=/go/pkg/mod go mod download
 COPY . .
 ARG TARGETOS=linux
 ARG TARGETARCH=amd64
+# What `hunt-runner --version` prints (make image passes git describe). .git is not in the build
+# context, so without it the binary can only say "devel".
+ARG VERSION=
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH \
-    go build -tags nochdb -trimpath -ldflags="-s -w" -o /out/hunt-runner ./cmd/hunt-runner
+    go build -tags nochdb -trimpath -ldflags="-s -w -X main.version=${VERSION}" -o /out/hunt-runner ./cmd/hunt-runner
 # The runtime's file system: CA certificates for TLS to ClickHouse and git, a nonroot user, an
 # empty sticky /tmp.
 RUN mkdir -p /rootfs/etc/ssl/certs /rootfs/tmp && chmod 1777 /rootfs/tmp && \

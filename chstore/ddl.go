@@ -22,6 +22,10 @@ const (
 	// TableSchema records the schema layout versions applied (see Apply and migrate.go).
 	TableSchema = "hunt_schema"
 
+	// TableDelivery and TableSuppress are written only by notify (docs/findings.md).
+	TableDelivery = "hunt_delivery"
+	TableSuppress = "hunt_suppress"
+
 	// ViewRuns is the run log as people and status read it: hunt_run's failed and lost rows,
 	// and a succeeded row (plus a gap row when a range was skipped) for every commit in
 	// hunt_watermark. A commit is one row of one table, so a run is never committed without
@@ -176,6 +180,29 @@ var tables = []table{
 			{"requested_by", "String"}, {"requested", "DateTime64(6, 'UTC')"},
 		},
 		orderBy: "(hunt_id, requested_fire)", ttl: "toDateTime(requested) + INTERVAL 7 DAY",
+	},
+	{
+		// Every state change of a (hunt, fire, sink) delivery is a new row; the newest by
+		// (updated, claim_id) is its state, and claim_id/lease_until fence the one sender.
+		name: TableDelivery, comment: "notification delivery per (hunt, fire, sink); newest row by updated",
+		columns: []column{
+			{"hunt_id", "String"}, {"fire", "DateTime('UTC')"}, {"sink", "String"}, {"run_id", "UUID"},
+			{"idempotency_key", "String"}, {"status", "LowCardinality(String)"}, {"attempts", "UInt32"},
+			{"last_error", "String"}, {"next_attempt", "DateTime64(3, 'UTC')"}, {"created", "DateTime64(6, 'UTC')"},
+			{"delivered", "DateTime64(6, 'UTC')"}, {"claim_id", "UUID"}, {"owner", "String"},
+			{"lease_until", "DateTime64(3, 'UTC')"}, {"updated", "DateTime64(6, 'UTC')"},
+		},
+		version: "updated", orderBy: "(hunt_id, fire, sink)", ttl: "toDateTime(updated) + INTERVAL 30 DAY",
+	},
+	{
+		// One row per (hunt, suppression key, fire that notified it); a later fire's finding
+		// with that key within the hunt's suppress.for is not sent again.
+		name: TableSuppress, comment: "notified suppression keys per hunt",
+		columns: []column{
+			{"hunt_id", "String"}, {"suppress_key", "String"}, {"fire", "DateTime('UTC')"},
+			{"recorded", "DateTime64(6, 'UTC')"},
+		},
+		version: "recorded", orderBy: "(hunt_id, suppress_key, fire)", ttl: "fire + INTERVAL 90 DAY",
 	},
 	{
 		// paused = 0 is a resume row. paused_until 0 means until resumed; otherwise the pause

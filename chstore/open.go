@@ -131,8 +131,21 @@ func classify(err error, url string, secrets ...string) *ConnectError {
 // Open connects to ClickHouse, retrying DNS failures, refused connections and timeouts with
 // exponential backoff (250ms doubling to 5s) until o.ConnectTimeout has passed. It logs the
 // redacted URL only. Unless o.AllowMissingDatabase is set, it also checks that o.Database
-// exists. The returned error is a *ConnectError (or wraps ErrConfig, or ctx's error).
+// exists. It resolves o.Consistency on the server (ResolveConsistency) and gives the connection
+// that mode's settings, refusing a configuration that cannot be correct (ErrConsistency). The
+// returned error is a *ConnectError (or wraps ErrConfig or ErrConsistency, or is ctx's error).
 func Open(ctx context.Context, o Options, log *slog.Logger) (driver.Conn, error) {
+	return openConn(ctx, o, log, nil)
+}
+
+// OpenConsistent is Open, also returning how the consistency mode was chosen.
+func OpenConsistent(ctx context.Context, o Options, log *slog.Logger) (driver.Conn, ConsistencyReport, error) {
+	var rep ConsistencyReport
+	conn, err := openConn(ctx, o, log, &rep)
+	return conn, rep, err
+}
+
+func openConn(ctx context.Context, o Options, log *slog.Logger, report *ConsistencyReport) (driver.Conn, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -145,9 +158,6 @@ func Open(ctx context.Context, o Options, log *slog.Logger) (driver.Conn, error)
 		return nil, err
 	}
 	secrets := []string{o.Password}
-	if ep, err := ParseURL(o.URL); err == nil && ep.Password != o.Password {
-		secrets = append(secrets, ep.Password)
-	}
 	safeURL := Redact(o.URL)
 	log = log.With("clickhouse_url", safeURL, "protocol", chOpts.Protocol.String())
 	if chOpts.TLS != nil && chOpts.TLS.InsecureSkipVerify {
@@ -192,6 +202,31 @@ func Open(ctx context.Context, o Options, log *slog.Logger) (driver.Conn, error)
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
+	if !o.SkipConsistency {
+		// The probe answers; the settings must be known before the connection that carries them
+		// is opened.
+		rctx, cancel := context.WithTimeout(ctx, max(time.Until(deadline), 2*attemptTimeout))
+		rep, err := ResolveConsistency(rctx, probe, o.Database, o.Consistency, len(chOpts.Addr))
+		cancel()
+		if err != nil {
+			// Every error of ResolveConsistency starts with ErrConsistency's text; the rest may
+			// echo the server, so it is scrubbed like a connection error.
+			return nil, fmt.Errorf("%w%s", ErrConsistency, strings.TrimPrefix(scrub(err.Error(), secrets...), ErrConsistency.Error()))
+		}
+		if chOpts.Settings == nil {
+			chOpts.Settings = clickhouse.Settings{}
+		}
+		for k, v := range rep.Mode.Settings() {
+			chOpts.Settings[k] = v
+		}
+		log.Log(ctx, o.ConsistencyLogLevel, "ClickHouse consistency", rep.LogAttrs()...)
+		for _, w := range rep.Warnings {
+			log.Warn(w, "consistency", string(rep.Mode))
+		}
+		if report != nil {
+			*report = rep
+		}
+	}
 	conn, err := clickhouse.Open(chOpts)
 	if err != nil {
 		return nil, classify(err, safeURL, secrets...)
@@ -214,7 +249,8 @@ func Open(ctx context.Context, o Options, log *slog.Logger) (driver.Conn, error)
 	if v, err := conn.ServerVersion(); err == nil {
 		version = v.Version.String()
 	}
-	log.Info("connected to ClickHouse", "database", o.Database, "server_version", version,
+	// Debug: every command connects, and a line per command is chatter; failures say enough.
+	log.Debug("connected to ClickHouse", "database", o.Database, "server_version", version,
 		"took", time.Since(start).Round(time.Millisecond).String())
 	return conn, nil
 }

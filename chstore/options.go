@@ -34,7 +34,9 @@ var ErrConfig = errors.New("invalid ClickHouse connection settings")
 type Options struct {
 	// URL is clickhouse://host:9000[/db] (native protocol) or http(s)://host:8123[/db] (HTTP;
 	// https or ?secure=true for TLS, which also works on clickhouse://). Several hosts may be
-	// given comma-separated. A user and password in the URL are accepted. Default DefaultURL.
+	// given comma-separated. A user in the URL is accepted; a password in any form
+	// (user:pass@, ?password=) is refused: it would show in process lists, manifests and
+	// logs. Default DefaultURL.
 	URL string
 	// Database holds hunt-runner's coordination tables. Default: the URL's path, else
 	// DefaultDatabase. The connection's default database (for unqualified names in hunt SQL)
@@ -62,6 +64,15 @@ type Options struct {
 	AllowMissingDatabase bool
 	// MaxOpenConns caps the connection pool. Default: the driver's (10).
 	MaxOpenConns int
+	// Consistency is the coordination connection's mode (consistency.go); empty is auto. Open
+	// resolves it and puts its settings on every statement of the connection.
+	Consistency Consistency
+	// SkipConsistency opens a connection that never touches coordination tables (hunt queries):
+	// no detection, no settings.
+	SkipConsistency bool
+	// ConsistencyLogLevel is the level of Open's line saying which mode it chose: the zero
+	// value (info) for daemons, debug for interactive commands.
+	ConsistencyLogLevel slog.Level
 }
 
 // Endpoint is what a ClickHouse URL says, after defaults for the port.
@@ -70,7 +81,6 @@ type Endpoint struct {
 	Addr       []string // host:port, at least one
 	Database   string   // from the path; empty if none
 	User       string
-	Password   string
 	Secure     bool // TLS
 	SkipVerify bool // ?skip_verify=true
 	// Query holds the remaining parameters, handed to the driver (settings, compress, …).
@@ -85,9 +95,16 @@ func (e Endpoint) String() string {
 // GoString keeps %#v from printing the password.
 func (e Endpoint) GoString() string { return "chstore.Endpoint{" + e.String() + "}" }
 
-// ParseURL reads a ClickHouse URL. Errors never contain the URL's password.
+// ErrPasswordInURL is wrapped (with ErrConfig) when a ClickHouse URL carries a password.
+var ErrPasswordInURL = errors.New("the ClickHouse URL carries a password; remove it and set HUNT_RUNNER_CLICKHOUSE_PASSWORD or --clickhouse-password-file instead")
+
+// ParseURL reads a ClickHouse URL. A URL with a password in it is refused (ErrPasswordInURL).
+// Errors never contain the URL's password.
 func ParseURL(raw string) (Endpoint, error) {
 	var e Endpoint
+	if passwordInURL(raw) {
+		return e, fmt.Errorf("%w: %w", ErrConfig, ErrPasswordInURL)
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		// url.Error echoes the input; report only the redacted form.
@@ -112,13 +129,8 @@ func ParseURL(raw string) (Endpoint, error) {
 	}
 	if u.User != nil {
 		e.User = u.User.Username()
-		e.Password, _ = u.User.Password()
 	}
 	q := u.Query()
-	if v, ok := q["password"]; ok {
-		e.Password = v[0]
-		q.Del("password")
-	}
 	if v, ok := q["username"]; ok {
 		e.User = v[0]
 		q.Del("username")
@@ -220,14 +232,18 @@ func (o Options) WithDefaults() (Options, error) {
 		}
 		o.Password = strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
 		o.PasswordFile = ""
-	case o.Password == "":
-		o.Password = ep.Password
 	}
 	if o.ConnectTimeout <= 0 {
 		o.ConnectTimeout = DefaultConnectTimeout
 	}
 	if o.DialTimeout <= 0 {
 		o.DialTimeout = DefaultDialTimeout
+	}
+	if o.Consistency, err = ParseConsistency(string(o.Consistency)); err != nil {
+		return o, err
+	}
+	if err := checkEndpoints(o.Consistency, len(ep.Addr)); err != nil && !o.SkipConsistency {
+		return o, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if (o.TLSCAFile != "" || o.TLSSkipVerify) && !ep.Secure {
 		return o, fmt.Errorf("%w: TLS options are set but %q is not a TLS URL (use https:// or ?secure=true)", ErrConfig, Redact(o.URL))
@@ -360,7 +376,7 @@ const redacted = "xxxxx"
 // Redact returns the URL with any password (userinfo or ?password=) replaced by xxxxx. It works on
 // URLs that do not parse too, masking too much rather than too little.
 func Redact(raw string) string {
-	if u, err := url.Parse(raw); err == nil && !suspiciousURL(raw, u) {
+	if u, err := url.Parse(raw); err == nil && !suspiciousURL(raw, u) && !(u.User == nil && strings.Contains(authority(raw), "@")) {
 		if u.User != nil {
 			if _, ok := u.User.Password(); ok {
 				u.User = url.UserPassword(u.User.Username(), redacted)
@@ -439,4 +455,44 @@ func scrub(s string, secrets ...string) string {
 		}
 	}
 	return s
+}
+
+// passwordInURL reports a URL that carries a password in any form: userinfo with a colon, a
+// password query parameter in any letter case, or an '@' that the URL parser did not read as
+// the end of a userinfo: in clickhouse://alice:2024/Summer@host the "password" 2024/Summer
+// makes alice the host and 2024 its port, and nothing would have masked it.
+func passwordInURL(raw string) bool {
+	beforeQuery := authority(raw)
+	_, query, _ := strings.Cut(raw, "?")
+	if strings.Contains(beforeQuery, "@") {
+		user, _, _ := strings.Cut(beforeQuery, "@")
+		if strings.Contains(user, ":") || strings.Contains(user, "/") || strings.Contains(user, "#") {
+			return true
+		}
+	}
+	if query != "" {
+		if strings.Contains(query, "@") && !strings.Contains(beforeQuery, "@") {
+			// user:12?secret@host: the '?' in the password started the query early.
+			if i := strings.Index(query, "@"); !strings.Contains(query[:i], "=") {
+				return true
+			}
+		}
+		query, _, _ = strings.Cut(query, "#")
+		for _, kv := range strings.Split(query, "&") {
+			k, _, _ := strings.Cut(kv, "=")
+			if key, err := url.QueryUnescape(k); err != nil || strings.EqualFold(strings.TrimSpace(key), "password") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// authority is the URL after its scheme and before its query: where a userinfo can be.
+func authority(raw string) string {
+	if i := strings.Index(raw, "://"); i >= 0 {
+		raw = raw[i+3:]
+	}
+	before, _, _ := strings.Cut(raw, "?")
+	return before
 }

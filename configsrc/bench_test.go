@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -43,5 +44,40 @@ func BenchmarkDecodeHunt(b *testing.B) {
 		if _, probs := decodeHunt("brute-force.yaml", data, 0.8); len(probs) > 0 {
 			b.Fatal(probs)
 		}
+	}
+}
+
+// BenchmarkDecodeLargeHunt decodes and checks a hunt file just under the 1 MiB limit whose
+// query is full of SETTINGS tokens (columns called settings, and a long SETTINGS clause), next
+// to the small typical hunt: the check is linear, so ns/op of "1MiB" over "small" stays near
+// the ratio of their sizes (a quadratic check took 21 s on 990 KB).
+func BenchmarkDecodeLargeHunt(b *testing.B) {
+	small, err := os.ReadFile("testdata/corpus/good/brute-force.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var q strings.Builder
+	q.WriteString("interval: 5m\nquery: |\n  SELECT settings")
+	for q.Len() < maxFileSize-4096 {
+		q.WriteString(",\n    settings, `settings`, \"settings\" AS s, 'SETTINGS' AS t")
+	}
+	q.WriteString("\n  FROM sample.events\n  WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}\n  SETTINGS max_threads = 1")
+	for q.Len() < maxFileSize-64 {
+		q.WriteString(", max_threads = 1")
+	}
+	q.WriteString("\n")
+	large := []byte(q.String())
+	for _, tc := range []struct {
+		name string
+		data []byte
+	}{{"small", small}, {"1MiB", large}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(tc.data)))
+			for b.Loop() {
+				if _, probs := decodeHunt("large.yaml", tc.data, 0.8); len(probs) > 0 {
+					b.Fatal(probs[0])
+				}
+			}
+		})
 	}
 }

@@ -30,7 +30,7 @@ func hidden(name string) bool { return strings.HasPrefix(name, ".") }
 
 // buildSet decodes every file, rejects duplicate ids (all copies, each naming the others) and
 // returns the set.
-func buildSet(files []rawFile, fraction float64, source, commit string) *Set {
+func buildSet(files []rawFile, fraction float64, policy Policy, source, commit string) *Set {
 	s := &Set{Source: source, Commit: commit}
 	byID := map[string][]parsed{}
 	for _, f := range files {
@@ -38,7 +38,7 @@ func buildSet(files []rawFile, fraction float64, source, commit string) *Set {
 			s.Problems = append(s.Problems, Problem{File: f.rel, Line: 1, Column: 1, Message: f.problem})
 			continue
 		}
-		p, probs := decodeHunt(f.rel, f.data, fraction)
+		p, probs := decodeHuntPolicy(f.rel, f.data, fraction, policy)
 		if len(probs) > 0 {
 			s.Problems = append(s.Problems, probs...)
 			continue

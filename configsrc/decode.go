@@ -23,20 +23,28 @@ const (
 	DefaultCatchupFactor  = 24 // max_catchup defaults to this many intervals
 	DefaultSeverity       = "medium"
 	DefaultTimestampField = "_timestamp_load" // of the legacy {window} token, as the earlier runner
-	maxFileSize           = 1 << 20
+	// DefaultMaxFindings caps the findings one run stores when a hunt sets no max_findings;
+	// MaxFindingsCeiling is the most a hunt may ask for.
+	DefaultMaxFindings = 1000
+	MaxFindingsCeiling = 10000
+	maxFileSize        = 1 << 20
 )
 
 var (
 	idRe       = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 	labelRe    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,62}$`)
-	fieldRe    = regexp.MustCompile("^([A-Za-z_][A-Za-z0-9_]*|`[^`]+`)(\\.([A-Za-z_][A-Za-z0-9_]*|`[^`]+`))?$")
+	fieldRe    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
 	sexagesRe  = regexp.MustCompile(`^[0-9]+(:[0-5]?[0-9])+$`)
 	yamlLineRe = regexp.MustCompile(`^yaml: line ([0-9]+): (.*)$`)
-	severities = []string{"info", "low", "medium", "high", "critical"}
+	// yaml.v3 quotes pieces of the document in some messages (anchors, tags, characters):
+	// they are replaced, so a message never carries file content.
+	yamlQuotedRe = regexp.MustCompile("'[^']*'|\"[^\"]*\"|`[^`]*`")
+	severities   = []string{"info", "low", "medium", "high", "critical"}
 )
 
 var knownKeys = []string{"id", "description", "interval", "cron", "schedule", "enabled", "query",
-	"delay", "max_catchup", "timeout", "severity", "labels", "timestamp_field", "checkpoint_timestamp_field"}
+	"delay", "max_catchup", "timeout", "severity", "labels", "timestamp_field", "checkpoint_timestamp_field", "max_findings",
+	"notify", "suppress"}
 
 // legacyKeys are keys of the earlier runner and its API that have no meaning here; each gets a
 // message saying what to do instead of a bare "unknown key".
@@ -65,6 +73,7 @@ type parsed struct {
 // decoder decodes one hunt file; it collects problems instead of stopping at the first.
 type decoder struct {
 	file     string
+	policy   Policy
 	lines    []string
 	fraction float64
 	problems []Problem
@@ -82,7 +91,12 @@ func (d *decoder) at(n *yaml.Node, format string, args ...any) {
 // slashes); fraction the spread fraction for phase offsets. It returns the hunt when the file
 // is valid, and every problem found otherwise.
 func decodeHunt(file string, data []byte, fraction float64) (parsed, []Problem) {
-	d := &decoder{file: file, fraction: fraction}
+	return decodeHuntPolicy(file, data, fraction, Policy{})
+}
+
+// decodeHuntPolicy is decodeHunt with the operator's query policy.
+func decodeHuntPolicy(file string, data []byte, fraction float64, policy Policy) (parsed, []Problem) {
+	d := &decoder{file: file, fraction: fraction, policy: policy}
 	p, ok := d.decode(data)
 	if !ok || len(d.problems) > 0 {
 		return parsed{}, d.problems
@@ -146,6 +160,7 @@ func (d *decoder) yamlError(err error) {
 	} else {
 		msg = strings.TrimPrefix(msg, "yaml: ")
 	}
+	msg = yamlQuotedRe.ReplaceAllString(msg, "…")
 	for i, l := range d.lines {
 		if i+1 > line+1 {
 			break
@@ -228,13 +243,11 @@ func kindName(n *yaml.Node) string {
 		case "!!null":
 			return "empty (null)"
 		case "!!bool":
-			return "a boolean (" + n.Value + ")"
-		case "!!int":
-			return "a number (" + n.Value + ")"
-		case "!!float":
-			return "a number (" + n.Value + ")"
+			return "a boolean"
+		case "!!int", "!!float":
+			return "a number"
 		}
-		return fmt.Sprintf("a string (%q)", n.Value)
+		return "a string"
 	}
 	return "an alias"
 }
@@ -250,7 +263,7 @@ func (d *decoder) fields(m *yaml.Node, where string) ([]string, map[string][2]*y
 			continue
 		}
 		if prev, dup := out[k.Value]; dup {
-			d.at(k, "duplicate key %q (first at line %d)", where+k.Value, prev[0].Line)
+			d.at(k, "duplicate key %s (first at line %d)", where+safeKey(k.Value), prev[0].Line)
 			continue
 		}
 		out[k.Value] = [2]*yaml.Node{k, v}
@@ -269,7 +282,7 @@ type schedSource struct {
 func (d *decoder) hunt(root *yaml.Node, stem string) (parsed, bool) {
 	var p parsed
 	h := &p.hunt
-	h.File, h.Line, h.Enabled, h.Severity = d.file, 1, true, DefaultSeverity
+	h.File, h.Line, h.Enabled, h.Severity, h.MaxFindings = d.file, 1, true, DefaultSeverity, DefaultMaxFindings
 	order, f := d.fields(root, "")
 	var scheds []schedSource
 	var queryNode *yaml.Node
@@ -284,7 +297,7 @@ func (d *decoder) hunt(root *yaml.Node, stem string) (parsed, bool) {
 		case "id":
 			if s, ok := d.str(v, "id"); ok {
 				if !idRe.MatchString(s) {
-					d.at(v, "id %q is not valid: use letters, digits, '_', '.' and '-', starting with a letter or digit, at most 128 characters", s)
+					d.at(v, "id is not valid: use letters, digits, '_', '.' and '-', starting with a letter or digit, at most 128 characters")
 				}
 				h.ID, h.Line, p.idLine, p.idCol, idSet = s, v.Line, v.Line, v.Column, true
 			}
@@ -311,20 +324,26 @@ func (d *decoder) hunt(root *yaml.Node, stem string) (parsed, bool) {
 		case "severity":
 			if s, ok := d.str(v, "severity"); ok {
 				if !slices.Contains(severities, s) {
-					d.at(v, "severity %q is not one of %s", s, strings.Join(severities, ", "))
+					d.at(v, "severity is not one of %s", strings.Join(severities, ", "))
 				}
 				h.Severity = s
 			}
 		case "labels":
 			h.Labels = d.labels(v)
+		case "notify":
+			h.Notify = d.notify(v)
+		case "suppress":
+			h.Suppress = d.suppress(v)
+		case "max_findings":
+			h.MaxFindings = d.maxFindings(v)
 		case "timestamp_field", "checkpoint_timestamp_field":
 			if s, ok := d.str(v, key); ok {
 				if tsNode != nil && s != tsField {
-					d.at(v, "%s %q contradicts %s %q; keep one", key, s, tsKey, tsField)
+					d.at(v, "%s contradicts %s; keep one", key, tsKey)
 					continue
 				}
 				if !fieldRe.MatchString(s) {
-					d.at(v, "%s %q must be a column name (optionally table.column)", key, s)
+					d.at(v, "%s must be a bare column name, optionally table.column (letters, digits and '_'); alias an unusual column in the query instead", key)
 				}
 				tsField, tsKey, tsNode = s, key, v
 			}
@@ -381,14 +400,11 @@ func (d *decoder) hunt(root *yaml.Node, stem string) (parsed, bool) {
 			d.at(root, "no query: add query: with one SELECT over {window_start:DateTime64(3)} and {window_end:DateTime64(3)}")
 		}
 	} else if q, ok := d.str(queryNode, "query"); ok {
-		h.QueryLine = queryNode.Line
-		if queryNode.Style == yaml.LiteralStyle || queryNode.Style == yaml.FoldedStyle {
-			h.QueryLine++
-		}
+		h.QueryLine, h.QueryColumn = d.queryPos(queryNode, q, len(q)-len(strings.TrimLeft(q, " \t\r\n")))
 		if strings.TrimSpace(q) == "" {
 			d.at(queryNode, "query is empty")
 		} else {
-			info, issues := checkQuery(q)
+			info, issues := checkQueryPolicy(q, d.policy)
 			for _, is := range issues {
 				line, col := d.queryPos(queryNode, q, is.pos)
 				d.addf(line, col, "%s", is.msg)
@@ -402,6 +418,13 @@ func (d *decoder) hunt(root *yaml.Node, stem string) (parsed, bool) {
 					d.at(tsNode, "%s is set but the query has no {window} token to expand; remove it", tsKey)
 				}
 				h.Query = strings.TrimSpace(expandWindow(q[:info.end], info.windowTokens, field))
+				if len(info.windowTokens) > 0 {
+					// The expansion pastes text in after the check: check the result too, so a
+					// field that slipped past its own rule still cannot change the statement.
+					if _, again := checkQueryPolicy(h.Query, d.policy); len(again) > 0 {
+						d.at(tsNode, "%s: the query with {window} expanded is refused: %s", tsKey, again[0].msg)
+					}
+				}
 			}
 		}
 	}
@@ -442,7 +465,7 @@ func (d *decoder) schedule(v *yaml.Node) []schedSource {
 			case "anchored":
 				d.at(n, "schedule.mode anchored is not supported: hunts run at a fixed interval with a phase offset; to fire at fixed clock times write a periodic cron instead (cron: \"0 * * * *\"), whose minute is kept exactly")
 			default:
-				d.at(n, "schedule.mode %q is not supported; the only mode is rate (or drop schedule: and write interval: or cron:)", s)
+				d.at(n, "schedule.mode is not supported; the only mode is rate (or drop schedule: and write interval: or cron:)")
 			}
 		case "interval":
 			out = append(out, schedSource{"schedule.interval", n, false})
@@ -480,243 +503,8 @@ func (d *decoder) applySchedule(h *Hunt, s schedSource) {
 	}
 	iv, off, err := schedule.ParseCron(expr)
 	if err != nil {
-		d.at(n, "%s: %v", s.key, err)
+		d.at(n, "%s: %s", s.key, withoutValue(err.Error(), expr))
 		return
 	}
 	h.Interval, h.Offset, h.Pinned = iv, off, true
-}
-
-// str reads a required string scalar. YAML turns unquoted numbers and booleans into other
-// types; those are errors (quote the value), never silently converted.
-func (d *decoder) str(v *yaml.Node, key string) (string, bool) {
-	if v.Kind != yaml.ScalarNode {
-		d.at(v, "%s must be a string, not %s", key, kindName(v))
-		return "", false
-	}
-	switch v.ShortTag() {
-	case "!!str":
-		return v.Value, true
-	case "!!null":
-		d.at(v, "%s is empty", key)
-	default:
-		d.at(v, "%s must be a string, not %s; quote it: %s: \"%s\"", key, kindName(v), key, v.Value)
-	}
-	return "", false
-}
-
-func (d *decoder) optStr(v *yaml.Node, key string) (string, bool) {
-	if v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null" {
-		return "", true
-	}
-	return d.str(v, key)
-}
-
-func (d *decoder) boolean(v *yaml.Node, key string) bool {
-	if v.Kind == yaml.ScalarNode && v.ShortTag() == "!!bool" {
-		b, err := strconv.ParseBool(strings.ToLower(v.Value))
-		if err == nil {
-			return b
-		}
-	}
-	if v.Kind == yaml.ScalarNode && v.ShortTag() == "!!str" && v.Style == 0 && isYAML11Bool(v.Value) {
-		d.at(v, "%s: %q is a boolean only in YAML 1.1; write true or false", key, v.Value)
-		return true
-	}
-	d.at(v, "%s must be true or false, not %s", key, kindName(v))
-	return true
-}
-
-func isYAML11Bool(s string) bool {
-	switch strings.ToLower(s) {
-	case "yes", "no", "on", "off", "y", "n":
-		return true
-	}
-	return false
-}
-
-// duration reads a duration (interval, delay, max_catchup, timeout) after the YAML-level
-// checks; the text goes to schedule's parser so every duration reads the same way (only the
-// wording of its errors differs between the interval and the others).
-func (d *decoder) duration(v *yaml.Node, key string, zeroOK bool) time.Duration {
-	if v.Kind != yaml.ScalarNode {
-		d.at(v, "%s must be a duration such as 5m, not %s", key, kindName(v))
-		return 0
-	}
-	text := v.Value
-	switch v.ShortTag() {
-	case "!!str":
-		if v.Style == 0 && isYAML11Bool(text) {
-			d.at(v, "%s: %s is a boolean in YAML 1.1, not a duration; write a duration such as 5m", key, text)
-			return 0
-		}
-		if v.Style == 0 && sexagesRe.MatchString(text) {
-			d.at(v, "%s: %s is a base-60 number in YAML 1.1, not a duration; write it with units, such as 1h30m", key, text)
-			return 0
-		}
-	case "!!int":
-		if !allDigits(text) {
-			d.at(v, "%s: %s is not a decimal number of seconds; write a duration such as 5m", key, text)
-			return 0
-		}
-	case "!!float":
-		d.at(v, "%s: %s is read by YAML as a floating-point number, not a duration; write whole units such as 1000s or 15m", key, text)
-		return 0
-	case "!!bool":
-		d.at(v, "%s: %s is a boolean, not a duration; write a duration such as 5m", key, text)
-		return 0
-	case "!!null":
-		d.at(v, "%s is empty; write a duration such as 5m", key)
-		return 0
-	default:
-		d.at(v, "%s must be a duration such as 5m, not %s", key, kindName(v))
-		return 0
-	}
-	if zeroOK && isZero(text) {
-		return 0
-	}
-	parse := schedule.ParseDuration
-	if strings.HasSuffix(key, "interval") { // interval or schedule.interval
-		parse = schedule.ParseInterval
-	}
-	dur, err := parse(text)
-	if err != nil {
-		d.at(v, "%s: %v", key, err)
-		return 0
-	}
-	return dur
-}
-
-func allDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-func isZero(s string) bool {
-	s = strings.TrimRight(strings.TrimSpace(s), "smhd")
-	return allDigits(s) && strings.Trim(s, "0") == ""
-}
-
-func (d *decoder) labels(v *yaml.Node) map[string]string {
-	if v.Kind == yaml.ScalarNode && v.ShortTag() == "!!null" {
-		return nil
-	}
-	if v.Kind != yaml.MappingNode {
-		d.at(v, "labels must be a mapping such as {team: secops}, not %s", kindName(v))
-		return nil
-	}
-	order, f := d.fields(v, "labels.")
-	out := make(map[string]string, len(order))
-	for _, key := range order {
-		k, n := f[key][0], f[key][1]
-		if !labelRe.MatchString(key) {
-			d.at(k, "label name %q is not valid: start with a letter or '_', then letters, digits, '_', '.', '-'", key)
-			continue
-		}
-		if s, ok := d.str(n, "labels."+key); ok {
-			out[key] = s
-		}
-	}
-	return out
-}
-
-func (d *decoder) unknownKey(k *yaml.Node, prefix string, known []string) {
-	if msg, ok := legacyKeys[k.Value]; ok && prefix == "" {
-		d.at(k, "%s", msg)
-		return
-	}
-	if s := nearest(k.Value, known); s != "" {
-		d.at(k, "unknown key %q (did you mean %q?)", prefix+k.Value, prefix+s)
-		return
-	}
-	d.at(k, "unknown key %q; known keys: %s", prefix+k.Value, strings.Join(sorted(known), ", "))
-}
-
-func sorted(s []string) []string {
-	c := slices.Clone(s)
-	slices.Sort(c)
-	return c
-}
-
-// nearest suggests the known key closest to s by edit distance, if it is close enough to be a
-// typo (at most a third of the key, at least 1 and at most 3 edits), or if s is a case or
-// separator variant.
-func nearest(s string, known []string) string {
-	norm := func(x string) string { return strings.ReplaceAll(strings.ToLower(x), "-", "_") }
-	best, bestD := "", 1<<30
-	for _, k := range known {
-		if norm(s) == norm(k) {
-			return k
-		}
-		if dist := levenshtein(norm(s), k); dist < bestD {
-			best, bestD = k, dist
-		}
-	}
-	if bestD <= min(3, max(1, len(best)/3)) {
-		return best
-	}
-	return ""
-}
-
-func levenshtein(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
-}
-
-// queryPos maps a byte offset in the query's value to a file position. Block scalars (| and >)
-// map line by line (exact for |, for > while lines are plain); single-line scalars map by
-// column; anything else points at the value.
-func (d *decoder) queryPos(n *yaml.Node, q string, off int) (line, col int) {
-	if n.Style == yaml.LiteralStyle || n.Style == yaml.FoldedStyle {
-		indent := -1
-		valueOff := 0
-		for i := n.Line; i < len(d.lines); i++ { // d.lines[n.Line] is the line after the indicator
-			l := d.lines[i]
-			if indent < 0 {
-				if strings.TrimSpace(l) == "" {
-					valueOff++
-					continue
-				}
-				indent = len(l) - len(strings.TrimLeft(l, " "))
-			}
-			content := ""
-			if len(l) >= indent {
-				content = l[indent:]
-			}
-			if off <= valueOff+len(content) {
-				return i + 1, indent + utf8.RuneCountInString(content[:max(0, off-valueOff)]) + 1
-			}
-			valueOff += len(content) + 1
-		}
-		return n.Line, n.Column
-	}
-	if !strings.Contains(q, "\n") && n.Line-1 < len(d.lines) {
-		quote := 0
-		if n.Style == yaml.DoubleQuotedStyle || n.Style == yaml.SingleQuotedStyle {
-			quote = 1
-		}
-		return n.Line, n.Column + quote + utf8.RuneCountInString(q[:min(off, len(q))])
-	}
-	return n.Line, n.Column
 }

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +29,9 @@ type Options struct {
 	Settle time.Duration
 	// Now is the clock used for Settle; nil means time.Now.
 	Now func() time.Time
+	// Policy is what hunt queries may use beyond plain table reads (checked offline here,
+	// and by CheckWithServer with the same value).
+	Policy Policy
 }
 
 // DefaultSettle is the default Options.Settle.
@@ -103,7 +107,7 @@ func (d *dirSource) Load(ctx context.Context) (*Set, error) {
 				lastErr = err // its target was replaced between the two calls
 				continue
 			}
-			files, err := readTree(target, nil)
+			files, err := readTree(root, target, nil)
 			if now, _ := filepath.EvalSymlinks(dataLink); now != target {
 				// Swapped while reading: the old directory may have been half deleted.
 				lastErr = fmt.Errorf("..data changed while reading")
@@ -112,9 +116,9 @@ func (d *dirSource) Load(ctx context.Context) (*Set, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, d.dir, err)
 			}
-			return buildSet(files, d.opts.SpreadFraction, d.String(), ""), nil
+			return buildSet(files, d.opts.SpreadFraction, d.opts.Policy, d.String(), ""), nil
 		}
-		files, err := readTree(root, d.settled)
+		files, err := readTree(root, root, d.settled)
 		if err != nil {
 			lastErr = err
 			continue
@@ -128,12 +132,12 @@ func (d *dirSource) Load(ctx context.Context) (*Set, error) {
 				return nil, ctx.Err()
 			case <-time.After(d.opts.Settle):
 			}
-			if again, err := readTree(root, d.settled); err == nil {
+			if again, err := readTree(root, root, d.settled); err == nil {
 				files = again
 				d.remember(files, d.opts.Now())
 			}
 		}
-		return buildSet(files, d.opts.SpreadFraction, d.String(), ""), nil
+		return buildSet(files, d.opts.SpreadFraction, d.opts.Policy, d.String(), ""), nil
 	}
 	return nil, fmt.Errorf("%w: %s: %w", ErrUnavailable, d.dir, lastErr)
 }
@@ -173,8 +177,10 @@ func (d *dirSource) settled(rel string, data []byte, mod time.Time) bool {
 }
 
 // readTree reads every hunt file under root. settled, if non-nil, vets files that are not part
-// of an atomic snapshot; an unsettled file is reported as a problem, never parsed.
-func readTree(root string, settled func(rel string, data []byte, mod time.Time) bool) ([]rawFile, error) {
+// of an atomic snapshot; an unsettled file is reported as a problem, never parsed. A symlinked
+// file is read only when it resolves inside within (the resolved hunts directory): a link to a
+// secret elsewhere would otherwise be parsed, and its content could reach a message.
+func readTree(within, root string, settled func(rel string, data []byte, mod time.Time) bool) ([]rawFile, error) {
 	var files []rawFile
 	err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
@@ -206,6 +212,15 @@ func readTree(root string, settled func(rel string, data []byte, mod time.Time) 
 			if err != nil || !fi.Mode().IsRegular() {
 				return nil
 			}
+			resolved, err := filepath.EvalSymlinks(p)
+			if err != nil {
+				return nil // removed while walking
+			}
+			if !inside(within, resolved) {
+				files = append(files, rawFile{rel: rel, problem: "symlink resolves outside the hunts directory; it is not read (link only to files inside it)"})
+				return nil
+			}
+			p = resolved
 		} else if !e.Type().IsRegular() {
 			return nil
 		}
@@ -270,4 +285,10 @@ func hasUnsettled(files []rawFile) bool {
 		}
 	}
 	return false
+}
+
+// inside reports whether path p lies under dir (both resolved, absolute or not alike).
+func inside(dir, p string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
 }

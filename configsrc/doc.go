@@ -18,7 +18,11 @@
 // so a half-written file is never loaded as valid. A git source reads blobs straight from the
 // fetched commit's tree, which is atomic by construction.
 //
-// Queries are checked offline by a small lexer (one read-only SELECT that uses the window
-// parameters, no table functions that reach off the server, no SETTINGS that lift limits);
-// CheckWithServer additionally asks ClickHouse's own parser (EXPLAIN AST), the authority.
+// A hunt file is untrusted code. Queries are checked offline by a linear lexer (one read-only
+// SELECT with balanced brackets that uses the window parameters; table functions, system
+// tables, hunt-runner's own database and SETTINGS only as a Policy allows); CheckWithServer
+// has ClickHouse's own parser, the authority, parse the exact statement the runner sends
+// (FindingsQuery) and walks its tree under the same Policy. A Loader built WithServerCheck
+// holds back any hunt the server refuses, like an invalid file. Symlinked files must resolve
+// inside the hunts directory, and no message quotes a file's content.
 package configsrc

@@ -46,6 +46,7 @@ type GitOptions struct {
 	// Timeout bounds each fetch; default 1m.
 	Timeout        time.Duration
 	SpreadFraction float64 // as Options.SpreadFraction
+	Policy         Policy  // as Options.Policy
 }
 
 var shaRe = regexp.MustCompile(`^[0-9a-f]{40}$`)
@@ -64,10 +65,8 @@ func NewGit(opts GitOptions) (Source, error) {
 	if opts.URL == "" {
 		return nil, errors.New("configsrc: git URL is empty")
 	}
-	if u, err := url.Parse(opts.URL); err == nil && u.User != nil {
-		if _, hasPassword := u.User.Password(); hasPassword {
-			return nil, errors.New("configsrc: the git URL contains a password; put the token in a token file instead")
-		}
+	if err := checkGitURL(opts.URL); err != nil {
+		return nil, err
 	}
 	if opts.Ref == "" {
 		opts.Ref = "main"
@@ -158,7 +157,7 @@ func (g *gitSource) Load(ctx context.Context) (*Set, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: commit %s: %w", ErrUnavailable, g, commit.Hash, err)
 	}
-	return buildSet(files, g.opts.SpreadFraction, g.String(), commit.Hash.String()), nil
+	return buildSet(files, g.opts.SpreadFraction, g.opts.Policy, g.String(), commit.Hash.String()), nil
 }
 
 // errLocal marks a fetch failure after the remote was reached.
@@ -299,4 +298,39 @@ func (g *gitSource) readCommit(c *object.Commit) ([]rawFile, error) {
 		return nil
 	})
 	return files, err
+}
+
+// checkGitURL refuses a git URL carrying credentials: any user part on http(s) (a token there
+// is the common mistake), a password on any scheme. A user name alone is fine for ssh
+// (ssh://git@host/… and the scp-like git@host:path). The URL is never quoted in the error,
+// and so never reaches a log line or hunt_publish.source.
+func checkGitURL(raw string) error {
+	refuse := errors.New("configsrc: the git URL carries credentials in its user part; remove them and give the token with --git-token-file (or an SSH key with --git-ssh-key-file)")
+	if strings.Contains(raw, "://") {
+		u, err := url.Parse(raw)
+		if err != nil {
+			if strings.Contains(raw, "@") {
+				return refuse
+			}
+			return errors.New("configsrc: the git URL does not parse; URL-encode special characters")
+		}
+		if u.User == nil {
+			return nil
+		}
+		_, hasPassword := u.User.Password()
+		switch strings.ToLower(u.Scheme) {
+		case "ssh", "git+ssh", "ssh+git":
+			if !hasPassword {
+				return nil
+			}
+		}
+		return refuse
+	}
+	// scp-like user@host:path, or a local path.
+	if at := strings.Index(raw, "@"); at >= 0 {
+		if colon := strings.Index(raw, ":"); colon >= 0 && colon < at {
+			return refuse // user:password@host:path
+		}
+	}
+	return nil
 }

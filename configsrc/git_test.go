@@ -269,3 +269,31 @@ func TestGitBrokenCacheRecovers(t *testing.T) {
 		t.Errorf("commit %s (want %s), a = %s", set.Commit, c2, a.Query)
 	}
 }
+
+// TestGitURLCredentials: a git URL with credentials in its user part is refused without being
+// quoted; ssh user names are not credentials.
+func TestGitURLCredentials(t *testing.T) {
+	tok := testSecret(t)
+	for _, tc := range []struct {
+		url    string
+		refuse bool
+	}{
+		{"https://" + tok + "@github.com/org/hunts.git", true},
+		{"https://x-access-token:" + tok + "@github.com/org/hunts.git", true},
+		{"http://oauth2:" + tok + "@gitlab.example/org/hunts.git", true},
+		{"ssh://git:" + tok + "@github.com/org/hunts.git", true},
+		{"git:" + tok + "@github.com:org/hunts.git", true},
+		{"https://github.com/org/hunts.git", false},
+		{"ssh://git@github.com/org/hunts.git", false},
+		{"git@github.com:org/hunts.git", false},
+		{"file:///srv/git/hunts.git", false},
+	} {
+		_, err := NewGit(GitOptions{URL: tc.url, CacheDir: t.TempDir()})
+		if tc.refuse != (err != nil) {
+			t.Errorf("%s: err = %v, want refused %v", strings.ReplaceAll(tc.url, tok, "TOKEN"), err, tc.refuse)
+		}
+		if err != nil && strings.Contains(err.Error(), tok) {
+			t.Errorf("the error quotes the token: %v", err)
+		}
+	}
+}

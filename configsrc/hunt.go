@@ -22,6 +22,7 @@ type Hunt struct {
 	File        string // path relative to the source root, with forward slashes
 	Line        int    // line of the id key, or 1 when the id comes from the file name
 	QueryLine   int    // line where the query text starts
+	QueryColumn int    // column where the query text starts (and its later lines, in a block)
 	Description string
 	Interval    time.Duration // whole seconds, at least 1s
 	Offset      time.Duration // phase offset in [0, Interval): spread by id, or pinned by a cron
@@ -36,7 +37,15 @@ type Hunt struct {
 	Timeout    time.Duration // per-run limit (max_execution_time); default 5m
 	Severity   string        // info, low, medium (default), high or critical
 	Labels     map[string]string
-	Hash       string // hex SHA-256 of the normalised definition (not of File or Line)
+	// MaxFindings caps the findings one run stores (max_findings; DefaultMaxFindings, at most
+	// MaxFindingsCeiling). The runner fetches one row more to know the cap was passed.
+	MaxFindings int
+	Hash        string // hex SHA-256 of the normalised definition (not of File or Line)
+	// Notify names the notify sinks of this hunt (notify:); nil leaves it to the notify
+	// config's routes, an empty list sends nothing.
+	Notify []string
+	// Suppress is suppress: {by, for}; nil means every fire with findings notifies.
+	Suppress *Suppress
 }
 
 // Problem is one thing wrong with a hunt file, positioned for an editor.
@@ -96,14 +105,24 @@ func hashHunt(h Hunt) string {
 		Timeout     int64             `json:"timeout"`
 		Severity    string            `json:"severity"`
 		Labels      map[string]string `json:"labels"` // encoding/json sorts map keys
+		MaxFindings int               `json:"max_findings"`
 	}{h.ID, h.Description, secs(h.Interval), secs(h.Offset), h.Pinned, h.Enabled, h.Query,
-		secs(h.Delay), secs(h.MaxCatchup), secs(h.Timeout), h.Severity, h.Labels}
+		secs(h.Delay), secs(h.MaxCatchup), secs(h.Timeout), h.Severity, h.Labels, h.MaxFindings}
 	b, err := json.Marshal(norm)
 	if err != nil { // cannot happen: only strings, ints, bools and a string map
 		panic(err)
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// QueryPos maps a line and column of h.Query (1-based, as in RefusedError) to the hunt file.
+// Line 0 means the query as a whole: its start.
+func (h Hunt) QueryPos(line, col int) (fileLine, fileCol int) {
+	if line < 1 || col < 1 {
+		return max(h.QueryLine, 1), max(h.QueryColumn, 1)
+	}
+	return max(h.QueryLine, 1) + line - 1, max(h.QueryColumn, 1) + col - 1
 }
 
 func secs(d time.Duration) int64 { return int64(d / time.Second) }

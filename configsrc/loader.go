@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // DefaultReloadInterval is used when NewLoader is given a non-positive interval.
@@ -21,21 +23,43 @@ type Loader struct {
 	interval time.Duration
 	log      *slog.Logger
 
+	// check, when set, has the server parse each new or changed hunt (see WithServerCheck).
+	check   func(ctx context.Context, h Hunt) error
+	checked map[string]error // by hunt hash: the last verdict (nil: accepted)
+
 	mu      sync.Mutex
 	cur     *Set
 	changes chan *Set
 }
 
+// LoaderOption configures a Loader.
+type LoaderOption func(*Loader)
+
+// WithServerCheck has the server parse every hunt before it is accepted (CheckWithServer with
+// policy p). A hunt the server refuses is treated like an invalid file: its problem is reported
+// with file and line, and a previous definition is kept (Set.Stale). A hunt that could not be
+// checked (the server unreachable) is handled the same way, so nothing unchecked ever runs.
+// Verdicts are kept by hunt hash: an unchanged hunt is not parsed again on every reload.
+func WithServerCheck(conn driver.Conn, p Policy) LoaderOption {
+	return func(l *Loader) {
+		l.check = func(ctx context.Context, h Hunt) error { return CheckWithServer(ctx, conn, h, p) }
+	}
+}
+
 // NewLoader returns a loader polling src every interval (DefaultReloadInterval if ≤ 0).
 // log may be nil.
-func NewLoader(src Source, interval time.Duration, log *slog.Logger) *Loader {
+func NewLoader(src Source, interval time.Duration, log *slog.Logger, opts ...LoaderOption) *Loader {
 	if interval <= 0 {
 		interval = DefaultReloadInterval
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Loader{src: src, interval: interval, log: log, changes: make(chan *Set, 1)}
+	l := &Loader{src: src, interval: interval, log: log, changes: make(chan *Set, 1)}
+	for _, o := range opts {
+		o(l)
+	}
+	return l
 }
 
 // Current is the newest set, nil before the first successful load.
@@ -55,6 +79,9 @@ func (l *Loader) Load(ctx context.Context) (set *Set, changed bool, err error) {
 	next, err := l.src.Load(ctx)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err == nil && l.check != nil {
+		next = l.serverCheck(ctx, next)
+	}
 	prev := l.cur
 	if err == nil && prev != nil && len(prev.Hunts) > 0 && len(next.Hunts) == 0 && len(next.Problems) == 0 {
 		// A source that suddenly has no hunt files at all is far more often an empty mount or
@@ -142,4 +169,38 @@ func merge(prev, next *Set) *Set {
 		out.Stale = maps.Clone(out.Stale)
 	}
 	return out
+}
+
+// serverCheck returns next without the hunts the server refuses (or could not check), each
+// replaced by a Problem at its query.
+func (l *Loader) serverCheck(ctx context.Context, next *Set) *Set {
+	out := *next
+	out.Hunts = nil
+	out.Problems = slices.Clone(next.Problems)
+	verdicts := make(map[string]error, len(next.Hunts))
+	for _, h := range next.Hunts {
+		err, seen := l.checked[h.Hash]
+		if !seen {
+			err = l.check(ctx, h)
+		}
+		var refusal *RefusedError
+		switch {
+		case err == nil:
+			verdicts[h.Hash] = nil
+			out.Hunts = append(out.Hunts, h)
+			continue
+		case errors.As(err, &refusal):
+			verdicts[h.Hash] = err // a refusal stands until the hunt changes
+		}
+		line, col := h.QueryPos(0, 0)
+		msg := "the server could not check the query, so it is not run yet: " + err.Error()
+		if refusal != nil {
+			line, col = h.QueryPos(refusal.Line, refusal.Column)
+			msg = refusal.Msg
+		}
+		out.Problems = append(out.Problems, Problem{File: h.File, Line: line, Column: col, Message: msg, HuntID: h.ID})
+	}
+	l.checked = verdicts
+	out.finish()
+	return &out
 }

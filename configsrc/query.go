@@ -7,17 +7,18 @@ import (
 )
 
 // The offline query check. It is lexical on purpose: it needs no server, runs in CI and in
-// every reload, and is exact about what it looks at (statement count, the first keyword,
-// function names followed by "(", SETTINGS names, query parameters) because it tokenises
-// strings, quoted identifiers and comments the way ClickHouse does. The server's parser, asked
-// through CheckWithServer, is the authority on everything else.
+// every reload, and is exact about what it looks at (statement count, bracket balance, the
+// first keyword, table and function calls, SETTINGS names, schema prefixes, query parameters)
+// because it tokenises strings (including $$heredocs$$), quoted identifiers and comments the
+// way ClickHouse does. The server's parser, asked through CheckWithServer, is the authority on
+// everything else. Every pass is linear in the query's length: a reload re-checks every hunt.
 
 type tokKind int
 
 const (
 	tkWord   tokKind = iota // keyword or bare identifier
 	tkQuoted                // "identifier" or `identifier`
-	tkString                // 'literal'
+	tkString                // 'literal' or $$literal$$
 	tkNumber
 	tkParam // {name:Type} or the legacy {window}
 	tkPunct
@@ -30,11 +31,25 @@ type token struct {
 	pos  int // byte offset in the query
 }
 
+// name is the identifier a word or quoted token stands for (quotes and doubled quotes removed;
+// escapes are refused elsewhere, so none remain).
+func (t token) name() string {
+	if t.kind != tkQuoted || len(t.text) < 2 {
+		return t.text
+	}
+	q := t.text[:1]
+	return strings.ReplaceAll(t.text[1:len(t.text)-1], q+q, q)
+}
+
 // queryIssue is a problem at a byte offset of the query text.
 type queryIssue struct {
 	pos int
 	msg string
 }
+
+// maxIssues bounds the issues of one query, so that mapping each to a file position (linear in
+// the file) keeps the whole check linear.
+const maxIssues = 20
 
 // lexQuery splits q into tokens, dropping whitespace and comments.
 func lexQuery(q string) ([]token, *queryIssue) {
@@ -45,7 +60,8 @@ func lexQuery(q string) ([]token, *queryIssue) {
 		switch {
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
 			i++
-		case c == '-' && i+1 < len(q) && q[i+1] == '-', c == '#':
+		case c == '-' && i+1 < len(q) && q[i+1] == '-',
+			c == '#' && i+1 < len(q) && (q[i+1] == ' ' || q[i+1] == '!'): // ClickHouse reads "# " and "#!" as comments, nothing else
 			for i < len(q) && q[i] != '\n' {
 				i++
 			}
@@ -53,10 +69,10 @@ func lexQuery(q string) ([]token, *queryIssue) {
 			start := i
 			depth := 0 // ClickHouse nests /* */ comments
 			for i < len(q) {
-				if strings.HasPrefix(q[i:], "/*") {
+				if q[i] == '/' && i+1 < len(q) && q[i+1] == '*' {
 					depth++
 					i += 2
-				} else if strings.HasPrefix(q[i:], "*/") {
+				} else if q[i] == '*' && i+1 < len(q) && q[i+1] == '/' {
 					depth--
 					i += 2
 					if depth == 0 {
@@ -101,6 +117,16 @@ func lexQuery(q string) ([]token, *queryIssue) {
 				kind = tkQuoted
 			}
 			toks = append(toks, token{kind, q[start:min(i, len(q))], start})
+		case c == '$' && heredocTag(q[i:]) != "":
+			// $tag$ … $tag$ is a string to ClickHouse: whatever is inside is data, never code.
+			tag := heredocTag(q[i:])
+			end := strings.Index(q[i+len(tag):], tag)
+			if end < 0 {
+				return nil, &queryIssue{i, "unterminated heredoc string (missing closing " + tag + ")"}
+			}
+			end += i + 2*len(tag)
+			toks = append(toks, token{tkString, q[i:end], i})
+			i = end
 		case c == '{':
 			// Parameters are short; bounding the search keeps the lexer linear.
 			if end := strings.IndexByte(q[i:min(len(q), i+256)], '}'); end > 0 && paramRe.MatchString(q[i:i+end+1]) {
@@ -134,6 +160,20 @@ func lexQuery(q string) ([]token, *queryIssue) {
 	return toks, nil
 }
 
+// heredocTag returns the opening "$tag$" (or "$$") at the start of s, or "".
+func heredocTag(s string) string {
+	for j := 1; j < len(s) && j < 256; j++ {
+		switch c := s[j]; {
+		case c == '$':
+			return s[:j+1]
+		case isIdentStart(c) || (c >= '0' && c <= '9' && j > 1):
+		default:
+			return ""
+		}
+	}
+	return ""
+}
+
 func isIdentStart(c byte) bool {
 	return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c >= 0x80
 }
@@ -143,68 +183,6 @@ var (
 	// The window parameters must be a date-time type the runner's UTC values parse into.
 	windowTypeRe = regexp.MustCompile(`^(DateTime64\(\s*[0-9]\s*(,\s*'[^']*'\s*)?\)|DateTime(\(\s*'[^']*'\s*\))?)$`)
 )
-
-// offServer lists table functions (and the scalar file()) that read from or act outside the
-// ClickHouse server. A hunt runs unattended with the runner's credentials: it may read only
-// the server's own tables. Keys are lower case; prefix entries cover a whole family
-// (s3Cluster, remoteSecure, clusterAllReplicas, icebergS3, …).
-var offServer = []struct {
-	name   string
-	prefix bool
-	why    string
-}{
-	{"url", false, "fetches data over HTTP from outside the server"},
-	{"urlcluster", false, "fetches data over HTTP from outside the server"},
-	{"s3", true, "reads object storage outside the server"},
-	{"gcs", true, "reads object storage outside the server"},
-	{"oss", true, "reads object storage outside the server"},
-	{"cosn", true, "reads object storage outside the server"},
-	{"azureblobstorage", true, "reads object storage outside the server"},
-	{"hdfs", true, "reads HDFS outside the server"},
-	{"iceberg", true, "reads a data lake outside the server"},
-	{"deltalake", true, "reads a data lake outside the server"},
-	{"hudi", true, "reads a data lake outside the server"},
-	{"paimon", true, "reads a data lake outside the server"},
-	{"remote", true, "queries another ClickHouse server"},
-	{"cluster", true, "fans the query out to other servers"},
-	{"mysql", true, "queries an external MySQL database"},
-	{"postgresql", true, "queries an external PostgreSQL database"},
-	{"mongodb", true, "queries an external MongoDB"},
-	{"redis", true, "queries an external Redis"},
-	{"sqlite", true, "opens an SQLite file on the server"},
-	{"jdbc", true, "queries an external database through the JDBC bridge"},
-	{"odbc", true, "queries an external database through the ODBC bridge"},
-	{"ytsaurus", true, "queries an external YTsaurus cluster"},
-	{"arrowflight", true, "queries an external Arrow Flight service"},
-	{"file", false, "reads files on the server's filesystem"},
-	{"filecluster", false, "reads files on the servers' filesystems"},
-	{"executable", true, "runs a program on the server"},
-	{"input", false, "reads data sent by the client, and a hunt sends none"},
-}
-
-func offServerReason(name string) (string, bool) {
-	l := strings.ToLower(name)
-	for _, f := range offServer {
-		if l == f.name || (f.prefix && strings.HasPrefix(l, f.name)) {
-			return f.why, true
-		}
-	}
-	return "", false
-}
-
-// deniedSettings are settings a query may not change: they would lift the read-only guard or
-// the per-run time limit the runner enforces from the hunt's timeout.
-var deniedSettings = map[string]string{
-	"readonly":                               "would change the read-only guard",
-	"allow_ddl":                              "would allow DDL",
-	"allow_introspection_functions":          "would allow introspection functions",
-	"max_execution_time":                     "would override the hunt's timeout; set timeout: instead",
-	"max_execution_time_leaf":                "would override the hunt's timeout; set timeout: instead",
-	"timeout_overflow_mode":                  "would override the hunt's timeout; set timeout: instead",
-	"timeout_overflow_mode_leaf":             "would override the hunt's timeout; set timeout: instead",
-	"max_estimated_execution_time":           "would override the hunt's timeout; set timeout: instead",
-	"allow_experimental_database_replicated": "would change server behaviour",
-}
 
 // writeKeywords start statements that change data or the server.
 var writeKeywords = map[string]bool{
@@ -220,37 +198,46 @@ type queryInfo struct {
 	end          int     // offset just past the statement's last token (drops a trailing ';' and comments)
 }
 
-// checkQuery runs the offline check of a hunt query. It returns every issue found (most queries
-// have at most one).
-func checkQuery(q string) (queryInfo, []queryIssue) {
+// checkQuery runs the offline check of a hunt query under the default policy.
+func checkQuery(q string) (queryInfo, []queryIssue) { return checkQueryPolicy(q, Policy{}) }
+
+// issueList collects issues up to maxIssues.
+type issueList []queryIssue
+
+func (l *issueList) add(pos int, format string, args ...any) {
+	if len(*l) < maxIssues {
+		*l = append(*l, queryIssue{pos, fmt.Sprintf(format, args...)})
+	}
+}
+
+// checkQueryPolicy runs the offline check of a hunt query. It returns every issue found (most
+// queries have at most one), at most maxIssues.
+func checkQueryPolicy(q string, p Policy) (queryInfo, []queryIssue) {
 	var info queryInfo
 	toks, lexErr := lexQuery(q)
 	if lexErr != nil {
 		return info, []queryIssue{*lexErr}
 	}
 	// Statements: a trailing ';' is tolerated, a second statement is not.
-	var stmts [][]token
-	var cur []token
-	for _, t := range toks {
-		if t.kind == tkSemicolon {
-			if len(cur) > 0 {
-				stmts = append(stmts, cur)
-			}
-			cur = nil
+	var s []token
+	for i, t := range toks {
+		if t.kind != tkSemicolon {
 			continue
 		}
-		cur = append(cur, t)
+		s = toks[:i]
+		for _, rest := range toks[i+1:] {
+			if rest.kind != tkSemicolon {
+				return info, []queryIssue{{rest.pos, "query must be one statement, and a second one starts here; remove the ';' and run the others as separate hunts"}}
+			}
+		}
+		break
 	}
-	if len(cur) > 0 {
-		stmts = append(stmts, cur)
+	if s == nil {
+		s = toks
 	}
-	switch {
-	case len(stmts) == 0:
+	if len(s) == 0 {
 		return info, []queryIssue{{0, "query is empty (only comments)"}}
-	case len(stmts) > 1:
-		return info, []queryIssue{{stmts[1][0].pos, fmt.Sprintf("query must be one statement, found %d (the second starts here); remove the ';' and run the others as separate hunts", len(stmts))}}
 	}
-	s := stmts[0]
 	first := s[0]
 	info.end = s[len(s)-1].pos + len(s[len(s)-1].text)
 	if first.kind != tkWord || !(strings.EqualFold(first.text, "SELECT") || strings.EqualFold(first.text, "WITH")) {
@@ -259,27 +246,51 @@ func checkQuery(q string) (queryInfo, []queryIssue) {
 			if first.kind == tkWord && writeKeywords[kw] {
 				return info, []queryIssue{{first.pos, fmt.Sprintf("query is %s %s statement; a hunt query must be a read-only SELECT (hunt-runner writes the findings itself)", article(kw), kw)}}
 			}
-			return info, []queryIssue{{first.pos, fmt.Sprintf("query must start with SELECT or WITH, not %q", first.text)}}
+			return info, []queryIssue{{first.pos, "query must start with SELECT or WITH"}}
 		}
 	}
 
-	var issues []queryIssue
+	var issues issueList
 	var hasStart, hasEnd, paramIssue bool
-	depth := 0
-	for i, t := range s {
+	allowed := p.allowedTableFunctions()
+	sc := newScopes()
+	for i := 0; i < len(s); i++ {
+		t := s[i]
 		next := func(k int) (token, bool) {
 			if i+k < len(s) {
 				return s[i+k], true
 			}
 			return token{}, false
 		}
+		n1, ok1 := next(1)
+		isCall := ok1 && n1.kind == tkPunct && n1.text == "("
 		switch t.kind {
 		case tkPunct:
 			switch t.text {
-			case "(":
-				depth++
-			case ")":
-				depth--
+			case "(", "[", "{":
+				sc.open(t.text)
+			case ")", "]", "}":
+				if !sc.close(t.text) {
+					// The query runs inside hunt-runner's own brackets (FindingsQuery): a
+					// bracket it did not open would close the wrapper's.
+					issues.add(t.pos, "unbalanced %q: it closes a bracket the query did not open; a hunt query must keep its brackets balanced", t.text)
+					return info, issues
+				}
+			case ",":
+				sc.comma()
+			case ".":
+				if ok1 && (n1.kind == tkWord || n1.kind == tkQuoted) {
+					if n2, ok2 := next(2); ok2 && n2.kind == tkPunct && n2.text == "(" && sc.expectTable() {
+						issues.add(n1.pos, "query calls a qualified table function; a hunt may read only tables")
+					}
+					if n1.kind == tkQuoted && (strings.Contains(n1.text, "\\") || hasControl(n1.text)) {
+						issues.add(n1.pos, "quoted identifier holds a backslash or control character; rename the column or use an alias")
+					}
+					if n3, ok3 := next(2); !ok3 || n3.text != "." {
+						sc.tableRead()
+					}
+					i++ // the right side of a qualified name is not a table or function of its own
+				}
 			}
 		case tkParam:
 			name, typ, hasType := strings.Cut(strings.Trim(t.text, "{}"), ":")
@@ -291,7 +302,7 @@ func checkQuery(q string) (queryInfo, []queryIssue) {
 			case name == "window_start" || name == "window_end":
 				if !hasType || !windowTypeRe.MatchString(typ) {
 					paramIssue = true
-					issues = append(issues, queryIssue{t.pos, fmt.Sprintf("parameter %s must have a date-time type, as in {%s:DateTime64(3)}", t.text, name)})
+					issues.add(t.pos, "parameter {%s} must have a date-time type, as in {%s:DateTime64(3)}", name, name)
 				}
 				if name == "window_start" {
 					hasStart = true
@@ -300,77 +311,233 @@ func checkQuery(q string) (queryInfo, []queryIssue) {
 				}
 			default:
 				paramIssue = true
-				issues = append(issues, queryIssue{t.pos, fmt.Sprintf("unknown query parameter %s; hunt-runner binds only {window_start:DateTime64(3)} and {window_end:DateTime64(3)}", t.text)})
+				issues.add(t.pos, "unknown query parameter; hunt-runner binds only {window_start:DateTime64(3)} and {window_end:DateTime64(3)}")
 			}
-		case tkWord, tkQuoted:
-			n, ok := next(1)
-			isCall := ok && n.kind == tkPunct && n.text == "("
-			upper := strings.ToUpper(t.text)
+		case tkString:
+			if p.CoordinationDatabase != "" && strings.HasPrefix(t.text[1:], p.CoordinationDatabase+".") {
+				// dictGet, joinGet and friends name tables in strings.
+				issues.add(t.pos, "query names hunt-runner's own database in a string; a hunt may read only source data")
+			}
+			sc.tableRead()
+		case tkQuoted:
+			if strings.ContainsAny(t.text, "\\") || hasControl(t.text) {
+				// Escapes make one identifier print as several lines of the server's EXPLAIN
+				// output, which the server-side check reads line by line.
+				issues.add(t.pos, "quoted identifier holds a backslash or control character; rename the column or use an alias")
+			}
+			fallthrough
+		case tkWord:
+			name := t.name()
+			lower := strings.ToLower(name)
+			if ok1 && n1.kind == tkPunct && n1.text == "." {
+				if issue := p.schemaIssue(name); issue != "" {
+					issues.add(t.pos, "%s", issue)
+				}
+				break // the qualified name goes on; "." decides what it is
+			}
 			if isCall {
-				if prev := i - 1; prev >= 0 && s[prev].kind == tkPunct && s[prev].text == "." {
-					break // a method-like db.func( is a qualified name, not a table function
+				if sc.expectTable() {
+					if why, bad := offServerReason(lower); bad && !allowed[lower] {
+						issues.add(t.pos, "query calls %s(), which %s; a hunt may read only tables on the ClickHouse server", safeName(name), why)
+					} else if !allowed[lower] {
+						issues.add(t.pos, "query calls table function %s(); a hunt may read only tables (an operator can allow it with --allow-table-functions)", safeName(name))
+					}
+				} else if why, bad := offServerReason(lower); bad && !allowed[lower] {
+					issues.add(t.pos, "query calls %s(), which %s; a hunt may read only tables on the ClickHouse server", safeName(name), why)
 				}
-				name := t.text
-				if t.kind == tkQuoted { // `url`(…) is still url(…)
-					name = name[1 : len(name)-1]
-				}
-				if why, bad := offServerReason(name); bad {
-					issues = append(issues, queryIssue{t.pos, fmt.Sprintf("query calls %s(), which %s; a hunt may read only tables on the ClickHouse server", name, why)})
-				}
+				sc.tableRead()
 				break
+			}
+			if sc.expectTable() {
+				if issue := p.tableIssue(name); issue != "" {
+					issues.add(t.pos, "%s", issue)
+				}
 			}
 			if t.kind == tkQuoted {
+				sc.tableRead()
 				break
 			}
+			upper := strings.ToUpper(t.text)
 			switch upper {
+			case "FROM", "JOIN":
+				if upper == "JOIN" && i > 0 && strings.EqualFold(s[i-1].text, "ARRAY") {
+					sc.expr() // ARRAY JOIN takes expressions, not tables
+				} else {
+					sc.from()
+				}
+			case "ON", "USING", "WHERE", "PREWHERE", "GROUP", "ORDER", "HAVING", "LIMIT", "WINDOW", "QUALIFY",
+				"UNION", "EXCEPT", "INTERSECT", "SELECT", "WITH", "ARRAY":
+				sc.expr()
 			case "INTO":
-				if n, ok := next(1); ok && strings.EqualFold(n.text, "OUTFILE") {
-					issues = append(issues, queryIssue{t.pos, "INTO OUTFILE writes a file; remove it (hunt-runner stores findings in hunt_findings)"})
+				if n1.kind == tkWord && strings.EqualFold(n1.text, "OUTFILE") {
+					issues.add(t.pos, "INTO OUTFILE writes a file; remove it (hunt-runner stores findings in hunt_findings)")
 				}
 			case "FORMAT":
 				// The clause is FORMAT <name> at the end (maybe before SETTINGS); a column
 				// that happens to be called format is not one.
-				n1, ok1 := next(1)
 				n2, ok2 := next(2)
-				if depth == 0 && ok1 && n1.kind == tkWord && (!ok2 || (n2.kind == tkWord && strings.EqualFold(n2.text, "SETTINGS"))) {
-					issues = append(issues, queryIssue{t.pos, "FORMAT clause: remove it; hunt-runner inserts the rows into hunt_findings itself"})
+				if sc.depth() == 0 && ok1 && n1.kind == tkWord && (!ok2 || (n2.kind == tkWord && strings.EqualFold(n2.text, "SETTINGS"))) {
+					issues.add(t.pos, "FORMAT clause: remove it; hunt-runner reads the rows and stores them itself")
 				}
 			case "SETTINGS":
-				issues = append(issues, checkSettings(s[i+1:])...)
+				if end, ok := settingsClause(s, i, &issues); ok {
+					i = end - 1
+					continue
+				}
+			default:
+				sc.tableRead()
 			}
+		default:
+			sc.tableRead()
 		}
 	}
+	if sc.depth() != 0 {
+		issues.add(info.end, "unbalanced brackets: %d opened and never closed; a hunt query must keep its brackets balanced", sc.depth())
+	}
 	if (!hasStart || !hasEnd) && !paramIssue {
-		issues = append(issues, queryIssue{first.pos, "query does not use both {window_start:DateTime64(3)} and {window_end:DateTime64(3)}, so every run would read the same rows; filter on the event time, e.g. WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}"})
+		issues.add(first.pos, "query does not use both {window_start:DateTime64(3)} and {window_end:DateTime64(3)}, so every run would read the same rows; filter on the event time, e.g. WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}")
 	}
 	return info, issues
 }
 
-// checkSettings looks at the "name = value" pairs of a SETTINGS clause.
-func checkSettings(toks []token) []queryIssue {
-	var issues []queryIssue
-	depth := 0
-	for i, t := range toks {
-		if t.kind == tkPunct {
-			switch t.text {
-			case "(":
+func hasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return true
+		}
+	}
+	return false
+}
+
+// safeName shows a function or setting name from a query only when hunt-runner knows it (an
+// off-server function family, a common table function, a listed setting), so a message never
+// carries arbitrary file content; the position says where the name is.
+func safeName(s string) string {
+	l := strings.ToLower(s)
+	if !identRe.MatchString(s) {
+		return "(a name)"
+	}
+	if knownTableFunctions[l] || allowedSettings[l] || deniedSettings[l] != "" {
+		return s
+	}
+	for _, f := range offServer {
+		if l == f.name || (f.prefix && strings.HasPrefix(l, f.name) && len(l) <= len(f.name)+10 && knownSuffix(l[len(f.name):])) {
+			return s
+		}
+	}
+	return "(a name)"
+}
+
+// knownSuffix is the tail of a function family's member (s3Cluster, remoteSecure, …).
+func knownSuffix(s string) bool {
+	switch s {
+	case "", "cluster", "secure", "allreplicas", "s3", "azure", "hdfs", "local", "queue":
+		return true
+	}
+	return false
+}
+
+// knownTableFunctions are ClickHouse table functions a message may name.
+var knownTableFunctions = map[string]bool{
+	"numbers": true, "numbers_mt": true, "zeros": true, "zeros_mt": true, "merge": true, "view": true,
+	"values": true, "null": true, "generaterandom": true, "dictionary": true, "loop": true,
+	"generate_series": true, "mergetreeindex": true, "mergetreeparts": true, "format": true,
+	"timeseriesdata": true, "prometheusquery": true,
+}
+
+var identRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+
+// settingsClause reads "SETTINGS name = value, …" starting at s[at]. It reports ok=false when
+// the word is not a clause (a column called settings). end is the index just past the clause.
+// Values are literals (the server's grammar allows nothing else), bracketed ones included.
+func settingsClause(s []token, at int, issues *issueList) (end int, ok bool) {
+	i := at + 1
+	for {
+		if i+1 >= len(s) || (s[i].kind != tkWord && s[i].kind != tkQuoted) || s[i+1].text != "=" {
+			if i == at+1 {
+				return at + 1, false
+			}
+			return i, true
+		}
+		name := s[i].name()
+		if why, bad := settingRefusal(name); bad {
+			issues.add(s[i].pos, "SETTINGS %s is not allowed in a hunt query: it %s", safeName(name), why)
+		}
+		i += 2
+		depth := 0
+		for ; i < len(s); i++ {
+			switch s[i].text {
+			case "(", "[", "{":
 				depth++
-			case ")":
+			case ")", "]", "}":
 				depth--
 			}
 			if depth < 0 {
+				return i, true
+			}
+			if depth == 0 && s[i].text == "," {
 				break
 			}
-			continue
 		}
-		if depth != 0 || t.kind != tkWord || i+1 >= len(toks) || toks[i+1].text != "=" {
-			continue
+		if i >= len(s) {
+			return i, true
 		}
-		if why, bad := deniedSettings[strings.ToLower(t.text)]; bad {
-			issues = append(issues, queryIssue{t.pos, fmt.Sprintf("SETTINGS %s is not allowed in a hunt query: it %s", t.text, why)})
-		}
+		i++ // past the comma
 	}
-	return issues
+}
+
+// scopes tracks, per bracket depth, whether the next name is a table (after FROM, JOIN or a
+// comma in a FROM list), so that a call there is known to be a table function.
+type scopes struct {
+	stack []scope
+}
+
+type scope struct {
+	closer string
+	state  int // stExpr, stTable (a table comes next) or stFromList (in a FROM list, after a table)
+}
+
+const (
+	stExpr = iota
+	stTable
+	stFromList
+)
+
+func newScopes() *scopes { return &scopes{stack: []scope{{}}} }
+
+func (s *scopes) depth() int  { return len(s.stack) - 1 }
+func (s *scopes) top() *scope { return &s.stack[len(s.stack)-1] }
+func (s *scopes) from()       { s.top().state = stTable }
+func (s *scopes) expr()       { s.top().state = stExpr }
+func (s *scopes) expectTable() bool {
+	return s.top().state == stTable
+}
+
+func (s *scopes) tableRead() {
+	if s.top().state == stTable {
+		s.top().state = stFromList
+	}
+}
+
+func (s *scopes) comma() {
+	if s.top().state == stFromList {
+		s.top().state = stTable
+	}
+}
+
+func (s *scopes) open(b string) {
+	closer := map[string]string{"(": ")", "[": "]", "{": "}"}[b]
+	s.tableRead() // FROM (subquery) or a call: the table position is taken
+	s.stack = append(s.stack, scope{closer: closer})
+}
+
+// close pops a bracket; false when it does not match (or there is none to close).
+func (s *scopes) close(b string) bool {
+	if len(s.stack) == 1 || s.top().closer != b {
+		return false
+	}
+	s.stack = s.stack[:len(s.stack)-1]
+	return true
 }
 
 // expandWindow replaces each legacy {window} token with the earlier runner's predicate.

@@ -16,7 +16,7 @@ func TestCheckWithServer(t *testing.T) {
 	ctx := context.Background()
 	set := loadCorpus(t)
 	for _, h := range set.Hunts {
-		if err := CheckWithServer(ctx, db.Conn, h); err != nil {
+		if err := CheckWithServer(ctx, db.Conn, h, Policy{}); err != nil {
 			t.Errorf("%s: %v\n%s", h.ID, err, h.Query)
 		}
 	}
@@ -26,10 +26,14 @@ func TestCheckWithServer(t *testing.T) {
 			"SELECT count( FROM sample.auth_events WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}",
 			"Syntax error"},
 		// The error is placed in the query as written, after the substituted parameters: the
-		// stray ')' is on the second line, column 59 (counted by hand).
+		// second "=" is on the second line, column 80 (counted by hand).
 		{"syntax error placed in the original text",
+			"SELECT count() FROM sample.auth_events\nWHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)} = = 1",
+			"failed at line 2, column 80 of the query"},
+		// A stray ')' closes the wrapper's bracket: the wrapper's own ')' is then unmatched.
+		{"stray bracket",
 			"SELECT count() FROM sample.auth_events\nWHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)})",
-			"failed at line 2, column 77 of the query"},
+			"Unmatched parentheses"},
 		{"parameters shown as written",
 			"SELECT count( FROM sample.auth_events WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}",
 			"AND ts < {window_end:DateTime64(3)}"},
@@ -41,10 +45,10 @@ func TestCheckWithServer(t *testing.T) {
 			"query calls file(), which reads files on the server's filesystem"},
 		{"not a select",
 			"SHOW TABLES",
-			"not a SELECT"},
+			"Syntax error"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := CheckWithServer(ctx, db.Conn, Hunt{ID: "x", Query: tc.query})
+			err := CheckWithServer(ctx, db.Conn, Hunt{ID: "x", Query: tc.query}, Policy{})
 			if !errors.Is(err, ErrQueryRefused) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want ErrQueryRefused containing %q", err, tc.want)
 			}
@@ -52,5 +56,82 @@ func TestCheckWithServer(t *testing.T) {
 				t.Log(err)
 			}
 		})
+	}
+}
+
+// TestASTReading: the tree reader fails closed. A forged line (one more child than the server
+// declared) makes the output unreadable, and a node kind outside a SELECT is refused.
+func TestASTReading(t *testing.T) {
+	good := []string{
+		"SelectWithUnionQuery (children 1)",
+		" ExpressionList (children 1)",
+		"  SelectQuery (children 1)",
+		"   ExpressionList (children 1)",
+		"    Identifier a",
+	}
+	root, err := parseAST(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := walkHunt(root, Policy{}); err != nil {
+		t.Fatalf("plain select refused: %v", err)
+	}
+	for name, lines := range map[string][]string{
+		"extra child":    append(append([]string{}, good...), "    Function url (children 1)", "     ExpressionList"),
+		"skipped level":  {"SelectWithUnionQuery (children 1)", "   ExpressionList"},
+		"second root":    append(append([]string{}, good...), "SelectWithUnionQuery"),
+		"missing child":  {"SelectWithUnionQuery (children 2)", " ExpressionList"},
+		"trailing blank": append(append([]string{}, good...), "    Identifier b "),
+	} {
+		if _, err := parseAST(lines); err != errUnreadable {
+			t.Errorf("%s: err = %v, want unreadable", name, err)
+		}
+	}
+	odd := []string{
+		"SelectWithUnionQuery (children 1)",
+		" ExpressionList (children 1)",
+		"  InsertQuery",
+	}
+	root, err = parseAST(odd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := walkHunt(root, Policy{}); err == nil || !strings.Contains(err.Error(), "InsertQuery, which is not part of a plain SELECT") {
+		t.Errorf("unknown kind: %v", err)
+	}
+}
+
+// TestPolicyWidens: what an operator allows passes both checks, and only that.
+func TestPolicyWidens(t *testing.T) {
+	db := chtest.New(t)
+	ctx := context.Background()
+	const w = " WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"
+	for _, tc := range []struct {
+		query  string
+		policy Policy
+		ok     bool
+	}{
+		{"SELECT number FROM numbers(10)" + w, Policy{AllowTableFunctions: []string{"numbers"}}, true},
+		{"SELECT number FROM NUMBERS(10)" + w, Policy{AllowTableFunctions: []string{"numbers"}}, true},
+		{"SELECT number FROM zeros(10)" + w, Policy{AllowTableFunctions: []string{"numbers"}}, false},
+		{"SELECT dummy FROM system.one" + w, Policy{AllowSystem: true}, true},
+		{"SELECT dummy FROM system.one" + w, Policy{AllowTableFunctions: []string{"numbers"}}, false},
+		{"SELECT count() FROM hr.hunt_run" + w, Policy{AllowSystem: true, CoordinationDatabase: "hr"}, false},
+		{"SELECT count() FROM other.hunt_run" + w, Policy{CoordinationDatabase: "hr"}, true},
+	} {
+		_, issues := checkQueryPolicy(tc.query, tc.policy)
+		if (len(issues) == 0) != tc.ok {
+			t.Errorf("offline %q under %+v: %v", tc.query, tc.policy, issues)
+		}
+		err := CheckWithServer(ctx, db.Conn, Hunt{ID: "p", Query: tc.query}, tc.policy)
+		if (err == nil) != tc.ok {
+			t.Errorf("server %q under %+v: %v", tc.query, tc.policy, err)
+		}
+	}
+	if fns, err := ParseTableFunctions(" numbers, Merge,numbers,"); err != nil || strings.Join(fns, ",") != "merge,numbers" {
+		t.Errorf("ParseTableFunctions = %v, %v", fns, err)
+	}
+	if _, err := ParseTableFunctions("url('x')"); err == nil {
+		t.Error("a call was accepted as a table function name")
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
 )
 
 // Fire identifies one scheduled (or requested) run of a hunt. Fire is epoch seconds.
@@ -68,7 +70,7 @@ var (
 const (
 	DefaultLease    = 5 * time.Minute
 	DefaultSettle   = 750 * time.Millisecond
-	DefaultDatabase = "hunt_runner"
+	DefaultDatabase = chstore.DefaultDatabase
 )
 
 // Options configures a Coordinator.
@@ -83,9 +85,9 @@ type Options struct {
 	// Provisional is how long a claim row holds its hunt until the winner extends it to Lease,
 	// right after its verify read. A claim whose insert was acknowledged too late to count
 	// (see the package comment) is never extended, so it blocks its hunt for Provisional, not
-	// for a whole Lease. Default 6 × Settle; at least 5 × Settle (insert, settle, verify and an
-	// extension sent two settles before the provisional row would expire), at most Lease (the
-	// default when Lease is under 6 × Settle: no provisional phase).
+	// for a whole Lease. Default 10 × Settle; at least 5 × Settle (the free read, insert,
+	// settle, verify and extension must be acknowledged a settle before it runs out), at most
+	// Lease (the default when Lease is under 10 × Settle: no provisional phase).
 	Provisional time.Duration
 	// Database holding hunt_lease and hunt_watermark. Default "hunt_runner".
 	Database string
@@ -101,7 +103,7 @@ func (o Options) withDefaults() Options {
 		o.Settle = DefaultSettle
 	}
 	if o.Provisional == 0 {
-		o.Provisional = 6 * o.Settle
+		o.Provisional = 10 * o.Settle
 		if o.Provisional >= o.Lease {
 			o.Provisional = o.Lease // too short a lease for a provisional phase: claim it whole
 		}

@@ -94,11 +94,57 @@ func newProtocol(st Store, o Options) *protocol {
 // carries the watermark re-check), and one fenced release of fires a peer finished meanwhile.
 func (p *protocol) claim(ctx context.Context, fires []Fire) (Result, error) {
 	var res Result
+	batch := oneFirePerHunt(fires, &res)
+	if len(batch) == 0 {
+		return res, nil
+	}
+	freeRead := time.Now()
+	free, err := p.store.Read(ctx, huntIDs(batch))
+	if err != nil {
+		return p.fail(res, batch, fmt.Errorf("lease: free read: %w", err))
+	}
+	claims := p.candidates(batch, free, &res)
+	if len(claims) == 0 {
+		return res, nil
+	}
+	landed := p.insert(ctx, claims, &res)
+	if len(landed) == 0 {
+		return p.result(res)
+	}
+	t := time.NewTimer(p.settle)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return p.fail(res, rowFires(landed), fmt.Errorf("lease: settle: %w", ctx.Err()))
+	case <-t.C:
+	}
+	verify, err := p.store.Read(ctx, rowIDs(landed))
+	if err != nil {
+		return p.fail(res, rowFires(landed), fmt.Errorf("lease: verify read: %w", err))
+	}
+	finished := p.winners(ctx, landed, verify, freeRead, &res)
+	if len(res.Won) > 0 {
+		var lost []Fire
+		res.Won, lost = p.extend(ctx, res.Won, freeRead)
+		res.Lost = append(res.Lost, lost...)
+	}
+	if len(finished) > 0 {
+		if err := p.store.Release(ctx, finished); err != nil {
+			// Not fatal: the leases expire on their own.
+			p.log.WarnContext(ctx, "release of already-run fires failed", "fires", len(finished), "error", err)
+		}
+	}
+	p.log.DebugContext(ctx, "claim batch", "fires", len(fires), "won", len(res.Won), "lost", len(res.Lost),
+		"already_run", len(res.AlreadyRun), "took", time.Since(freeRead))
+	return p.result(res)
+}
+
+// oneFirePerHunt keeps the first fire of each hunt: one lease row per hunt means a second fire
+// of the same hunt cannot be held at the same time, so it is Lost and waits for a later tick.
+func oneFirePerHunt(fires []Fire, res *Result) []Fire {
 	batch := make([]Fire, 0, len(fires))
 	seen := make(map[string]bool, len(fires))
 	for _, f := range fires {
-		// One lease row per hunt: a second fire of the same hunt in one batch cannot be held
-		// at the same time, so it waits for a later tick.
 		if seen[f.HuntID] {
 			res.Lost = append(res.Lost, f)
 			continue
@@ -106,15 +152,12 @@ func (p *protocol) claim(ctx context.Context, fires []Fire) (Result, error) {
 		seen[f.HuntID] = true
 		batch = append(batch, f)
 	}
-	if len(batch) == 0 {
-		return res, nil
-	}
+	return batch
+}
 
-	freeRead := time.Now()
-	free, err := p.store.Read(ctx, huntIDs(batch))
-	if err != nil {
-		return p.fail(res, batch, fmt.Errorf("lease: free read: %w", err))
-	}
+// candidates turns the fires the free read saw free into claim rows with fresh claim ids; a
+// fire whose watermark reached it is AlreadyRun, one under a live lease Lost.
+func (p *protocol) candidates(batch []Fire, free View, res *Result) []Row {
 	claims := make([]Row, 0, len(batch))
 	for _, f := range batch {
 		if wm, ok := free.Watermarks[f.HuntID]; ok && wm >= f.Fire {
@@ -127,23 +170,23 @@ func (p *protocol) claim(ctx context.Context, fires []Fire) (Result, error) {
 		}
 		claims = append(claims, Row{HuntID: f.HuntID, Fire: f.Fire, Owner: p.owner, ClaimID: p.newID()})
 	}
-	if len(claims) == 0 {
-		return res, nil
-	}
+	return claims
+}
 
-	readDone := time.Now()
-	// Each statement counts only if it was acknowledged within Settle of being sent. Its
-	// server-side check ran after the send and its rows committed before the acknowledgement,
-	// so this bounds check→commit, the part of the visibility lag this pod can measure: a
-	// peer that landed a claim our check missed verifies at least Settle after that claim's
-	// commit, so it sees our rows (on one endpoint; with replicas, while lag < Settle/2).
-	// A late statement's rows may have landed after such a peer verified and won; they are
-	// Lost and left to expire (a release could land over the winner). The free read is not
-	// part of this: nothing decided on it is trusted without the server-side re-check.
+// insert writes the claim rows, statement by statement, and returns those that count.
+//
+// Each statement counts only if it was acknowledged within Settle of being sent. Its
+// server-side check ran after the send and its rows committed before the acknowledgement, so
+// this bounds check→commit, the part of the visibility lag this pod can measure: a peer that
+// landed a claim our check missed verifies at least Settle after that claim's commit, so it sees
+// our rows (on one endpoint; with replicas, while lag < Settle/2). A late statement's rows may
+// have landed after such a peer verified and won; they are Lost and left to expire (a release
+// could land over the winner). The free read is not part of this: nothing decided on it is
+// trusted without the server-side re-check.
+func (p *protocol) insert(ctx context.Context, claims []Row, res *Result) []Row {
 	var landed []Row
-	var insertErr error
 	for _, part := range chunks(claims) {
-		if insertErr != nil {
+		if res.Err != nil {
 			res.Failed = append(res.Failed, rowFires(part)...) // not sent: the store is failing
 			continue
 		}
@@ -151,40 +194,32 @@ func (p *protocol) claim(ctx context.Context, fires []Fire) (Result, error) {
 		if err := p.store.InsertClaims(ctx, part, p.provisionalLease()); err != nil {
 			// The server may have applied the insert; those rows hold their hunts until they
 			// expire, which is the price of an ambiguous failure. They are never released.
-			insertErr = fmt.Errorf("lease: claim insert: %w", err)
+			res.Err = fmt.Errorf("lease: claim insert: %w", err)
 			res.Failed = append(res.Failed, rowFires(part)...)
 			continue
 		}
-		if took := time.Since(sent); took >= p.settle {
-			p.log.WarnContext(ctx, "claim acknowledged too late to count; its hunts stay leased until the lease expires",
+		took := time.Since(sent)
+		if took >= p.settle {
+			p.log.WarnContext(ctx, "claim acknowledged too late to count; its hunts stay leased until the provisional lease expires",
 				"fires", len(part), "took", took, "settle", p.settle)
 			res.Lost = append(res.Lost, rowFires(part)...)
 			continue
 		}
+		if took >= p.settle/2 {
+			// Still counts, but close: ClickHouse delays inserts by up to max_delay_to_insert when
+			// a partition has too many parts, and past the settle every claim is lost.
+			p.log.WarnContext(ctx, "claim insert acknowledged close to the settle; ClickHouse may be delaying inserts "+
+				"(parts_to_delay_insert) or overloaded; consider a longer --settle", "took", took, "settle", p.settle)
+		}
 		landed = append(landed, part...)
 	}
-	acked := time.Now()
-	if insertErr != nil {
-		res.Err = insertErr
-	}
-	if len(landed) == 0 {
-		return p.result(res)
-	}
+	return landed
+}
 
-	t := time.NewTimer(p.settle)
-	select {
-	case <-ctx.Done():
-		t.Stop()
-		return p.fail(res, rowFires(landed), fmt.Errorf("lease: settle: %w", ctx.Err()))
-	case <-t.C:
-	}
-
-	verifyStart := time.Now()
-	verify, err := p.store.Read(ctx, rowIDs(landed))
-	verified := time.Now()
-	if err != nil {
-		return p.fail(res, rowFires(landed), fmt.Errorf("lease: verify read: %w", err))
-	}
+// winners sorts the landed claims by the verify read: a claim wins iff its row is the newest of
+// its hunt and not tied on claimed with another claim's; a winner whose watermark has meanwhile
+// reached its fire (a peer finished it) is AlreadyRun and returned, to be released.
+func (p *protocol) winners(ctx context.Context, landed []Row, verify View, freeRead time.Time, res *Result) []Lease {
 	var finished []Lease
 	for _, c := range landed {
 		f := Fire{HuntID: c.HuntID, Fire: c.Fire}
@@ -202,53 +237,34 @@ func (p *protocol) claim(ctx context.Context, fires []Fire) (Result, error) {
 		won := Lease{HuntID: l.HuntID, Fire: l.Fire, Owner: l.Owner, ClaimID: l.ClaimID, Claimed: l.Claimed, Until: l.Until,
 			Trusted: freeRead.Add(p.provisionalLease() - p.settle), Watermark: wm, HasWatermark: hasWM}
 		if hasWM && wm >= c.Fire {
-			// A peer finished this fire between our free read and now.
 			finished = append(finished, won)
 			res.AlreadyRun = append(res.AlreadyRun, f)
 			continue
 		}
 		res.Won = append(res.Won, won)
 	}
-	if len(res.Won) > 0 {
-		var lost []Fire
-		res.Won, lost = p.extend(ctx, res.Won, freeRead)
-		res.Lost = append(res.Lost, lost...)
-	}
-	if len(finished) > 0 {
-		if err := p.store.Release(ctx, finished); err != nil {
-			// Not fatal: the leases expire on their own.
-			p.log.WarnContext(ctx, "release of already-run fires failed", "fires", len(finished), "error", err)
-		}
-	}
-	p.log.DebugContext(ctx, "claim batch", "fires", len(fires), "won", len(res.Won), "lost", len(res.Lost),
-		"already_run", len(res.AlreadyRun), "free_read", readDone.Sub(freeRead), "insert", acked.Sub(readDone),
-		"verify", verified.Sub(verifyStart), "total", time.Since(freeRead))
-	return p.result(res)
+	return finished
 }
 
 // extend turns won provisional claims into full leases: one fenced batch renewal, then one
-// read-back. It is sent only while every provisional row still has two settles to live
-// (measured from the free read, which precedes the rows' server clock), and counts only if
-// acknowledged within a settle, so its rows are visible everywhere before the provisional
-// rows expire (with replica lag below settle/2): a peer that finds the hunt free after that
-// expiry sees the extension, and cannot claim under it. An extension that is too late,
-// failed or not visible on read-back leaves its claims Lost; their rows expire with the
-// provisional lease (an extension that did land despite a late answer holds its hunt for a
-// lease, as a late claim once did).
+// read-back. The renewal counts only if acknowledged a settle before the provisional rows
+// expire (measured from the free read, which precedes the rows' server clock): its rows then
+// committed before that, and with replica lag below settle/2 they are visible everywhere
+// before the provisional rows expire, so a peer that finds the hunt free after the expiry sees
+// the extension and cannot claim under it. A renewal that fails, is acknowledged later than
+// that, or is not visible on read-back leaves its claims Lost; their rows expire with the
+// provisional lease (one that did land despite a late answer holds its hunt for a lease, as a
+// late claim once did).
 func (p *protocol) extend(ctx context.Context, won []Lease, freeRead time.Time) ([]Lease, []Fire) {
 	if p.provisionalLease() >= p.lease {
 		return won, nil
 	}
 	fires := leaseFires(won)
+	deadline := freeRead.Add(p.provisionalLease() - p.settle)
 	sent := time.Now()
-	if sent.After(freeRead.Add(p.provisional - 2*p.settle)) {
-		p.log.WarnContext(ctx, "claims verified too late to extend safely; their provisional leases will expire",
-			"fires", len(won), "since_free_read", sent.Sub(freeRead), "provisional", p.provisional)
-		return nil, fires
-	}
 	err := p.store.Extend(ctx, won, p.lease)
-	if took := time.Since(sent); err == nil && took >= p.settle {
-		err = fmt.Errorf("acknowledged after %s, settle %s", took, p.settle)
+	if acked := time.Now(); err == nil && acked.After(deadline) {
+		err = fmt.Errorf("acknowledged %s after the free read, past the safe %s", acked.Sub(freeRead), p.provisionalLease()-p.settle)
 	}
 	if err != nil {
 		p.log.WarnContext(ctx, "extending won claims failed; their provisional leases will expire", "fires", len(won), "error", err)

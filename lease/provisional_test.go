@@ -33,8 +33,8 @@ func TestLateClaimBlocksOnlyTheProvisionalLease(t *testing.T) {
 	db := &chtest.DB{Conn: conn, Name: "pl", URL: srv.URL}
 	const settle, whole = 200 * time.Millisecond, time.Minute
 	c := newCoord(t, db, "pod-a", whole, settle)
-	if p := c.Options().Provisional; p != 6*settle {
-		t.Fatalf("provisional lease %s, want 6 × settle", p)
+	if p := c.Options().Provisional; p != 10*settle {
+		t.Fatalf("provisional lease %s, want 10 × settle", p)
 	}
 	fire := serverNow(t, db) - 1
 	// The claim insert (the one hunt_lease insert that zips its batch) lands at once but is
@@ -53,8 +53,8 @@ func TestLateClaimBlocksOnlyTheProvisionalLease(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT max(claimed) FROM pl.hunt_lease WHERE hunt_id = 'h'").Scan(&claimed); err != nil {
 		t.Fatal(err)
 	}
-	if held := until.Sub(claimed); held > 6*settle+time.Second {
-		t.Fatalf("the orphan row holds its hunt for %s, want the provisional %s", held, 6*settle)
+	if held := until.Sub(claimed); held > 10*settle+time.Second {
+		t.Fatalf("the orphan row holds its hunt for %s, want the provisional %s", held, 10*settle)
 	}
 	var won Lease
 	for deadline := time.Now().Add(whole / 2); ; {

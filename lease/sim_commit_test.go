@@ -165,7 +165,7 @@ func TestSimulationExactlyOnceProvisional(t *testing.T) {
 	t.Parallel()
 	st := playCommits(t, scenarioCount(500), 8_000_000, 0x9F0, 0, true, func(rng *rand.Rand) simParams {
 		p := genBelowBound(rng)
-		p.provisional = 6 * simSettle
+		p.provisional = 10 * simSettle
 		return p
 	})
 	st.log(t, "below the bound, provisional claims")

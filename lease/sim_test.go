@@ -56,8 +56,8 @@ import (
 // All waiting is virtual (testing/synctest), so thousands of scenarios take seconds.
 //
 // The visibility lag L of a scenario is measured from a claim's server-side freeness check to
-// the moment every replica sees its row: insert duration + replication lag. DESIGN.md §4
-// derives that two claims can both win only if L ≥ settle/2; on a single endpoint the
+// the moment every replica sees its row: insert duration + replication lag.
+// docs/claim-protocol.md derives that two claims can both win only if L ≥ settle/2; on a single endpoint the
 // acknowledgement rule makes the insert duration harmless whatever it is.
 //
 // Each guard is needed: with the tie rule, the acknowledgement rule, the settle or the
@@ -182,10 +182,10 @@ func (p simParams) wmVisibility() time.Duration {
 }
 
 // withProvisional makes half of the scenarios claim as the runner does: a provisional lease
-// of 6 settles on the claim rows, extended to the whole lease by the winner after its verify.
+// of 10 settles on the claim rows, extended to the whole lease by the winner after its verify.
 func withProvisional(rng *rand.Rand, p *simParams) {
 	if rng.IntN(2) == 0 {
-		p.provisional = 6 * simSettle
+		p.provisional = 10 * simSettle
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 
 // chDB (clickhouse-local) has no writable access storage: its default user may not create
 // users or settings profiles, and a GRANT finds no such user. These are the statement kinds it
-// cannot run; everything else (the SQL SECURITY DEFINER view) runs on it.
+// cannot run; the SQL SECURITY DEFINER view (BacklogViewSQL) runs on it.
 var chdbUnsupported = map[string]int32{KindProfile: 497, KindUser: 497, KindGrant: 511} // ACCESS_DENIED, UNKNOWN_ROLE
 
 func onRealServer() bool { return os.Getenv(chtest.EnvURL) != "" }
@@ -47,6 +47,10 @@ func TestApplyTwiceOnEngine(t *testing.T) {
 	password, secret := testPassword()
 	var viewDefs []string
 	for round := 1; round <= 2; round++ {
+		// As `hunt-runner schema` does on every run: the view is the schema's, not the role's.
+		if err := db.Conn.Exec(ctx, BacklogViewSQL(db.Name, "")); err != nil {
+			t.Fatal(err)
+		}
 		applyEach(t, ctx, db.Conn, p, password, secret, round)
 		var def string
 		if err := db.Conn.QueryRow(ctx, "SELECT create_table_query FROM system.tables WHERE database = ? AND name = ?", db.Name, BacklogView).Scan(&def); err != nil {
@@ -55,7 +59,7 @@ func TestApplyTwiceOnEngine(t *testing.T) {
 		viewDefs = append(viewDefs, def)
 	}
 	if viewDefs[0] != viewDefs[1] {
-		t.Errorf("re-applying changed the view:\n%s\n---\n%s", viewDefs[0], viewDefs[1])
+		t.Errorf("re-creating the view changed it:\n%s\n---\n%s", viewDefs[0], viewDefs[1])
 	}
 	if !strings.Contains(viewDefs[0], "SQL SECURITY DEFINER") {
 		t.Errorf("view is not SQL SECURITY DEFINER:\n%s", viewDefs[0])
@@ -116,7 +120,8 @@ func applyEach(t *testing.T, ctx context.Context, conn Execer, p *Plan, password
 
 // TestRunnerApplyTwiceOnEngine: chDB can run none of the runner's statements (all access
 // control), so locally this checks the split; on a real server the runner identity is applied
-// twice and then must write coordination rows, read its source database, and nothing more.
+// twice and then must write coordination rows, and neither write the materialiser's tables
+// nor read source data (hunts run as the hunts identity).
 func TestRunnerApplyTwiceOnEngine(t *testing.T) {
 	db, src := chtest.NewWithSchema(t), chtest.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -126,7 +131,7 @@ func TestRunnerApplyTwiceOnEngine(t *testing.T) {
 	}
 	user := "hunt_runner_" + db.Name
 	dropUserAtCleanup(t, db, user)
-	p, err := Generate(Options{Role: RoleRunner, Database: db.Name, User: user, SourceDatabases: []string{src.Name}})
+	p, err := Generate(Options{Role: RoleRunner, Database: db.Name, User: user})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,20 +143,72 @@ func TestRunnerApplyTwiceOnEngine(t *testing.T) {
 		return
 	}
 	conn := connectAs(t, db, user, password)
-	if err := conn.Exec(ctx, "INSERT INTO "+db.Name+".hunt_request (hunt_id) VALUES ('x')"); err != nil {
-		t.Errorf("runner cannot write hunt_request: %v", err)
-	}
-	var n uint64
-	if err := conn.QueryRow(ctx, "SELECT count() FROM "+src.Name+".events").Scan(&n); err != nil {
-		t.Errorf("runner cannot read its source database: %v", err)
+	if err := conn.Exec(ctx, "INSERT INTO "+db.Name+".hunt_state (hunt_id) VALUES ('x')"); err != nil {
+		t.Errorf("runner cannot write hunt_state: %v", err)
 	}
 	for _, refused := range []string{
+		"INSERT INTO " + db.Name + ".hunt_request (hunt_id) VALUES ('x')",
+		"INSERT INTO " + db.Name + ".hunt_schedule (hunt_id) VALUES ('x')",
+		"SELECT count() FROM " + src.Name + ".events",
 		"SELECT * FROM url('http://127.0.0.1:1/', CSV, 'a String')",
 		"CREATE TABLE " + db.Name + ".extra (a UInt8) ENGINE = Memory",
 		"SELECT count() FROM system.users",
 	} {
 		if err := conn.Exec(ctx, refused); err == nil {
 			t.Errorf("runner may run %s", refused)
+		}
+	}
+}
+
+// TestHuntsApplyTwiceOnEngine: on a real server the hunts identity reads its source database and
+// nothing else: not hunt-runner's tables, no writes, no url(), and its profile's readonly and
+// limits cannot be lifted by a query.
+func TestHuntsApplyTwiceOnEngine(t *testing.T) {
+	db, src := chtest.NewWithSchema(t), chtest.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := src.Conn.Exec(ctx, "CREATE TABLE events (x UInt8) ENGINE = MergeTree ORDER BY x"); err != nil {
+		t.Fatal(err)
+	}
+	user := "hunt_hunts_" + db.Name
+	dropUserAtCleanup(t, db, user)
+	if onRealServer() {
+		t.Cleanup(func() {
+			_ = db.Conn.Exec(context.Background(), "DROP SETTINGS PROFILE IF EXISTS "+chstore.QuoteIdent(user+"_profile"))
+		})
+	}
+	p, err := Generate(Options{Role: RoleHunts, Database: db.Name, User: user, SourceDatabases: []string{src.Name}, MaxExecutionTime: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	password, secret := testPassword()
+	for round := 1; round <= 2; round++ {
+		applyEach(t, ctx, db.Conn, p, password, secret, round)
+	}
+	if !onRealServer() {
+		return
+	}
+	conn := connectAs(t, db, user, password)
+	var n uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM "+src.Name+".events").Scan(&n); err != nil {
+		t.Errorf("hunts cannot read the source database: %v", err)
+	}
+	lowered := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"max_execution_time": 30}))
+	if err := conn.QueryRow(lowered, "SELECT count() FROM "+src.Name+".events").Scan(&n); err != nil {
+		t.Errorf("the runner cannot lower the time limit per query: %v", err)
+	}
+	for _, refused := range []string{
+		"SELECT count() FROM " + db.Name + ".hunt_findings",
+		"INSERT INTO " + src.Name + ".events VALUES (1)",
+		"SELECT * FROM url('http://127.0.0.1:1/', CSV, 'a String')",
+		"SELECT * FROM remote('127.0.0.1', system.one)",
+		"SELECT count() FROM system.users",
+		"SELECT 1 SETTINGS readonly = 0",
+		"SELECT 1 SETTINGS max_execution_time = 100000",
+		"SELECT 1 SETTINGS max_memory_usage = 0",
+	} {
+		if err := conn.Exec(ctx, refused); err == nil {
+			t.Errorf("hunts may run %s", refused)
 		}
 	}
 }
@@ -200,7 +257,9 @@ func TestStatementsParseOnEngine(t *testing.T) {
 	ctx := context.Background()
 	for _, o := range []Options{
 		{Role: RoleScaler, Database: db.Name},
-		{Role: RoleRunner, Database: db.Name, SourceDatabases: []string{"logs", "edr"}},
+		{Role: RoleRunner, Database: db.Name},
+		{Role: RoleMaterialiser, Database: db.Name, RotatePassword: true},
+		{Role: RoleHunts, Database: db.Name, SourceDatabases: []string{"logs", "edr"}, RotatePassword: true},
 		{Role: RoleScaler, Database: db.Name, Cluster: "main"},
 	} {
 		p, err := Generate(o)
@@ -212,6 +271,12 @@ func TestStatementsParseOnEngine(t *testing.T) {
 			if err := db.Conn.QueryRow(ctx, "SELECT formatQuery({q:String})", clickhouse.Named("q", s.SQL)).Scan(&formatted); err != nil {
 				t.Errorf("%s statement %d (%s) does not parse: %v\n%s", o.Role, i+1, s.Kind, err, s.SQL)
 			}
+		}
+	}
+	for _, cluster := range []string{"", "main"} {
+		var formatted string
+		if err := db.Conn.QueryRow(ctx, "SELECT formatQuery({q:String})", clickhouse.Named("q", BacklogViewSQL(db.Name, cluster))).Scan(&formatted); err != nil {
+			t.Errorf("backlog view (cluster %q) does not parse: %v", cluster, err)
 		}
 	}
 }

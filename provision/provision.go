@@ -1,18 +1,28 @@
 // Package provision generates the SQL that creates hunt-runner's least-privilege ClickHouse
 // identities, for an operator to review and then apply:
 //
-//   - scaler: reads one number, the due backlog, and nothing else. A SQL SECURITY DEFINER view
-//     hunt_backlog_v1 returns the capped due count (no hunt ids, no table contents); the user
-//     may SELECT that view only, under a settings profile with readonly = 1 and a 5 s
-//     max_execution_time. The KEDA shim (or KEDA's native ClickHouse trigger) connects as it.
-//   - runner: exactly what the runner's statements need: SELECT and INSERT on the coordination
-//     and findings tables, SELECT on the source databases its hunts read, SELECT on the two
-//     system tables it consults. No table-function privileges (url, s3, remote, file, …), so
-//     no hunt can reach outside the server.
+//   - scaler: reads one number, the due backlog, and nothing else. The SQL SECURITY DEFINER view
+//     hunt_backlog_v1 (created by `hunt-runner schema` from BacklogViewSQL, so that the backlog
+//     is right before any identity exists) returns the capped due count (no hunt ids, no table
+//     contents); the user may SELECT that view only, under a settings profile with readonly = 1
+//     and a 5 s max_execution_time. The KEDA shim (or KEDA's native ClickHouse trigger)
+//     connects as it.
+//   - runner: exactly what the runner's own statements need: SELECT and INSERT on the lease,
+//     watermark, state, run and findings tables, SELECT on the schedule, publish and request
+//     tables (which only materialise and trigger write), SELECT on the two system tables it
+//     consults. No source data: hunts run as the hunts identity.
+//   - materialiser: SELECT and INSERT on the schedule, publish and request tables, for
+//     `materialise` and `trigger`, and nothing else.
+//   - hunts: the identity hunt queries run as. SELECT on the named source databases only (given
+//     by the operator, never derived from hunt text), under a settings profile with a CONST
+//     readonly and MAX limits on execution time and memory. No table-function privileges (url,
+//     s3, remote, file, …) and nothing on hunt-runner's own database, so a hunt can neither
+//     reach outside the server, nor write, nor read or forge other hunts' findings.
 //
 // The text is deterministic and repeatable: every statement converges (CREATE … IF NOT EXISTS
-// followed by ALTER, CREATE OR REPLACE VIEW, GRANT … WITH REPLACE OPTION), so applying it twice
-// changes nothing. Passwords never appear in it: the printed SQL carries PasswordPlaceholder,
+// followed by ALTER, GRANT … WITH REPLACE OPTION), so applying it twice
+// changes nothing; an existing user keeps its password unless RotatePassword adds the ALTER
+// USER … IDENTIFIED statement. Passwords never appear in it: the printed SQL carries PasswordPlaceholder,
 // which Apply substitutes (only in the statement sent to the server). The SHA-256 of the text
 // lets the reviewed text and the applied text be matched.
 package provision
@@ -47,14 +57,27 @@ type Role string
 
 // The roles.
 const (
-	RoleScaler Role = "scaler"
-	RoleRunner Role = "runner"
+	RoleScaler       Role = "scaler"
+	RoleRunner       Role = "runner"
+	RoleMaterialiser Role = "materialiser"
+	RoleHunts        Role = "hunts"
+)
+
+// Roles lists every role, for usage text.
+var Roles = []Role{RoleRunner, RoleMaterialiser, RoleHunts, RoleScaler}
+
+// Defaults of the hunts identity's settings profile.
+const (
+	DefaultHuntsMaxExecutionTime = 3600         // seconds; a hunt's timeout: may not exceed it
+	DefaultHuntsMaxMemoryUsage   = 8 << 30      // bytes per query
+	maxHuntsMemoryUsage          = 1 << 40      // a sanity bound on the option
+	defaultScalerExecutionTime   = 5            // seconds
+	maxExecutionTimeBound        = 24 * 60 * 60 // a sanity bound on the option
 )
 
 // Statement kinds, so that a caller (or a test on an engine with no access storage) can tell
-// access-control statements from the view.
+// the statements apart.
 const (
-	KindView    = "view"
 	KindProfile = "profile"
 	KindUser    = "user"
 	KindGrant   = "grant"
@@ -68,14 +91,21 @@ type Options struct {
 	Role Role
 	// Database holds the coordination tables (default "hunt_runner").
 	Database string
-	// User is the identity to create (default "hunt_scaler" or "hunt_runner").
+	// User is the identity to create (default "hunt_" + the role, as hunt_runner).
 	User string
-	// SourceDatabases are the databases the runner's hunts read (runner only).
+	// SourceDatabases are the databases hunts may read (hunts only, required there).
 	SourceDatabases []string
+	// RotatePassword adds a statement setting the user's password, so re-applying rotates it.
+	// Without it an existing user keeps its password.
+	RotatePassword bool
+	// MaxMemoryUsage is the hunts profile's per-query memory ceiling in bytes (default
+	// DefaultHuntsMaxMemoryUsage).
+	MaxMemoryUsage int64
 	// Cluster adds ON CLUSTER to every statement, for servers whose access entities are not
 	// replicated (leave empty with replicated access storage or a single node).
 	Cluster string
-	// MaxExecutionTime is the scaler profile's server-side limit in seconds (default 5).
+	// MaxExecutionTime is the profile's server-side limit in seconds: the scaler's (default 5)
+	// or the ceiling of the hunts' (default DefaultHuntsMaxExecutionTime).
 	MaxExecutionTime int
 }
 
@@ -85,26 +115,37 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Database == "" {
 		o.Database = "hunt_runner"
 	}
-	switch o.Role {
-	case RoleScaler:
-		if o.User == "" {
-			o.User = "hunt_scaler"
-		}
-		if len(o.SourceDatabases) > 0 {
-			return o, fmt.Errorf("%w: source databases apply to --role runner only", ErrInvalid)
-		}
-	case RoleRunner:
-		if o.User == "" {
-			o.User = "hunt_runner"
-		}
-	default:
-		return o, fmt.Errorf("%w: role %q: want scaler or runner", ErrInvalid, o.Role)
+	if !slices.Contains(Roles, o.Role) {
+		return o, fmt.Errorf("%w: role %q: want one of runner, materialiser, hunts, scaler", ErrInvalid, o.Role)
+	}
+	if o.User == "" {
+		o.User = "hunt_" + string(o.Role)
+	}
+	switch {
+	case o.Role == RoleHunts && len(o.SourceDatabases) == 0:
+		return o, fmt.Errorf("%w: --role hunts needs at least one --source-database: the databases hunts may read are named by the operator, never taken from hunt text", ErrInvalid)
+	case o.Role != RoleHunts && len(o.SourceDatabases) > 0:
+		return o, fmt.Errorf("%w: source databases apply to --role hunts only (hunts run as that identity)", ErrInvalid)
+	case o.Role != RoleHunts && o.MaxMemoryUsage != 0:
+		return o, fmt.Errorf("%w: a memory limit applies to --role hunts only", ErrInvalid)
 	}
 	if o.MaxExecutionTime == 0 {
-		o.MaxExecutionTime = 5
+		o.MaxExecutionTime = defaultScalerExecutionTime
+		if o.Role == RoleHunts {
+			o.MaxExecutionTime = DefaultHuntsMaxExecutionTime
+		}
 	}
-	if o.MaxExecutionTime < 1 || o.MaxExecutionTime > 3600 {
+	if o.MaxExecutionTime < 1 || o.MaxExecutionTime > maxExecutionTimeBound {
 		return o, fmt.Errorf("%w: max execution time %d s out of range", ErrInvalid, o.MaxExecutionTime)
+	}
+	if o.Role == RoleHunts && o.MaxMemoryUsage == 0 {
+		o.MaxMemoryUsage = DefaultHuntsMaxMemoryUsage
+	}
+	if o.MaxMemoryUsage < 0 || o.MaxMemoryUsage > maxHuntsMemoryUsage {
+		return o, fmt.Errorf("%w: max memory usage %d bytes out of range", ErrInvalid, o.MaxMemoryUsage)
+	}
+	if strings.EqualFold(o.User, "default") {
+		return o, fmt.Errorf("%w: user %q: provision a dedicated user, never ClickHouse's default", ErrInvalid, o.User)
 	}
 	for _, f := range []struct{ what, name string }{{"database", o.Database}, {"user", o.User}} {
 		if !identRE.MatchString(f.name) {
@@ -121,6 +162,9 @@ func (o Options) withDefaults() (Options, error) {
 		}
 		if strings.EqualFold(db, "system") || strings.EqualFold(db, "information_schema") {
 			return o, fmt.Errorf("%w: source database %q: system databases are never granted whole", ErrInvalid, db)
+		}
+		if db == o.Database {
+			return o, fmt.Errorf("%w: source database %q is hunt-runner's own database; hunts may never read it", ErrInvalid, db)
 		}
 		src[db] = true
 	}
@@ -158,6 +202,13 @@ func Generate(o Options) (*Plan, error) {
 		p.scaler()
 	case RoleRunner:
 		p.runner()
+	case RoleMaterialiser:
+		p.materialiser()
+	case RoleHunts:
+		p.hunts()
+	}
+	if o.RotatePassword {
+		p.add(KindUser, "ALTER USER %s%s IDENTIFIED WITH sha256_password BY '%s'", chstore.QuoteIdent(o.User), p.onCluster(), PasswordPlaceholder)
 	}
 	return p, nil
 }
@@ -179,14 +230,25 @@ func BacklogViewSelect(database string) string {
 	return fmt.Sprintf("SELECT toUInt64(least(due, %d)) AS value FROM (\n%s\n)", BacklogCap, schedule.DueCountSQL(database, "now()"))
 }
 
+// BacklogViewSQL creates or refreshes the backlog view; `hunt-runner schema` runs it (cluster
+// adds ON CLUSTER), so the shim and KEDA read the true backlog before any identity exists, and
+// a later schema picks up a changed due query. The definer (whoever applies the schema) reads
+// the coordination tables on the scaler's behalf: the scaler gets no table privilege at all.
+func BacklogViewSQL(database, cluster string) string {
+	on := ""
+	if cluster != "" {
+		on = " ON CLUSTER " + chstore.QuoteIdent(cluster)
+	}
+	return fmt.Sprintf("CREATE OR REPLACE VIEW %s.%s%s\nDEFINER = CURRENT_USER SQL SECURITY DEFINER\nAS %s",
+		chstore.QuoteIdent(database), chstore.QuoteIdent(BacklogView), on, BacklogViewSelect(database))
+}
+
 func (p *Plan) scaler() {
 	o := p.Options
 	db, user, profile := chstore.QuoteIdent(o.Database), chstore.QuoteIdent(o.User), chstore.QuoteIdent(o.User+"_profile")
 	settings := fmt.Sprintf("readonly = 1, max_execution_time = %d", o.MaxExecutionTime)
-	// The definer (whoever applies this) reads the coordination tables on the scaler's behalf;
-	// the scaler itself gets no table privilege at all.
-	p.add(KindView, "CREATE OR REPLACE VIEW %s.%s%s\nDEFINER = CURRENT_USER SQL SECURITY DEFINER\nAS %s",
-		db, chstore.QuoteIdent(BacklogView), p.onCluster(), BacklogViewSelect(o.Database))
+	// The view itself comes from `hunt-runner schema` (BacklogViewSQL); granting on it before it
+	// exists is allowed, so the order of schema and provision does not matter.
 	p.add(KindProfile, "CREATE SETTINGS PROFILE IF NOT EXISTS %s%s SETTINGS %s", profile, p.onCluster(), settings)
 	p.add(KindProfile, "ALTER SETTINGS PROFILE %s%s SETTINGS %s", profile, p.onCluster(), settings)
 	p.add(KindUser, "CREATE USER IF NOT EXISTS %s%s IDENTIFIED WITH sha256_password BY '%s'\nDEFAULT DATABASE %s SETTINGS PROFILE %s",
@@ -199,17 +261,41 @@ func (p *Plan) scaler() {
 // check) and system.replicas (replica delay, bounding the claim settle).
 var runnerSystemTables = []string{"databases", "replicas"}
 
+// Which coordination tables each role writes; the runner reads the rest.
+var (
+	runnerWrites       = []string{chstore.TableLease, chstore.TableWatermark, chstore.TableState, chstore.TableRun, chstore.TableFindings}
+	materialiserWrites = []string{chstore.TableSchedule, chstore.TablePublish, chstore.TableRequest}
+)
+
+// user creates the role's user, with its default database; its password is set only at
+// creation (or by RotatePassword).
+func (p *Plan) user(defaultDB, profile string) {
+	o := p.Options
+	user := chstore.QuoteIdent(o.User)
+	settings := ""
+	if profile != "" {
+		settings = " SETTINGS PROFILE " + chstore.QuoteIdent(profile)
+	}
+	p.add(KindUser, "CREATE USER IF NOT EXISTS %s%s IDENTIFIED WITH sha256_password BY '%s'\nDEFAULT DATABASE %s%s",
+		user, p.onCluster(), PasswordPlaceholder, chstore.QuoteIdent(defaultDB), settings)
+	p.add(KindUser, "ALTER USER %s%s DEFAULT DATABASE %s%s", user, p.onCluster(), chstore.QuoteIdent(defaultDB), settings)
+}
+
+// grant replaces the user's privileges with exactly privs, in one step, whatever it held.
+func (p *Plan) grant(privs []string) {
+	p.add(KindGrant, "GRANT%s\n  %s\nTO %s WITH REPLACE OPTION", p.onCluster(), strings.Join(privs, ",\n  "), chstore.QuoteIdent(p.Options.User))
+}
+
 func (p *Plan) runner() {
 	o := p.Options
-	db, user := chstore.QuoteIdent(o.Database), chstore.QuoteIdent(o.User)
-	p.add(KindUser, "CREATE USER IF NOT EXISTS %s%s IDENTIFIED WITH sha256_password BY '%s'\nDEFAULT DATABASE %s",
-		user, p.onCluster(), PasswordPlaceholder, db)
-	p.add(KindUser, "ALTER USER %s%s DEFAULT DATABASE %s", user, p.onCluster(), db)
-	// One GRANT … WITH REPLACE OPTION: the user's privileges become exactly this list, in one
-	// step, whatever it held before.
+	db := chstore.QuoteIdent(o.Database)
+	p.user(o.Database, "")
 	var privs []string
 	for _, t := range chstore.TableNames() {
-		grant := "SELECT, INSERT"
+		grant := "SELECT"
+		if slices.Contains(runnerWrites, t) {
+			grant = "SELECT, INSERT"
+		}
 		if t == chstore.TableFindings {
 			// A committed run deletes the findings of attempts that never committed and whose
 			// window it covers (runner.deleteOrphans); lightweight DELETE needs ALTER DELETE.
@@ -217,13 +303,41 @@ func (p *Plan) runner() {
 		}
 		privs = append(privs, fmt.Sprintf("%s ON %s.%s", grant, db, chstore.QuoteIdent(t)))
 	}
-	for _, src := range o.SourceDatabases {
-		privs = append(privs, fmt.Sprintf("SELECT ON %s.*", chstore.QuoteIdent(src)))
-	}
 	for _, t := range runnerSystemTables {
 		privs = append(privs, fmt.Sprintf("SELECT ON system.%s", chstore.QuoteIdent(t)))
 	}
-	p.add(KindGrant, "GRANT%s\n  %s\nTO %s WITH REPLACE OPTION", p.onCluster(), strings.Join(privs, ",\n  "), user)
+	p.grant(privs)
+}
+
+func (p *Plan) materialiser() {
+	o := p.Options
+	db := chstore.QuoteIdent(o.Database)
+	p.user(o.Database, "")
+	var privs []string
+	for _, t := range materialiserWrites {
+		privs = append(privs, fmt.Sprintf("SELECT, INSERT ON %s.%s", db, chstore.QuoteIdent(t)))
+	}
+	privs = append(privs, "SELECT ON system.`databases`")
+	p.grant(privs)
+}
+
+// hunts is the identity hunt queries run as. readonly = 2 (CONST) allows reads only, while the
+// runner may still lower a query's limits (max_execution_time from the hunt's timeout) within
+// the MAX constraints; readonly = 1 would refuse every per-query setting.
+func (p *Plan) hunts() {
+	o := p.Options
+	profile := o.User + "_profile"
+	settings := fmt.Sprintf("readonly = 2 CONST, allow_ddl = 0 CONST, allow_introspection_functions = 0 CONST, "+
+		"max_execution_time = %d MAX %d, max_memory_usage = %d MAX %d",
+		o.MaxExecutionTime, o.MaxExecutionTime, o.MaxMemoryUsage, o.MaxMemoryUsage)
+	p.add(KindProfile, "CREATE SETTINGS PROFILE IF NOT EXISTS %s%s SETTINGS %s", chstore.QuoteIdent(profile), p.onCluster(), settings)
+	p.add(KindProfile, "ALTER SETTINGS PROFILE %s%s SETTINGS %s", chstore.QuoteIdent(profile), p.onCluster(), settings)
+	p.user(o.SourceDatabases[0], profile)
+	var privs []string
+	for _, src := range o.SourceDatabases {
+		privs = append(privs, fmt.Sprintf("SELECT ON %s.*", chstore.QuoteIdent(src)))
+	}
+	p.grant(privs)
 }
 
 // Text is the reviewable SQL: a header comment and the statements, each ending in ";".
@@ -236,15 +350,15 @@ func (p *Plan) Text() string {
 		fmt.Fprintf(&b, ", ON CLUSTER %q", o.Cluster)
 	}
 	b.WriteString("\n")
-	if o.Role == RoleRunner {
-		if len(o.SourceDatabases) == 0 {
-			b.WriteString("-- source databases: none (no hunt reads a database-qualified table)\n")
-		} else {
-			fmt.Fprintf(&b, "-- source databases: %s\n", strings.Join(o.SourceDatabases, ", "))
-		}
+	if o.Role == RoleHunts {
+		fmt.Fprintf(&b, "-- source databases hunts may read: %s\n", strings.Join(o.SourceDatabases, ", "))
 	}
 	b.WriteString("-- The password is never printed; --apply reads it from HUNT_RUNNER_PROVISION_PASSWORD or --password-file.\n")
-	b.WriteString("-- Repeatable: applying this again changes nothing.\n")
+	if o.RotatePassword {
+		b.WriteString("-- Applying this sets the password of an existing user too (rotation).\n")
+	} else {
+		b.WriteString("-- Repeatable: applying this again changes nothing (an existing user keeps its password).\n")
+	}
 	for _, s := range p.Statements {
 		b.WriteString("\n")
 		b.WriteString(s.SQL)

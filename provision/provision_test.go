@@ -17,7 +17,10 @@ func TestGolden(t *testing.T) {
 		opts Options
 	}{
 		{"scaler", Options{Role: RoleScaler}},
-		{"runner", Options{Role: RoleRunner, SourceDatabases: []string{"logs", "edr", "logs"}}},
+		{"runner", Options{Role: RoleRunner}},
+		{"materialiser", Options{Role: RoleMaterialiser}},
+		{"hunts", Options{Role: RoleHunts, SourceDatabases: []string{"logs", "edr", "logs"}}},
+		{"hunts_rotate", Options{Role: RoleHunts, SourceDatabases: []string{"sample"}, RotatePassword: true, MaxExecutionTime: 600, MaxMemoryUsage: 1 << 30}},
 		{"scaler_cluster", Options{Role: RoleScaler, Database: "hunts", User: "keda_reader", Cluster: "main"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -65,22 +68,38 @@ func TestScalerGrantsOnlyTheView(t *testing.T) {
 	if len(grants) != 1 || grants[0] != want {
 		t.Fatalf("grants %q, want exactly %q", grants, want)
 	}
-	view := p.Statements[0].SQL
-	if p.Statements[0].Kind != KindView || !strings.Contains(view, "SQL SECURITY DEFINER") || !strings.Contains(view, BacklogViewSelect("d")) {
+	// The view is the schema's (BacklogViewSQL): the scaler role creates only its identity.
+	for _, s := range p.Statements {
+		if strings.Contains(s.SQL, "VIEW") {
+			t.Errorf("scaler plan creates a view:\n%s", s.SQL)
+		}
+	}
+	view := BacklogViewSQL("d", "")
+	if !strings.HasPrefix(view, "CREATE OR REPLACE VIEW `d`.`hunt_backlog_v1`\n") || !strings.Contains(view, "SQL SECURITY DEFINER") ||
+		!strings.Contains(view, BacklogViewSelect("d")) {
 		t.Fatalf("view statement:\n%s", view)
+	}
+	if on := BacklogViewSQL("d", "main"); !strings.HasPrefix(on, "CREATE OR REPLACE VIEW `d`.`hunt_backlog_v1` ON CLUSTER `main`\n") {
+		t.Fatalf("view statement on a cluster:\n%s", on)
 	}
 }
 
 func TestRunnerGrants(t *testing.T) {
-	p, err := Generate(Options{Role: RoleRunner, SourceDatabases: []string{"logs"}})
+	p, err := Generate(Options{Role: RoleRunner})
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := p.Text()
 	for _, want := range []string{"SELECT, INSERT ON `hunt_runner`.`hunt_lease`", "SELECT, INSERT, ALTER DELETE ON `hunt_runner`.`hunt_findings`",
-		"SELECT ON `logs`.*", "SELECT ON system.`replicas`", "WITH REPLACE OPTION"} {
+		"SELECT ON `hunt_runner`.`hunt_schedule`", "SELECT ON `hunt_runner`.`hunt_publish`", "SELECT ON `hunt_runner`.`hunt_request`",
+		"SELECT ON system.`replicas`", "WITH REPLACE OPTION"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("runner SQL lacks %q", want)
+		}
+	}
+	for _, banned := range []string{"INSERT ON `hunt_runner`.`hunt_schedule`", "INSERT ON `hunt_runner`.`hunt_publish`", "INSERT ON `hunt_runner`.`hunt_request`", ".*"} {
+		if strings.Contains(text, banned) {
+			t.Errorf("runner SQL holds %q: materialise and trigger write those, and hunts read sources", banned)
 		}
 	}
 	for _, banned := range []string{"URL", "S3", "REMOTE", "FILE", "ALL", "*.*", "CREATE TEMPORARY"} {
@@ -105,8 +124,15 @@ func TestGenerateRejects(t *testing.T) {
 		{Role: RoleScaler, User: "a b"},
 		{Role: RoleScaler, Database: "x`y"},
 		{Role: RoleScaler, SourceDatabases: []string{"logs"}},
-		{Role: RoleRunner, SourceDatabases: []string{"system"}},
-		{Role: RoleRunner, SourceDatabases: []string{"bad name"}},
+		{Role: RoleRunner, SourceDatabases: []string{"logs"}},
+		{Role: RoleHunts},
+		{Role: RoleHunts, SourceDatabases: []string{"system"}},
+		{Role: RoleHunts, SourceDatabases: []string{"INFORMATION_SCHEMA"}},
+		{Role: RoleHunts, SourceDatabases: []string{"hunt_runner"}},
+		{Role: RoleHunts, SourceDatabases: []string{"bad name"}},
+		{Role: RoleHunts, SourceDatabases: []string{"logs"}, MaxMemoryUsage: -1},
+		{Role: RoleRunner, MaxMemoryUsage: 1 << 30},
+		{Role: RoleHunts, SourceDatabases: []string{"logs"}, User: "default"},
 		{Role: RoleRunner, Cluster: "c;DROP"},
 	} {
 		if _, err := Generate(o); !errors.Is(err, ErrInvalid) {
@@ -115,26 +141,74 @@ func TestGenerateRejects(t *testing.T) {
 	}
 }
 
-func TestSourceDatabases(t *testing.T) {
-	dbs, notes := SourceDatabases(map[string]string{
-		"a": "SELECT * FROM logs.auth AS a JOIN `edr`.`process` p ON a.host = p.host WHERE a.t >= {window_start:DateTime64(3)}",
-		"b": "WITH recent AS (SELECT * FROM net.flows) SELECT count() FROM recent, dns.queries q -- FROM commented.out\n" +
-			"WHERE q.name = 'FROM quoted.string' AND q.x IN (SELECT y FROM \"quoted db\".t)",
-		"c": "SELECT * FROM remote('h', db.t) UNION ALL SELECT * FROM bare_table FINAL",
-		"d": "SELECT * FROM (SELECT 1 FROM numbers(3)) /* FROM block.comment */ LEFT ANY JOIN geo.ip USING (x)",
-		"e": "SELECT extract(day FROM e.ts), trim(BOTH ' ' FROM s.name), substring(x FROM 2) FROM sample.events AS e " +
-			"WHERE exists(SELECT 1 FROM intel.iocs i WHERE i.v = e.ip) AND e.id IN (SELECT id FROM final.ids)",
-	})
-	if got, want := strings.Join(dbs, ","), "dns,edr,final,geo,intel,logs,net,quoted db,sample"; got != want {
-		t.Errorf("databases %q, want %q", got, want)
+// TestHuntsGrants: the hunts identity reads the named sources, under a CONST readonly and MAX
+// limits, and holds nothing else: no coordination table, no source privilege (URL, REMOTE,
+// FILE, S3), no system database.
+func TestHuntsGrants(t *testing.T) {
+	p, err := Generate(Options{Role: RoleHunts, SourceDatabases: []string{"logs", "edr"}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	joined := strings.Join(notes, "\n")
-	for _, want := range []string{`hunt c: table "bare_table" is not database-qualified`, "hunt c: table function remote()", "hunt d: table function numbers()"} {
-		if !strings.Contains(joined, want) {
-			t.Errorf("notes lack %q:\n%s", want, joined)
+	grant := grantOf(p)
+	if want := "GRANT\n  SELECT ON `edr`.*,\n  SELECT ON `logs`.*\nTO `hunt_hunts` WITH REPLACE OPTION"; grant != want {
+		t.Errorf("grant:\n%s\nwant:\n%s", grant, want)
+	}
+	text := p.Text()
+	for _, want := range []string{"readonly = 2 CONST", "max_execution_time = 3600 MAX 3600", "max_memory_usage = 8589934592 MAX 8589934592",
+		"SETTINGS PROFILE `hunt_hunts_profile`", "DEFAULT DATABASE `edr`"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("hunts SQL lacks %q:\n%s", want, text)
 		}
 	}
-	if strings.Contains(joined, "recent") {
-		t.Errorf("a CTE was taken for a table:\n%s", joined)
+	if strings.Contains(text, "hunt_runner`.") || strings.Contains(text, "system.") {
+		t.Errorf("hunts SQL reaches hunt-runner's or the system database:\n%s", text)
+	}
+	for _, banned := range []string{"URL", "S3", "REMOTE", "FILE", "INSERT", "ALL"} {
+		if strings.Contains(strings.ToUpper(grant), banned) {
+			t.Errorf("hunts grant contains %q", banned)
+		}
+	}
+}
+
+// TestRotatePassword: only with RotatePassword does the text set an existing user's password,
+// and the hash changes with it, so a reviewed plain text cannot be applied as a rotation.
+func TestRotatePassword(t *testing.T) {
+	for _, role := range Roles {
+		o := Options{Role: role}
+		if role == RoleHunts {
+			o.SourceDatabases = []string{"logs"}
+		}
+		plain, err := Generate(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.RotatePassword = true
+		rot, err := Generate(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		alter := "ALTER USER `hunt_" + string(role) + "` IDENTIFIED WITH sha256_password BY '" + PasswordPlaceholder + "'"
+		if strings.Contains(plain.Text(), "IDENTIFIED WITH sha256_password BY '"+PasswordPlaceholder+"';") && strings.Contains(plain.Text(), "ALTER USER `hunt_"+string(role)+"` IDENTIFIED") {
+			t.Errorf("%s: the plain text rotates the password", role)
+		}
+		if !strings.Contains(rot.Text(), alter) {
+			t.Errorf("%s: the rotation lacks %q:\n%s", role, alter, rot.Text())
+		}
+		if plain.SHA256() == rot.SHA256() {
+			t.Errorf("%s: rotation has the same hash as the plain text", role)
+		}
+	}
+}
+
+// TestMaterialiserGrants: the materialiser writes the schedule, publish and request tables only.
+func TestMaterialiserGrants(t *testing.T) {
+	p, err := Generate(Options{Role: RoleMaterialiser})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "GRANT\n  SELECT, INSERT ON `hunt_runner`.`hunt_schedule`,\n  SELECT, INSERT ON `hunt_runner`.`hunt_publish`,\n" +
+		"  SELECT, INSERT ON `hunt_runner`.`hunt_request`,\n  SELECT ON system.`databases`\nTO `hunt_materialiser` WITH REPLACE OPTION"
+	if got := grantOf(p); got != want {
+		t.Errorf("grant:\n%s\nwant:\n%s", got, want)
 	}
 }

@@ -93,7 +93,7 @@ func benchRunner(b *testing.B, e *env, n int) *Runner {
 		b.Fatal(err)
 	}
 	r.runCtx = e.ctx
-	r.holdRuns = true
+	holdRuns(b, r)
 	return r
 }
 

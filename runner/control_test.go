@@ -137,15 +137,12 @@ func TestPauseInFlightFinishesAndResumeRecordsGap(t *testing.T) {
 	store := e.store()
 	busy := Hunt{ID: "busy", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery}
 	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{busy}}, nil)
-	r.holdRuns = true
+	release := holdRuns(t, r.Runner)
 	e.tickUntil(r, "the fire to be won", func() bool { return len(r.queue) == 1 })
 	if err := store.Pause(e.ctx, watermark.Pause{HuntID: busy.ID, By: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	r.mu.Lock()
-	r.holdRuns = false
-	r.mu.Unlock()
-	r.dispatch()
+	release()
 	r.wg.Wait()
 	if runs := e.runs(busy.ID); len(runs) != 1 || runs[0].Status != StatusSucceeded {
 		t.Fatalf("runs %+v: the fire won before the pause must finish", runs)
@@ -324,7 +321,7 @@ func TestBackfillCancel(t *testing.T) {
 	if cs := e.chunks(bf.ID); len(cs) != 2 {
 		t.Fatalf("chunks %+v, want 2", cs)
 	}
-	r.holdRuns = true
+	release := holdRuns(t, r.Runner)
 	e.tickUntil(r, "the third chunk to be won", func() bool { return len(r.queue) == 1 })
 	if r.queue[0].backfill == nil {
 		t.Fatal("queued a live fire, want the third chunk")
@@ -332,10 +329,7 @@ func TestBackfillCancel(t *testing.T) {
 	if err := store.CancelBackfill(e.ctx, id, "test"); err != nil {
 		t.Fatal(err)
 	}
-	r.mu.Lock()
-	r.holdRuns = false
-	r.mu.Unlock()
-	r.dispatch()
+	release()
 	r.wg.Wait()
 	e.tickAndWait(r)
 	e.tickAndWait(r)
@@ -366,7 +360,7 @@ func TestBackfillBelowLiveFires(t *testing.T) {
 	// Four slots and four queued: room for all, but a quarter of the slots is one chunk.
 	a := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: append(append([]Hunt{}, hunts...), lives...)},
 		func(o *Options) { o.Concurrency, o.MaxQueued = 4, 4 })
-	a.holdRuns = true
+	holdRuns(t, a.Runner)
 	e.tickUntil(a, "two live fires and a chunk", func() bool { return len(a.queue) >= 3 })
 	var kinds []string
 	for _, j := range a.queue {
@@ -381,7 +375,7 @@ func TestBackfillBelowLiveFires(t *testing.T) {
 	l3 := Hunt{ID: "l3", Interval: 3600, Offset: off, Query: eventsQuery}
 	b := e.runner("pod-b", &HuntSet{Hash: "y", Hunts: append(append([]Hunt{}, hunts...), l2, l3)},
 		func(o *Options) { o.Concurrency, o.MaxQueued = 1, 1 })
-	b.holdRuns = true
+	holdRuns(t, b.Runner)
 	e.tickUntil(b, "the two live fires", func() bool { return len(b.queue) >= 2 })
 	if err := b.tick(e.ctx); err != nil { // no capacity left: claims nothing
 		t.Fatal(err)
@@ -413,7 +407,7 @@ func TestBackfillPausedAndBesideLiveFires(t *testing.T) {
 	}
 	hs := &HuntSet{Hash: "x", Hunts: []Hunt{bf}}
 	r := e.runner("pod-a", hs, nil)
-	r.holdRuns = true
+	holdRuns(t, r.Runner)
 	defer func() {
 		for _, j := range r.queue {
 			j.stopRenewal()

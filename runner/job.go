@@ -99,11 +99,13 @@ func (j *job) trusted() bool {
 }
 
 // startRenewal renews the lease every lease/3 until stopRenewal. A renewal that reports the
-// lease lost, or a lease that runs out because renewals kept failing, cancels the run.
+// lease lost cancels the run; one that fails otherwise is retried soon (a quarter of the trust
+// left, at least 100 ms), and the run is cancelled only when the lease can no longer be
+// trusted, so one slow answer from a loaded ClickHouse does not cost the fire.
 func (j *job) startRenewal() {
 	every := j.r.opts.Lease / 3
 	go func() {
-		t := time.NewTicker(every)
+		t := time.NewTimer(every)
 		defer t.Stop()
 		for {
 			select {
@@ -114,7 +116,12 @@ func (j *job) startRenewal() {
 			case <-t.C:
 			}
 			cur := j.currentLease()
-			ctx, cancel := context.WithTimeout(j.ctx, every)
+			left := time.Until(cur.Trusted)
+			if left <= 0 {
+				j.markLost("renewals failed until the lease ran out")
+				return
+			}
+			ctx, cancel := context.WithTimeout(j.ctx, min(every, left))
 			nl, err := j.r.claimer.Renew(ctx, cur)
 			cancel()
 			switch {
@@ -122,19 +129,15 @@ func (j *job) startRenewal() {
 				j.mu.Lock()
 				j.lease = nl
 				j.mu.Unlock()
+				t.Reset(every)
 			case errors.Is(err, lease.ErrLost):
 				j.markLost("renewal found the lease taken")
 				return
 			default:
 				j.r.opts.Metrics.clickhouseError(j.ctx, "renew")
-				// The lease is trusted until cur.Trusted (process clock, settle margin included);
-				// if the next attempt would come after that, a peer may own the fire by then.
-				if time.Until(cur.Trusted) < every {
-					j.markLost("renewals failed until the lease ran out")
-					return
-				}
-				j.r.log.Warn("lease renewal failed; retrying", "hunt_id", j.hunt.ID, "fire", j.fire,
-					"claim_id", cur.ClaimID, "error", err)
+				j.r.log.Warn("lease renewal failed; retrying", "hunt_id", j.hunt.ID, "fire", unixUTC(j.fire),
+					"claim_id", cur.ClaimID, "trusted_for", time.Until(cur.Trusted).Round(time.Millisecond).String(), "error", err)
+				t.Reset(max(time.Until(cur.Trusted)/4, 100*time.Millisecond))
 			}
 		}
 	}()

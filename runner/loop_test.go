@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -43,7 +44,7 @@ func TestOptionsValidation(t *testing.T) {
 	if err := o.setDefaults(); err != nil {
 		t.Fatal(err)
 	}
-	if o.Tick != 5*time.Second || o.Concurrency != 4 || o.MaxQueued != 4 || o.Lease != 5*time.Minute || o.Grace != 30*time.Second {
+	if o.Tick != 5*time.Second || o.Concurrency != 4 || o.MaxQueued != 0 || o.Lease != 5*time.Minute || o.Grace != 30*time.Second {
 		t.Fatalf("defaults %+v", o)
 	}
 }
@@ -67,5 +68,48 @@ func TestReadyWindow(t *testing.T) {
 	r.lastOK = now
 	if r.Ready() == nil {
 		t.Fatal("ready with no hunts loaded")
+	}
+}
+
+// The queue sizes itself to what the slots finish during one claim cycle, within bounds, unless
+// MaxQueued fixes it.
+func TestQueueTarget(t *testing.T) {
+	r := &Runner{opts: Options{Concurrency: 4, Lease: 5 * time.Minute}}
+	for _, tc := range []struct {
+		run, tick time.Duration
+		want      int
+	}{
+		{0, 0, 4}, // nothing measured yet: one per slot
+		{100 * time.Millisecond, time.Second, 40}, // ten runs per slot per claim cycle
+		{time.Second, 100 * time.Millisecond, 4},  // at least one per slot
+		{time.Millisecond, 10 * time.Second, 64},  // at most sixteen per slot
+		{200 * time.Millisecond, 800 * time.Millisecond, 16},
+	} {
+		r.runAvg, r.tickAvg = tc.run, tc.tick
+		if got := r.queueTarget(); got != tc.want {
+			t.Errorf("run %s, claim cycle %s: queue %d, want %d", tc.run, tc.tick, got, tc.want)
+		}
+	}
+	r.opts.Lease, r.runAvg, r.tickAvg = 3*time.Second, 100*time.Millisecond, 10*time.Second
+	if got := r.queueTarget(); got != 40 { // a third of the lease: ten runs per slot
+		t.Errorf("short lease: queue %d, want 40", got)
+	}
+	r.opts.MaxQueued = 3
+	if got := r.queueTarget(); got != 3 {
+		t.Errorf("MaxQueued 3: queue %d", got)
+	}
+}
+
+// holdRuns takes every run slot, so won fires stay queued (a test can count a tick's round
+// trips, or change the world between claim and run); the returned function gives them back
+// and starts the queue.
+func holdRuns(t testing.TB, r *Runner) func() {
+	t.Helper()
+	if err := r.sem.Acquire(context.Background(), int64(r.opts.Concurrency)); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		r.sem.Release(int64(r.opts.Concurrency))
+		r.dispatch()
 	}
 }

@@ -28,6 +28,7 @@ import (
 //	hunt_runner_published_set_mismatch                  1 while the loaded hash ≠ materialise's
 //	hunt_runner_replica_delay_seconds, hunt_runner_settle_seconds
 //	hunt_runner_runs_in_flight, hunt_runner_runs_queued
+//	hunt_runner_consistency_info{mode}                  1 for the coordination connection's mode
 type Metrics struct {
 	runs, rows, claimsC, gaps, overruns, chErrors, dropped metric.Int64Counter
 	runDur, tickDur                                        metric.Float64Histogram
@@ -35,6 +36,7 @@ type Metrics struct {
 	mu           sync.Mutex
 	replicaDelay time.Duration
 	settle       time.Duration
+	consistency  string
 	runners      []*Runner
 }
 
@@ -103,11 +105,19 @@ func NewMetrics(meter metric.Meter, settle time.Duration) (*Metrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	consistency, err := meter.Int64ObservableGauge("hunt_runner_consistency_info",
+		metric.WithDescription("1, labelled with the consistency mode of the coordination connection (auto resolved)."))
+	if err != nil {
+		return nil, err
+	}
 	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		m.mu.Lock()
 		runners := m.runners
 		o.ObserveFloat64(delay, m.replicaDelay.Seconds())
 		o.ObserveFloat64(settleG, m.settle.Seconds())
+		if m.consistency != "" {
+			o.ObserveInt64(consistency, 1, metric.WithAttributes(attribute.String("mode", m.consistency)))
+		}
 		m.mu.Unlock()
 		for _, r := range runners {
 			b, setHash, pubHash, running, q := r.snapshotState()
@@ -126,7 +136,7 @@ func NewMetrics(meter metric.Meter, settle time.Duration) (*Metrics, error) {
 			o.ObserveInt64(queued, int64(q))
 		}
 		return nil
-	}, behind, setInfo, mismatch, delay, settleG, inFlight, queued)
+	}, behind, setInfo, mismatch, delay, settleG, inFlight, queued, consistency)
 	if err != nil {
 		return nil, err
 	}
@@ -199,5 +209,17 @@ func (m *Metrics) setReplicaDelay(d time.Duration) {
 	}
 	m.mu.Lock()
 	m.replicaDelay = d
+	m.mu.Unlock()
+}
+
+// SetConsistency records the coordination connection's consistency mode for
+// hunt_runner_consistency_info, so an alert can tell a replicated deployment running without
+// quorum.
+func (m *Metrics) SetConsistency(mode string) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	m.consistency = mode
 	m.mu.Unlock()
 }

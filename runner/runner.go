@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/watermark"
 )
@@ -79,7 +80,7 @@ func (o *Options) setDefaults() error {
 		return errors.New("runner: Owner is required")
 	}
 	if o.Database == "" {
-		o.Database = "hunt_runner"
+		o.Database = chstore.DefaultDatabase
 	}
 	if o.Tick == 0 {
 		o.Tick = 5 * time.Second
@@ -155,7 +156,6 @@ type Runner struct {
 	tickAvg  time.Duration // moving average of a tick that claimed (snapshot + claim)
 
 	ticks        int
-	holdRuns     bool   // tests: queue won fires without starting them (to count a tick's round trips)
 	mismatchLogd string // the published hash already logged as a mismatch
 	outage       bool
 }
@@ -423,16 +423,19 @@ func (r *Runner) tick(ctx context.Context) error {
 
 // queueTarget is how many won fires may wait for a slot (r.mu held): Options.MaxQueued when
 // set, otherwise what the slots finish during one claim cycle, so the slots stay busy while
-// the next claim settles: Concurrency × cycle ÷ run, between Concurrency and 16 × Concurrency.
+// the next claim settles: Concurrency × cycle ÷ run, between Concurrency and 16 × Concurrency,
+// and never more than the slots finish in a third of a lease, so a queued fire starts before
+// its lease needs a renewal.
 func (r *Runner) queueTarget() int {
 	if r.opts.MaxQueued > 0 {
 		return r.opts.MaxQueued
 	}
 	c := r.opts.Concurrency
 	if r.runAvg <= 0 || r.tickAvg <= 0 {
-		return 4 * c
+		return c
 	}
 	n := int(int64(c) * int64(r.tickAvg) / int64(r.runAvg))
+	n = min(n, int(int64(c)*int64(r.opts.Lease/3)/int64(r.runAvg)))
 	return min(max(n, c), 16*c)
 }
 
@@ -490,7 +493,7 @@ func (r *Runner) enqueue(jobs []*job) {
 func (r *Runner) dispatch() {
 	for {
 		r.mu.Lock()
-		if r.stopping || r.holdRuns || len(r.queue) == 0 {
+		if r.stopping || len(r.queue) == 0 {
 			r.mu.Unlock()
 			return
 		}

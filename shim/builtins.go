@@ -10,8 +10,8 @@ import (
 
 // builtins are the queries whose SQL other packages own, so that the shim never carries a copy.
 var builtins = map[string]builtinFunc{
-	// backlog_view reads the view `hunt-runner provision --role scaler` creates: the only object
-	// the scaler identity may read. Its body is provision.BacklogViewSelect, i.e. the schedule
+	// backlog_view reads the view `hunt-runner schema` creates: the only object the scaler
+	// identity (`hunt-runner provision --role scaler`) may read. Its body is provision.BacklogViewSelect, i.e. the schedule
 	// package's due SQL, capped.
 	"backlog_view": func(db string) string {
 		return fmt.Sprintf("SELECT value FROM %s.%s", chstore.QuoteIdent(db), chstore.QuoteIdent(provision.BacklogView))

@@ -141,7 +141,7 @@ type CatalogueOptions struct {
 
 func (o CatalogueOptions) withDefaults() CatalogueOptions {
 	if o.Database == "" {
-		o.Database = "hunt_runner"
+		o.Database = chstore.DefaultDatabase
 	}
 	if o.OtelDatabase == "" {
 		o.OtelDatabase = "otel"

@@ -134,11 +134,7 @@ func coordination(t testing.TB, conn driver.Conn, db string, live ...string) {
 	if _, err := chstore.Apply(ctx, conn, db, chstore.Topology("single"), ""); err != nil {
 		t.Fatal(err)
 	}
-	plan, err := provision.Generate(provision.Options{Role: provision.RoleScaler, Database: db})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := plan.Apply(ctx, conn, "", provision.KindView); err != nil {
+	if err := conn.Exec(ctx, provision.BacklogViewSQL(db, "")); err != nil {
 		t.Fatal(err)
 	}
 	publish(t, conn, db, live...)

@@ -45,7 +45,9 @@ func (s *Store) Pause(ctx context.Context, p Pause) error {
 	q := `INSERT INTO ` + s.table(chstore.TablePause) + ` (hunt_id, paused, paused_until, reason, paused_by, updated)
 SELECT {h:String}, 1, if({for_ms:Int64} > 0, now64(3) + toIntervalMillisecond({for_ms:Int64}),
        fromUnixTimestamp64Milli({until_ms:Int64}, 'UTC')), {reason:String}, {by:String}, now64(6)`
-	err := s.conn.Exec(insertCtx(ctx), q, clickhouse.Named("h", p.HuntID), clickhouse.Named("for_ms", p.For.Milliseconds()),
+	// Each pause is a new write: a token from its content would drop a pause repeated after a
+	// resume (the same hunt, reason and length) as a duplicate of the first.
+	err := s.conn.Exec(insertCtx(ctx, "pause", uuid.NewString()), q, clickhouse.Named("h", p.HuntID), clickhouse.Named("for_ms", p.For.Milliseconds()),
 		clickhouse.Named("until_ms", until), clickhouse.Named("reason", p.Reason), clickhouse.Named("by", p.By))
 	if err != nil {
 		return fmt.Errorf("watermark: pause %s: %w", p.HuntID, err)
@@ -61,7 +63,7 @@ func (s *Store) Resume(ctx context.Context, huntID, by string) error {
 	}
 	q := `INSERT INTO ` + s.table(chstore.TablePause) + ` (hunt_id, paused, paused_until, reason, paused_by, updated)
 SELECT {h:String}, 0, toDateTime64(0, 3, 'UTC'), '', {by:String}, now64(6)`
-	if err := s.conn.Exec(insertCtx(ctx), q, clickhouse.Named("h", huntID), clickhouse.Named("by", by)); err != nil {
+	if err := s.conn.Exec(insertCtx(ctx, "resume", uuid.NewString()), q, clickhouse.Named("h", huntID), clickhouse.Named("by", by)); err != nil {
 		return fmt.Errorf("watermark: resume %s: %w", huntID, err)
 	}
 	return nil
@@ -93,7 +95,7 @@ func (s *Store) RequestBackfill(ctx context.Context, r BackfillRequest) (string,
     state, requested_by, requested, updated)
 SELECT {id:String}, {h:String}, toDateTime({from:Int64}, 'UTC'), toDateTime({to:Int64}, 'UTC'), {chunk:UInt32},
     {state:String}, {by:String}, now64(6), now64(6)`
-	err := s.conn.Exec(insertCtx(ctx), q, clickhouse.Named("id", id), clickhouse.Named("h", r.HuntID),
+	err := s.conn.Exec(insertCtx(ctx, "backfill", id), q, clickhouse.Named("id", id), clickhouse.Named("h", r.HuntID),
 		clickhouse.Named("from", r.From), clickhouse.Named("to", r.To), clickhouse.Named("chunk", uint32(r.Chunk)),
 		clickhouse.Named("state", BackfillActive), clickhouse.Named("by", r.By))
 	if err != nil {
@@ -124,7 +126,7 @@ SELECT backfill_id, hunt_id, range_start, range_end, chunk_seconds, {state:Strin
     concat(requested_by, ' (cancelled by ', {by:String}, ')'), requested, now64(6)
 FROM (SELECT * FROM ` + s.table(chstore.TableBackfill) + ` FINAL WHERE backfill_id = {id:String})
 WHERE state = {active:String}`
-	if err := s.conn.Exec(insertCtx(ctx), q, clickhouse.Named("id", id), clickhouse.Named("by", by),
+	if err := s.conn.Exec(insertCtx(ctx, "cancel", id), q, clickhouse.Named("id", id), clickhouse.Named("by", by),
 		clickhouse.Named("state", BackfillCancelled), clickhouse.Named("active", BackfillActive)); err != nil {
 		return fmt.Errorf("watermark: cancel backfill %s: %w", id, err)
 	}

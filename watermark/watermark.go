@@ -5,6 +5,8 @@ package watermark
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
@@ -412,8 +414,17 @@ func (s *Store) table(name string) string {
 	return chstore.QuoteIdent(s.database) + "." + chstore.QuoteIdent(name)
 }
 
-func insertCtx(ctx context.Context) context.Context {
-	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"async_insert": 0}))
+// insertCtx sets what every coordination insert carries: synchronous, and a deduplication
+// token derived from the row's content, so a retry routed to another replica after a lost
+// answer is dropped by the block deduplication (an identical later write is dropped too, which
+// changes nothing).
+func insertCtx(ctx context.Context, parts ...any) context.Context {
+	h := sha256.New()
+	for _, p := range parts {
+		fmt.Fprintf(h, "%v\x00", p)
+	}
+	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
+		"async_insert": 0, "insert_deduplication_token": hex.EncodeToString(h.Sum(nil)[:16])}))
 }
 
 // RecordRun appends a hunt_run row.
@@ -470,7 +481,8 @@ func (s *Store) SetState(ctx context.Context, st State) error {
 SELECT {h:String}, {status:String}, {failures:UInt32}, {err:String}, toDateTime({fire:Int64}, 'UTC'), now64(6),
     if({backoff_ms:Int64} > 0, now64(3) + toIntervalMillisecond({backoff_ms:Int64}), toDateTime64(0, 3, 'UTC')),
     {overruns:UInt64}, {aggressive:Bool}`
-	err := s.conn.Exec(insertCtx(ctx), q,
+	err := s.conn.Exec(insertCtx(ctx, "state", st.HuntID, st.Status, st.ConsecutiveFailures, st.LastError, st.LastFire,
+		st.Backoff, st.OverrunCount, st.TooAggressive), q,
 		clickhouse.Named("h", st.HuntID), clickhouse.Named("status", st.Status),
 		clickhouse.Named("failures", st.ConsecutiveFailures), clickhouse.Named("err", st.LastError),
 		clickhouse.Named("fire", st.LastFire), clickhouse.Named("backoff_ms", st.Backoff.Milliseconds()),
@@ -489,7 +501,7 @@ func (s *Store) Request(ctx context.Context, huntID string, fire int64, by strin
 	}
 	q := `INSERT INTO ` + s.table(chstore.TableRequest) + ` (hunt_id, requested_fire, request_id, requested_by, requested)
 SELECT {h:String}, toDateTime({fire:Int64}, 'UTC'), generateUUIDv4(), {by:String}, now64(6)`
-	err := s.conn.Exec(insertCtx(ctx), q,
+	err := s.conn.Exec(insertCtx(ctx, "request", huntID, fire, by), q,
 		clickhouse.Named("h", huntID), clickhouse.Named("fire", fire), clickhouse.Named("by", by))
 	if err != nil {
 		return fmt.Errorf("watermark: request %s at %d: %w", huntID, fire, err)

@@ -135,6 +135,43 @@ ORDER BY (hunt_id, requested_fire)
 TTL toDateTime(requested) + INTERVAL 7 DAY
 COMMENT 'run-now requests; pending while requested_fire > watermark';
 
+-- table hunt_runner.hunt_delivery
+CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_delivery`
+(
+    hunt_id         String,
+    fire            DateTime('UTC'),
+    sink            String,
+    run_id          UUID,
+    idempotency_key String,
+    status          LowCardinality(String),
+    attempts        UInt32,
+    last_error      String,
+    next_attempt    DateTime64(3, 'UTC'),
+    created         DateTime64(6, 'UTC'),
+    delivered       DateTime64(6, 'UTC'),
+    claim_id        UUID,
+    owner           String,
+    lease_until     DateTime64(3, 'UTC'),
+    updated         DateTime64(6, 'UTC')
+)
+ENGINE = ReplicatedReplacingMergeTree(updated)
+ORDER BY (hunt_id, fire, sink)
+TTL toDateTime(updated) + INTERVAL 30 DAY
+COMMENT 'notification delivery per (hunt, fire, sink); newest row by updated';
+
+-- table hunt_runner.hunt_suppress
+CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_suppress`
+(
+    hunt_id      String,
+    suppress_key String,
+    fire         DateTime('UTC'),
+    recorded     DateTime64(6, 'UTC')
+)
+ENGINE = ReplicatedReplacingMergeTree(recorded)
+ORDER BY (hunt_id, suppress_key, fire)
+TTL fire + INTERVAL 90 DAY
+COMMENT 'notified suppression keys per hunt';
+
 -- table hunt_runner.hunt_pause
 CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_pause`
 (

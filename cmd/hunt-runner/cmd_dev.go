@@ -17,7 +17,6 @@ import (
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/configsrc"
 	"github.com/hunt-runner/hunt-runner/lease"
-	"github.com/hunt-runner/hunt-runner/provision"
 	"github.com/hunt-runner/hunt-runner/runner"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/shim"
@@ -36,7 +35,7 @@ func devCommand() *cli.Command {
 			&cli.StringFlag{Name: "chdb-lib", EnvVars: []string{"CHDB_LIB_PATH"}, Usage: "path of libchdb.so (make chdb)"},
 			&cli.StringFlag{Name: "clickhouse-listen", Value: "127.0.0.1:8123", Usage: "where the embedded ClickHouse serves its HTTP interface"},
 			&cli.StringFlag{Name: "data", Usage: "chDB data directory, kept across runs (default: a temporary directory)"},
-			&cli.StringFlag{Name: "database", Value: "hunt_runner", Usage: "coordination database"},
+			&cli.StringFlag{Name: "database", Value: chstore.DefaultDatabase, Usage: "coordination database"},
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8080", Usage: "runner /metrics /healthz /readyz"},
 			&cli.StringFlag{Name: "shim-listen", Value: "127.0.0.1:8081", Usage: "KEDA shim (GET /keda/hunt-backlog); empty disables it"},
 			&cli.DurationFlag{Name: "tick", Value: 2 * time.Second, Usage: "runner tick"},
@@ -44,6 +43,8 @@ func devCommand() *cli.Command {
 			&cli.DurationFlag{Name: "sample-every", Value: 5 * time.Second, Usage: "how often fresh sample events are generated"},
 			&cli.DurationFlag{Name: "backfill", Value: 15 * time.Minute, Usage: "sample events generated into the past at start"},
 			&cli.IntFlag{Name: "show", Value: 3, Usage: "findings printed per run"},
+			notifyConfigFlag,
+			&cli.StringFlag{Name: "receiver-listen", Value: "127.0.0.1:8082", Usage: "local receiver that prints notifications (the default sink)"},
 		}),
 		Action: devAction,
 	}
@@ -83,18 +84,13 @@ func devAction(c *cli.Context) error {
 	}
 	defer srv.Close()
 	db := c.String("database")
-	conn, err := chstore.Open(ctx, chstore.Options{URL: srv.URL(), Database: "default"}, log)
+	conn, consistency, err := chstore.OpenConsistent(ctx, chstore.Options{URL: srv.URL(), Database: "default"}, log)
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("connect to the embedded ClickHouse: %v", err), exitError)
 	}
 	defer conn.Close()
-	if _, err := chstore.Apply(ctx, conn, db, chstore.TopologySingle, ""); err != nil {
+	if _, err := applySchema(ctx, conn, db, chstore.TopologySingle, ""); err != nil {
 		return cli.Exit(err.Error(), exitError)
-	}
-	if plan, err := provision.Generate(provision.Options{Role: provision.RoleScaler, Database: db}); err == nil {
-		if _, err := plan.Apply(ctx, conn, "", provision.KindView); err != nil {
-			log.Warn("creating the backlog view failed; the shim falls back to the due query", "error", err)
-		}
 	}
 	gen := &sampleGenerator{conn: conn, log: log, every: c.Duration("sample-every"), backfill: c.Duration("backfill")}
 	if err := gen.setup(ctx); err != nil {
@@ -102,7 +98,11 @@ func devAction(c *cli.Context) error {
 	}
 	fmt.Fprintf(out, "ClickHouse at %s (database %s, sample data in `sample`)\n", srv.URL(), db)
 
-	loader := configsrc.NewLoader(src, c.Duration("reload-interval"), log)
+	policy, err := huntPolicy(c)
+	if err != nil {
+		return err
+	}
+	loader := configsrc.NewLoader(src, c.Duration("reload-interval"), log, configsrc.WithServerCheck(conn, policy))
 	set, _, err := loader.Load(ctx)
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("load hunts from %s: %v", src, err), exitError)
@@ -147,6 +147,7 @@ func devAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	metrics.SetConsistency(string(consistency.Mode))
 	adapter := &setAdapter{current: loader.Current}
 	printer := &runPrinter{w: out, conn: conn, db: db, show: c.Int("show")}
 	r, err := runner.New(conn, coord, watermark.New(conn, db), adapter.Source(), runner.Options{
@@ -162,12 +163,19 @@ func devAction(c *cli.Context) error {
 	if err := httpSrv.Listen(); err != nil {
 		return cli.Exit(err.Error(), exitError)
 	}
+	notifiers, err := devNotify(c, out, conn, db, owner, loader.Current, tel.Meter, log)
+	if err != nil {
+		return err
+	}
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return loader.Start(gctx) })
 	g.Go(func() error { return gen.Start(gctx) })
 	g.Go(func() error { return r.Start(gctx) })
 	g.Go(func() error { return httpSrv.Start(gctx) })
+	for _, start := range notifiers {
+		g.Go(func() error { return start(gctx) })
+	}
 	g.Go(func() error { // re-materialise whenever the loader picks up a change
 		for {
 			select {
@@ -187,13 +195,37 @@ func devAction(c *cli.Context) error {
 		g.Go(func() error { return sh.Start(gctx) })
 		fmt.Fprintf(out, "KEDA shim at http://%s/keda/hunt-backlog\n", addr)
 	}
-	fmt.Fprintf(out, "runner metrics at http://%s/metrics — Ctrl-C to stop\n\n", httpSrv.BoundAddr())
+	fmt.Fprintf(out, "runner metrics at http://%s/metrics\n", httpSrv.BoundAddr())
+	printFindingsHowTo(out, srv.URL(), db, selfCommand())
+	fmt.Fprint(out, "Ctrl-C to stop\n\n")
 	err = g.Wait()
 	fmt.Fprintln(out, "\nstopped")
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return cli.Exit(err.Error(), exitError)
 	}
 	return nil
+}
+
+// findingsQuery reads the findings of committed runs, newest first: what a newcomer wants to see.
+func findingsQuery(db string) string {
+	return fmt.Sprintf("SELECT fire, hunt_id, finding FROM %s.hunt_findings_committed ORDER BY fire DESC, hunt_id LIMIT 20", chstore.QuoteIdent(db))
+}
+
+// printFindingsHowTo says where findings land and gives commands to paste as they are.
+func printFindingsHowTo(w io.Writer, url, db, self string) {
+	q := strings.ReplaceAll(findingsQuery(db), "'", `'\''`)
+	fmt.Fprintf(w, "findings are in %s.hunt_findings; %s.hunt_findings_committed shows those of committed runs. Query them with:\n", db, db)
+	fmt.Fprintf(w, "  curl -sS '%s/' --data-binary '%s FORMAT PrettyCompact'\n", strings.TrimSuffix(url, "/"), q)
+	fmt.Fprintf(w, "  %s status --clickhouse-url %s --database %s\n", self, url, db)
+}
+
+// selfCommand is how to run this binary again from the same shell: its path, or `go run` when
+// it was built into a temporary directory by go run.
+func selfCommand() string {
+	if self := os.Args[0]; self != "" && !strings.Contains(self, "go-build") {
+		return self
+	}
+	return "go run ./cmd/hunt-runner"
 }
 
 // devScheduleRows are the hunt_schedule rows of a set: enabled hunts only, so materialise

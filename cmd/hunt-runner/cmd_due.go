@@ -27,7 +27,7 @@ null when the hunt never ran or was never claimed). The count and the list are t
 a hunt that comes due between them can make them differ by one.
 
 Exit status: 0 (whatever the count), 1 if the query failed — a failure is never printed as 0.`,
-		Flags: concat(clickhouseFlags(), []cli.Flag{
+		Flags: concat(interactiveClickhouseFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "explain", EnvVars: envFor("explain"),
 				Usage: "list the due hunts with their fire, watermark and lease"},
 			&cli.BoolFlag{Name: "json", EnvVars: envFor("json"),

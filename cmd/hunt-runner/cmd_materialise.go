@@ -30,32 +30,64 @@ refused unless --allow-empty (it would tombstone every hunt).
 
 --dry-run prints the diff (+ added, ~ changed old → new, - tombstoned) and writes nothing.
 
-Exit status: 0 nothing to change, 3 changed (or, with --dry-run, would change), 1 error, 2 usage.
-Jobs that only care about success (a Helm hook, a CronJob) pass --changed-exit-code=0.`,
-		Flags: concat(clickhouseFlags(), sourceFlags(), []cli.Flag{
+Exit status: 0 success, whether or not it changed anything; 1 error; 2 usage error.
+--detailed-exitcode, as terraform plan's: 0 nothing to change, 2 changed (or, with --dry-run,
+would change), 1 any error, usage errors included. The older --changed-exit-code=N (exit N
+when something changed) still works; until this release it defaulted to 3.`,
+		Flags: concat(interactiveClickhouseFlags(), sourceFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "dry-run", EnvVars: envFor("dry-run"),
 				Usage: "print the diff and write nothing"},
 			&cli.BoolFlag{Name: "allow-empty", EnvVars: envFor("allow-empty"),
 				Usage: "publish an empty hunt set, tombstoning every published hunt"},
-			&cli.IntFlag{Name: "changed-exit-code", Value: exitChanged, EnvVars: envFor("changed-exit-code"),
-				Usage: "exit status when something was (or, with --dry-run, would be) written; 0 for jobs"},
+			&cli.BoolFlag{Name: "detailed-exitcode", EnvVars: envFor("detailed-exitcode"),
+				Usage: "exit 0 when nothing changed, 2 when something was (or, with --dry-run, would be) written, 1 on any error"},
+			&cli.IntFlag{Name: "changed-exit-code", EnvVars: envFor("changed-exit-code"),
+				Usage: "exit status when something was (or would be) written (kept for existing jobs; prefer --detailed-exitcode)"},
 		}),
-		Action: runMaterialise,
+		Action: materialiseAction,
 	}
 }
 
-func runMaterialise(c *cli.Context) error {
+// exitDetailedChanged is terraform plan -detailed-exitcode's "succeeded with changes".
+const exitDetailedChanged = 2
+
+// materialiseAction maps the outcome to the exit status. Publishing is success: CI jobs and
+// Helm hooks treat any non-zero status as failure, so "changed" gets its own status only
+// when asked for.
+func materialiseAction(c *cli.Context) error {
+	detailed := c.Bool("detailed-exitcode")
+	if detailed && c.IsSet("changed-exit-code") {
+		return cli.Exit("give --detailed-exitcode or --changed-exit-code, not both", exitUsage)
+	}
+	changed, err := runMaterialise(c)
+	var ec cli.ExitCoder
+	switch {
+	case err != nil && detailed && errors.As(err, &ec) && ec.ExitCode() == exitUsage:
+		// 2 means "changed" here, so a usage error must not look like one.
+		return cli.Exit(err.Error(), exitError)
+	case err != nil:
+		return err
+	case changed && detailed:
+		return cli.Exit("", exitDetailedChanged)
+	case changed && c.Int("changed-exit-code") != exitOK:
+		return cli.Exit("", c.Int("changed-exit-code"))
+	}
+	return nil
+}
+
+// runMaterialise publishes the schedule and reports whether it wrote (or would write) rows.
+func runMaterialise(c *cli.Context) (bool, error) {
 	if c.NArg() > 0 {
-		return cli.Exit(fmt.Sprintf("materialise takes no arguments, got %q", c.Args().Slice()), exitUsage)
+		return false, cli.Exit(fmt.Sprintf("materialise takes no arguments, got %q", c.Args().Slice()), exitUsage)
 	}
 	log := newLogger(c)
 	src, err := huntSource(c, log)
 	if err != nil {
-		return err
+		return false, err
 	}
 	set, err := src.Load(c.Context)
 	if err != nil {
-		return cli.Exit(fmt.Sprintf("read hunts from %s: %v; nothing written", src, err), exitError)
+		return false, cli.Exit(fmt.Sprintf("read hunts from %s: %v; nothing written", src, err), exitError)
 	}
 	display := sourcePath(c, c.String("hunts-dir"))
 	for _, p := range set.Problems {
@@ -64,12 +96,12 @@ func runMaterialise(c *cli.Context) error {
 	}
 	rows, err := scheduleRows(set)
 	if err != nil {
-		return cli.Exit(fmt.Sprintf("%v; nothing written", err), exitError)
+		return false, cli.Exit(fmt.Sprintf("%v; nothing written", err), exitError)
 	}
 
 	conn, opts, err := openClickHouse(c, log)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer conn.Close()
 	source := set.Source
@@ -84,20 +116,17 @@ func runMaterialise(c *cli.Context) error {
 			KeepAbsent: len(set.Problems) > 0,
 		})
 	if errors.Is(err, schedule.ErrEmptySet) {
-		return cli.Exit(fmt.Sprintf("%s has no hunts: %v", src, err), exitError)
+		return false, cli.Exit(fmt.Sprintf("%s has no hunts: %v", src, err), exitError)
 	}
 	if err != nil {
-		return cli.Exit(err.Error(), exitError)
+		return false, cli.Exit(err.Error(), exitError)
 	}
 	fmt.Fprint(c.App.Writer, d.String())
 	log.Info("materialise", "database", opts.Database, "source", source, "dry_run", d.DryRun,
 		"added", len(d.Added), "changed", len(d.Changed), "tombstoned", len(d.Tombstoned),
 		"unchanged", d.Unchanged, "kept", len(d.Kept), "rows_written", d.RowsWritten,
 		"set_hash", d.SetHash, "problems", len(set.Problems))
-	if code := c.Int("changed-exit-code"); d.HasChanges() && code != exitOK {
-		return cli.Exit("", code)
-	}
-	return nil
+	return d.HasChanges(), nil
 }
 
 // scheduleRows turns a hunt set into hunt_schedule rows. configsrc already computed each

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"strings"
 
@@ -17,33 +16,45 @@ const provisionPasswordEnv = "HUNT_RUNNER_PROVISION_PASSWORD"
 func provisionCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "provision",
-		Usage: "print (or --apply) the SQL that creates a least-privilege ClickHouse identity: scaler or runner",
+		Usage: "print (or --apply) the SQL that creates a least-privilege ClickHouse identity: runner, materialiser, hunts or scaler",
 		Description: `Prints the exact SQL for review and never connects; --apply runs it with the admin identity of
 --clickhouse-url / --clickhouse-user / HUNT_RUNNER_CLICKHOUSE_PASSWORD. The last line is the SHA-256
 of the text above it (check with: head -n -1 provision.sql | sha256sum); --expect-sha256 refuses
 to apply anything but the reviewed text.
 
-  scaler  a SQL SECURITY DEFINER view <database>.hunt_backlog_v1 (one capped count, no ids), a
-          settings profile (readonly = 1, max_execution_time = 5) and a user allowed to SELECT
-          that view and nothing else. The KEDA shim connects as it.
-  runner  a user with SELECT, INSERT on the coordination and findings tables, SELECT on the
-          source databases its hunts read (found in --hunts-dir / --git-url hunts, plus
-          --source-database), SELECT on system.databases and system.replicas; no table
-          functions that reach outside the server.
+  runner        SELECT, INSERT on hunt_lease, hunt_watermark, hunt_state, hunt_run and
+                hunt_findings (ALTER DELETE on findings); SELECT on hunt_schedule, hunt_publish and
+                hunt_request; SELECT on system.databases and system.replicas. No source data.
+  materialiser  SELECT, INSERT on hunt_schedule, hunt_publish and hunt_request (materialise,
+                trigger); nothing else.
+  hunts         the identity hunt queries run as (run --hunts-user): SELECT on the databases named
+                by --source-database (required; never derived from hunt text), a settings profile
+                with readonly = 2 CONST and MAX limits on max_execution_time and max_memory_usage;
+                no URL, REMOTE, FILE or S3 privileges and nothing on the coordination database.
+  scaler        a settings profile (readonly = 1, max_execution_time = 5) and a user allowed to
+                SELECT the view <database>.hunt_backlog_v1 (one capped count, no ids; created by
+                hunt-runner schema) and nothing else. The KEDA shim connects as it.
 
 The password is never printed and never taken from a flag: --apply reads it from
 HUNT_RUNNER_PROVISION_PASSWORD or --password-file. Re-applying changes nothing (an existing
-user keeps its password).
+user keeps its password); with --rotate-password the text also sets the password of an
+existing user, so applying it rotates.
 
-  hunt-runner provision --role scaler > scaler.sql          # review, then:
-  HUNT_RUNNER_PROVISION_PASSWORD=… hunt-runner provision --role scaler --apply --expect-sha256 <hash>`,
-		Flags: concat(clickhouseFlags(), sourceFlags(), []cli.Flag{
+  hunt-runner provision --role hunts --source-database logs > hunts.sql   # review, then:
+  HUNT_RUNNER_PROVISION_PASSWORD=… hunt-runner provision --role hunts --source-database logs --apply --expect-sha256 <hash>`,
+		Flags: concat(interactiveClickhouseFlags(), []cli.Flag{
 			&cli.StringFlag{Name: "role", Required: true, EnvVars: envFor("role"),
-				Usage: "identity to provision: scaler or runner"},
+				Usage: "identity to provision: runner, materialiser, hunts or scaler"},
 			&cli.StringFlag{Name: "user", EnvVars: envFor("user"),
-				Usage: "name of the ClickHouse user to create (default hunt_scaler or hunt_runner)"},
+				Usage: "name of the ClickHouse user to create (default hunt_<role>)"},
 			&cli.StringSliceFlag{Name: "source-database", EnvVars: envFor("source-database"),
-				Usage: "runner: a database the hunts read (repeatable), in addition to those found in the hunts"},
+				Usage: "hunts: a database hunts may read (repeatable, at least one)"},
+			&cli.IntFlag{Name: "max-execution-time", EnvVars: envFor("max-execution-time"),
+				Usage: "profile limit in seconds: the scaler's (default 5) or the hunts' ceiling (default 3600)"},
+			&cli.Int64Flag{Name: "max-memory-usage", EnvVars: envFor("max-memory-usage"),
+				Usage: "hunts: per-query memory ceiling in bytes (default 8 GiB)"},
+			&cli.BoolFlag{Name: "rotate-password", EnvVars: envFor("rotate-password"),
+				Usage: "also set the password of an existing user (rotation); the SQL and its SHA-256 change accordingly"},
 			&cli.StringFlag{Name: "cluster", EnvVars: envFor("cluster"),
 				Usage: "add ON CLUSTER NAME to every statement (access entities not replicated)"},
 			&cli.BoolFlag{Name: "apply", EnvVars: envFor("apply"),
@@ -66,18 +77,14 @@ func runProvision(c *cli.Context) error {
 		return cli.Exit(fmt.Sprintf("ClickHouse settings: %v", err), exitUsage)
 	}
 	opts := provision.Options{
-		Role:            provision.Role(c.String("role")),
-		Database:        o.Database,
-		User:            c.String("user"),
-		Cluster:         c.String("cluster"),
-		SourceDatabases: c.StringSlice("source-database"),
-	}
-	if opts.Role == provision.RoleRunner && (c.String("hunts-dir") != "" || c.String("git-url") != "") {
-		found, err := huntSourceDatabases(c, c.App.ErrWriter)
-		if err != nil {
-			return err
-		}
-		opts.SourceDatabases = append(opts.SourceDatabases, found...)
+		Role:             provision.Role(c.String("role")),
+		Database:         o.Database,
+		User:             c.String("user"),
+		Cluster:          c.String("cluster"),
+		SourceDatabases:  c.StringSlice("source-database"),
+		RotatePassword:   c.Bool("rotate-password"),
+		MaxExecutionTime: c.Int("max-execution-time"),
+		MaxMemoryUsage:   c.Int64("max-memory-usage"),
 	}
 	plan, err := provision.Generate(opts)
 	if err != nil {
@@ -132,29 +139,4 @@ func provisionPassword(file string) (string, error) {
 		return p, nil
 	}
 	return "", cli.Exit("--apply needs the new identity's password in "+provisionPasswordEnv+" or --password-file", exitUsage)
-}
-
-// huntSourceDatabases loads the hunts once and derives, lexically, the databases they read.
-// Notes (unqualified tables, table functions) go to w for the operator.
-func huntSourceDatabases(c *cli.Context, w io.Writer) ([]string, error) {
-	src, err := huntSourceWith(c, newLogger(c), c.String("hunts-dir"), -1)
-	if err != nil {
-		return nil, err
-	}
-	set, err := src.Load(c.Context)
-	if err != nil {
-		return nil, fmt.Errorf("load hunts: %w", err)
-	}
-	queries := make(map[string]string, len(set.Hunts))
-	for _, h := range set.Hunts {
-		queries[h.ID] = h.Query
-	}
-	dbs, notes := provision.SourceDatabases(queries)
-	for _, n := range notes {
-		fmt.Fprintln(w, "note:", n)
-	}
-	for _, p := range set.Problems {
-		fmt.Fprintln(w, "note: hunt file not loaded:", p.Error())
-	}
-	return dbs, nil
 }

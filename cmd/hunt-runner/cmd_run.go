@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/configsrc"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/runner"
@@ -46,7 +47,7 @@ func runCommand() *cli.Command {
 		Description: "Every --tick the runner reads ClickHouse's clock and the coordination state in one query,\n" +
 			"claims every due fire in one batch and runs the winners, at most --concurrency at a time.\n" +
 			"SIGTERM stops claiming and lets running hunts finish within --grace; the exit code is then 0.",
-		Flags:  concat(clickhouseFlags(), sourceFlags(), runFlags()),
+		Flags:  concat(clickhouseFlags(), sourceFlags(), runFlags(), huntsFlags(), []cli.Flag{notifyConfigFlag}),
 		Action: runAction,
 	}
 }
@@ -56,6 +57,10 @@ func runAction(c *cli.Context) error {
 	ctx := c.Context // cancelled on SIGINT/SIGTERM (main.go)
 
 	src, err := huntSource(c, log)
+	if err != nil {
+		return err
+	}
+	notifyCfg, err := loadNotifyConfig(c)
 	if err != nil {
 		return err
 	}
@@ -90,16 +95,28 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	metrics.SetConsistency(string(chOpts.Consistency))
 
-	loader := configsrc.NewLoader(src, c.Duration("reload-interval"), log)
+	policy, err := huntPolicy(c)
+	if err != nil {
+		return err
+	}
+	loader := configsrc.NewLoader(src, c.Duration("reload-interval"), log, configsrc.WithServerCheck(conn, policy))
 	if _, _, err := loader.Load(ctx); err != nil {
 		// Not fatal: the loader retries every --reload-interval and the runner stays unready.
 		log.Error("hunt definitions could not be loaded yet; retrying", "source", src.String(), "error", err)
 	}
 	adapter := &setAdapter{current: loader.Current}
 
+	huntConn, err := openHuntsClickHouse(c, log)
+	if err != nil {
+		return err
+	}
+	if huntConn != nil {
+		defer huntConn.Close()
+	}
 	r, err := runner.New(conn, coord, watermark.New(conn, chOpts.Database), adapter.Source(), runner.Options{
-		Owner: owner, Database: chOpts.Database, Tick: c.Duration("tick"), Concurrency: c.Int("concurrency"),
+		HuntConn: huntConn, Owner: owner, Database: chOpts.Database, Tick: c.Duration("tick"), Concurrency: c.Int("concurrency"),
 		MaxQueued: c.Int("max-queued"), Lease: c.Duration("lease"), Grace: c.Duration("grace"), Settle: c.Duration("settle"),
 		Logger: log, Metrics: metrics, Tracer: tel.Tracer,
 		PublishedHash: func(ctx context.Context) (string, error) {
@@ -110,11 +127,17 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), exitUsage)
 	}
+	disp, err := newNotifyDispatcher(notifyCfg, conn, chOpts.Database, owner, loader.Current, tel.Meter, log, 0)
+	if err != nil {
+		return cli.Exit(err.Error(), exitUsage)
+	}
 	srv := &runner.HTTPServer{Addr: c.String("listen"), Metrics: tel.MetricsHandler, Ready: r.Ready, Logger: log}
 	if err := srv.Listen(); err != nil {
 		return cli.Exit(err.Error(), exitError)
 	}
-	log.Info("hunt-runner run starting", "owner", owner, "clickhouse", chOpts.String(), "database", chOpts.Database,
+	// Flat, readable attributes: the redacted URL and the user, not a dump of the options struct.
+	log.Info("hunt-runner run starting", "version", buildVersion(), "owner", owner,
+		"clickhouse_url", chstore.Redact(chOpts.URL), "clickhouse_user", chOpts.User, "database", chOpts.Database,
 		"source", src.String(), "tick", c.Duration("tick").String(), "concurrency", c.Int("concurrency"),
 		"lease", c.Duration("lease").String(), "settle", c.Duration("settle").String(), "grace", c.Duration("grace").String(),
 		"listen", srv.BoundAddr(), "otlp", tel.OTLP)
@@ -125,6 +148,9 @@ func runAction(c *cli.Context) error {
 	g.Go(func() error { return loader.Start(gctx) })
 	g.Go(func() error { return r.Start(gctx) })
 	g.Go(func() error { return srv.Start(gctx) })
+	if disp != nil { // notify: decoupled from the runner, it reads committed runs from ClickHouse
+		g.Go(func() error { return disp.Start(gctx) })
+	}
 	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
 		return cli.Exit(fmt.Sprintf("run: %v", err), exitError)
 	}

@@ -1,21 +1,25 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/urfave/cli/v2"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/provision"
 )
 
 func schemaCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "schema",
-		Usage: "create hunt-runner's coordination tables in ClickHouse, or print their DDL",
+		Usage: "create hunt-runner's coordination tables and the KEDA backlog view in ClickHouse, or print their DDL",
 		Description: `Creates the database (--database) and every coordination table with CREATE … IF NOT EXISTS,
-then reports what it created. Re-running changes nothing and prints
-"schema up to date: nothing to do". Existing tables are never altered; a table whose engine does
+and the KEDA backlog view hunt_backlog_v1 (what the shim and KEDA read) with CREATE OR REPLACE,
+so a newer release's schema refreshes it. Then it reports what it created. Re-running creates
+nothing and prints "schema up to date: nothing to do". Existing tables are never altered; a table whose engine does
 not match the topology (e.g. created on one node before replication was set up) is listed and
 the command exits 1.
 
@@ -32,7 +36,7 @@ reviewed or applied by other tooling:
 
   hunt-runner schema --print --topology cluster --cluster main > schema.sql
   HUNT_RUNNER_CLICKHOUSE_PASSWORD=… hunt-runner schema --clickhouse-url clickhouse://ch:9000`,
-		Flags: concat(clickhouseFlags(), []cli.Flag{
+		Flags: concat(interactiveClickhouseFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "print", EnvVars: envFor("print"),
 				Usage: "print the DDL and exit without connecting"},
 			&cli.StringFlag{Name: "topology", Value: string(chstore.TopologyAuto), EnvVars: envFor("topology"),
@@ -81,7 +85,7 @@ func runSchema(c *cli.Context) error {
 		return err
 	}
 	defer conn.Close()
-	rep, err := chstore.Apply(c.Context, conn, o.Database, topo, cluster)
+	rep, err := applySchema(c.Context, conn, o.Database, topo, cluster)
 	if err != nil {
 		return err
 	}
@@ -98,12 +102,47 @@ func runSchema(c *cli.Context) error {
 	return nil
 }
 
+// applySchema is chstore.Apply plus the objects built from other packages' SQL, which chstore
+// cannot import: the KEDA backlog view. Without the view the shim answers a cold 0 and a
+// runner scaled to zero never wakes, so it is part of the schema, not of an optional step.
+func applySchema(ctx context.Context, conn driver.Conn, database string, topo chstore.Topology, cluster string) (chstore.Report, error) {
+	rep, err := chstore.Apply(ctx, conn, database, topo, cluster)
+	if err != nil {
+		return rep, err
+	}
+	v := backlogView(rep.Database, rep.Topology, cluster)
+	var n uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = ? AND name = ?",
+		rep.Database, provision.BacklogView).Scan(&n); err != nil {
+		return rep, fmt.Errorf("apply schema: read system.tables: %w", err)
+	}
+	// Always replaced, never only created: a newer release's due query must reach the view.
+	if err := conn.Exec(ctx, v.SQL); err != nil {
+		return rep, fmt.Errorf("apply schema: create %s (needs CREATE VIEW, and a server with SQL SECURITY DEFINER views, "+
+			"ClickHouse 24.3 or newer): %w", v.Name, err)
+	}
+	if n > 0 {
+		rep.Existing = append(rep.Existing, v.Name)
+	} else {
+		rep.Created = append(rep.Created, v.Name)
+	}
+	return rep, nil
+}
+
+func backlogView(database string, topo chstore.Topology, cluster string) chstore.Statement {
+	if topo != chstore.TopologyCluster {
+		cluster = ""
+	}
+	return chstore.Statement{Name: "view " + database + "." + provision.BacklogView, SQL: provision.BacklogViewSQL(database, cluster)}
+}
+
 func printSchema(w io.Writer, database string, topo chstore.Topology, cluster string) error {
 	if topo == chstore.TopologyAuto {
 		topo = chstore.TopologySingle
 	}
+	stmts := append(chstore.DDL(database, topo, cluster), backlogView(database, topo, cluster))
 	_, err := fmt.Fprintf(w, "-- hunt-runner schema: database %s, topology %s\n\n%s",
-		database, topo, chstore.Script(chstore.DDL(database, topo, cluster)))
+		database, topo, chstore.Script(stmts))
 	return err
 }
 

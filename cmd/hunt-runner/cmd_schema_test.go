@@ -13,6 +13,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/provision"
 )
 
 // runApp runs the real app with args and returns what it wrote to stdout.
@@ -46,7 +47,12 @@ func TestSchemaPrintMatchesGoldenWithoutConnecting(t *testing.T) {
 				t.Fatal(err)
 			}
 			header := "-- hunt-runner schema: database hunt_runner, topology " + topo + "\n\n"
-			if out != header+string(golden) {
+			cluster := ""
+			if topo == "cluster" {
+				cluster = "default"
+			}
+			view := "\n-- view hunt_runner.hunt_backlog_v1\n" + provision.BacklogViewSQL("hunt_runner", cluster) + ";\n"
+			if out != header+string(golden)+view {
 				t.Errorf("printed DDL differs from the golden file:\n%s", out)
 			}
 		})
@@ -74,10 +80,11 @@ func TestSchemaPrintFlags(t *testing.T) {
 		t.Error("unknown topology accepted")
 	}
 	// An unescaped '#' cuts the URL short, so its path cannot be trusted to name the database:
-	// refuse rather than print DDL for a default, and keep the password out of the message.
+	// refuse rather than print DDL for a default, and keep the password out of the message
+	// (a password in the URL is refused in any form, pointing at the env var or file instead).
 	pw := "p#" + rand.Text()
 	_, err = runApp(t, "schema", "--print", "--clickhouse-url", "http://u:"+pw+"@ch:8123/db")
-	if exitCode(err) != exitUsage || strings.Contains(err.Error(), pw[2:]) || !strings.Contains(err.Error(), "URL-encode") {
+	if exitCode(err) != exitUsage || strings.Contains(err.Error(), pw[2:]) || !strings.Contains(err.Error(), passwordEnv) {
 		t.Errorf("unparseable URL: exit %d, %v", exitCode(err), err)
 	}
 }
@@ -92,8 +99,9 @@ func TestSchemaAppliedTwiceOnEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "topology single") || strings.Count(out, "  created  ") != 1+len(chstore.ObjectNames()) {
-		t.Errorf("first run should create the database and every table:\n%s", out)
+	if !strings.Contains(out, "topology single") || strings.Count(out, "  created  ") != 2+len(chstore.ObjectNames()) ||
+		!strings.Contains(out, "  created  view "+name+".hunt_backlog_v1\n") {
+		t.Errorf("first run should create the database, every table and the backlog view:\n%s", out)
 	}
 	out, err = runApp(t, args...)
 	if err != nil {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -92,6 +94,9 @@ func runShim(c *cli.Context) error {
 	}
 	// No ping: the shim must come up, be ready and answer cold_hold while ClickHouse is down.
 	// clickhouse.Open dials lazily, on the first query.
+	if err := shimConsistency(c, o, chOpts, log); err != nil {
+		return err
+	}
 	conn, err := clickhouse.Open(chOpts)
 	if err != nil {
 		return fmt.Errorf("ClickHouse at %s: %w", chstore.Redact(o.URL), err)
@@ -131,4 +136,37 @@ func runShim(c *cli.Context) error {
 		}
 	}
 	return s.Start(c.Context)
+}
+
+// shimConsistency checks and logs the consistency mode, deciding auto with one attempt bounded
+// by --timeout, but puts no settings on the shim's connection: its identity's profile is
+// readonly = 1 (provision --role scaler), which refuses every setting a query arrives with,
+// connection-level ones included, and the backlog it reads is a scaling signal that tolerates
+// replica lag. When ClickHouse cannot be asked at start the shim goes on rather than stay down;
+// a configuration that cannot be correct still stops it, as it stops every command.
+func shimConsistency(c *cli.Context, o chstore.Options, chOpts *clickhouse.Options, log *slog.Logger) error {
+	probe, err := clickhouse.Open(chOpts)
+	if err != nil {
+		return fmt.Errorf("ClickHouse at %s: %w", chstore.Redact(o.URL), err)
+	}
+	defer probe.Close()
+	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
+	defer cancel()
+	rep, err := chstore.ResolveConsistency(ctx, probe, o.Database, o.Consistency, len(chOpts.Addr))
+	switch {
+	case err != nil && rep.Mode == "":
+		msg := err.Error()
+		if o.Password != "" { // the driver's URL holds no password; a server echo might
+			msg = strings.ReplaceAll(msg, o.Password, "xxxxx")
+		}
+		log.Warn("cannot decide --consistency auto while ClickHouse does not answer", "error", msg)
+		return nil
+	case err != nil:
+		return cli.Exit(err.Error(), exitUsage)
+	}
+	log.Info("ClickHouse consistency (the shim only reads the backlog and sends no settings)", rep.LogAttrs()...)
+	for _, w := range rep.Warnings {
+		log.Warn(w, "consistency", string(rep.Mode))
+	}
+	return nil
 }

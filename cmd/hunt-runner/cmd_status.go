@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
 	"github.com/hunt-runner/hunt-runner/runner"
+	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/watermark"
 )
 
@@ -26,7 +26,7 @@ func statusCommand() *cli.Command {
 			"(hunt_schedule). Times are UTC, read from ClickHouse's clock. --json prints\n" +
 			`{"now": …, "hunts": [{"hunt_id", "interval_seconds", "offset_seconds", "enabled", "latest_fire", ` + "\n" +
 			`"next_fire", "watermark", "behind_seconds", "lease_owner", "lease_until", "last_run_status", …}]}.`,
-		Flags: concat(clickhouseFlags(), sourceFlags(), []cli.Flag{
+		Flags: concat(interactiveClickhouseFlags(), sourceFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
 		}),
 		Action: statusAction,
@@ -140,9 +140,17 @@ func printStatus(w io.Writer, rep runner.StatusReport) {
 		if errText == "" {
 			errText = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%ds\t%ds\t%v\t%s\t%s\t%s\t%s\t%v\t%s\t%s\t%d\t%d\t%s\n",
-			h.HuntID, h.IntervalSeconds, h.OffsetSeconds, h.Enabled, short(h.LatestFire), short(h.NextFire),
-			short(h.Watermark), strconv.FormatInt(h.BehindSeconds, 10)+"s", h.Due, lease, last, h.LastRunRows,
+		// Durations as hunt files and materialise write them (5m, +2m30s), not 300s.
+		interval, offset, enabled := duration(h.IntervalSeconds), "+"+duration(h.OffsetSeconds), "no"
+		switch {
+		case h.Enabled:
+			enabled = "yes"
+		case h.IntervalSeconds == 0: // a tombstone: materialise retired it, it has no schedule
+			interval, offset, enabled = "-", "-", "retired"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%v\t%s\t%s\t%d\t%d\t%s\n",
+			h.HuntID, interval, offset, enabled, short(h.LatestFire), short(h.NextFire),
+			short(h.Watermark), duration(h.BehindSeconds), h.Due, lease, last, h.LastRunRows,
 			h.ConsecutiveFailures, strings.ReplaceAll(errText, "\n", " "))
 	}
 	tw.Flush()
@@ -163,4 +171,8 @@ func printStatus(w io.Writer, rep runner.StatusReport) {
 				b.ID, h.HuntID, b.ChunksDone, b.Chunks, short(b.From), short(b.To), short(b.Done), b.RequestedBy)
 		}
 	}
+}
+
+func duration(seconds int64) string {
+	return schedule.FormatInterval(time.Duration(seconds) * time.Second)
 }

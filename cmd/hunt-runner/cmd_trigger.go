@@ -20,8 +20,12 @@ func triggerCommand() *cli.Command {
 		ArgsUsage: "HUNT",
 		Description: "The runner runs the request when nothing scheduled is owed, over [watermark, fire); the\n" +
 			"watermark then equals the requested fire. The request is counted by the due backlog, so it\n" +
-			"wakes a scaled-to-zero runner. --fire defaults to ClickHouse's now and may not be in the future.",
-		Flags: concat(clickhouseFlags(), []cli.Flag{
+			"wakes a scaled-to-zero runner. --fire defaults to ClickHouse's now and may not be in the future.\n" +
+			"A hunt that is not published, or is disabled or removed (tombstoned in hunt_schedule), is refused:\n" +
+			"no runner would run the request. --force queues it anyway, for a runner that has the hunt loaded\n" +
+			"but whose set was not materialised.",
+		Flags: concat(interactiveClickhouseFlags(), []cli.Flag{
+			&cli.BoolFlag{Name: "force", Usage: "queue the request even if the hunt is not an enabled hunt of the published schedule"},
 			&cli.StringFlag{Name: "fire", Usage: "end of the requested window: RFC 3339 time or epoch seconds (default: now)"},
 			&cli.StringFlag{Name: "requested-by", Usage: "who asks, recorded in hunt_request (default: user@host)"},
 		}),
@@ -79,14 +83,12 @@ func triggerAction(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), exitError)
 	}
-	known := false
-	for _, e := range sched {
-		if e.HuntID == id {
-			known = e.Enabled
+	if problem := triggerable(sched, id); problem != "" {
+		if !c.Bool("force") {
+			return cli.Exit(fmt.Sprintf("%q %s, so no runner would run the request; check the id with `hunt-runner status`, "+
+				"publish the hunt with `hunt-runner materialise`, or pass --force to queue it anyway", id, problem), exitError)
 		}
-	}
-	if !known {
-		fmt.Fprintf(c.App.ErrWriter, "warning: %q is not an enabled hunt of the published schedule; only a runner that has it loaded will run the request\n", id)
+		fmt.Fprintf(c.App.ErrWriter, "warning: %q %s; queued anyway (--force): only a runner that has it loaded will run the request\n", id, problem)
 	}
 	by := c.String("requested-by")
 	if by == "" {
@@ -97,6 +99,19 @@ func triggerAction(c *cli.Context) error {
 	}
 	fmt.Fprintf(c.App.Writer, "queued %s fire %s (requested by %s)\n", id, time.Unix(fire, 0).UTC().Format(time.RFC3339), by)
 	return nil
+}
+
+// triggerable says why a request for id would never run ("" when it would).
+func triggerable(sched []runner.ScheduleEntry, id string) string {
+	for _, e := range sched {
+		if e.HuntID == id {
+			if e.Enabled {
+				return ""
+			}
+			return "is disabled or removed (tombstoned in hunt_schedule)"
+		}
+	}
+	return "is not in the published schedule (hunt_schedule)"
 }
 
 func defaultRequester() string {

@@ -2,9 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -21,12 +21,13 @@ func validateCommand() *cli.Command {
 		Description: "Checks every hunt file the way the runner loads it: strict YAML, schedule, query shape\n" +
 			"(one read-only SELECT over {window_start}/{window_end}, no table functions reaching off the\n" +
 			"server). DIR defaults to --hunts-dir; --git-url validates a branch, tag or commit instead.\n" +
-			"When --clickhouse-url is given explicitly, each query is also parsed by the server (EXPLAIN AST).\n\n" +
+			"When --clickhouse-url is given explicitly, the exact statement the runner sends for each query is also\n" +
+			"parsed by the server (EXPLAIN AST) and checked against the same rules (docs/hunts.md).\n\n" +
 			"Exit status: 0 all valid, 1 any problem or no hunt file at all (a wrong path must not pass CI),\n" +
 			"2 usage. Example, in CI: hunt-runner validate hunts/",
 		Flags: concat(
 			[]cli.Flag{&cli.BoolFlag{Name: "json", EnvVars: envFor("json"), Usage: "print hunts and errors as JSON"}},
-			sourceFlags(), clickhouseFlags()),
+			sourceFlags(), clickhouseFlags(), []cli.Flag{notifyConfigFlag}),
 		Action: validateAction,
 	}
 }
@@ -79,15 +80,26 @@ func validateAction(c *cli.Context) error {
 			return cli.Exit(fmt.Sprintf("ClickHouse check: %v", err), exitError)
 		}
 		defer conn.Close()
+		policy, err := huntPolicy(c)
+		if err != nil {
+			return err
+		}
 		for _, h := range set.Hunts {
-			if err := configsrc.CheckWithServer(c.Context, conn, h); err != nil {
-				problems = append(problems, configsrc.Problem{File: h.File, Line: h.QueryLine, Column: 1,
-					Message: strings.TrimPrefix(err.Error(), configsrc.ErrQueryRefused.Error()+": "), HuntID: h.ID})
+			err := configsrc.CheckWithServer(c.Context, conn, h, policy)
+			var refusal *configsrc.RefusedError
+			switch {
+			case err == nil:
+			case errors.As(err, &refusal):
+				line, col := h.QueryPos(refusal.Line, refusal.Column)
+				problems = append(problems, configsrc.Problem{File: h.File, Line: line, Column: col, Message: refusal.Msg, HuntID: h.ID})
+			default:
+				return cli.Exit(fmt.Sprintf("ClickHouse check of %s: %v", h.File, err), exitError)
 			}
 		}
 	}
 
-	display := sourcePath(c, dir)
+	problems = append(problems, notifyProblems(c, set)...)
+	display := keepPath(sourcePath(c, dir), c.String("notify-config"))
 	w := c.App.Writer
 	if c.Bool("json") {
 		if err := writeValidateJSON(w, set, problems, display); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"os"
@@ -140,7 +141,7 @@ func TestValidateGit(t *testing.T) {
 	if exitCode(err) != exitError {
 		t.Fatalf("exit %d (%v)\n%s", exitCode(err), err, out)
 	}
-	if !strings.HasPrefix(out, "hunts/bad.yaml:1:11: interval: on is a boolean in YAML 1.1") || !strings.Contains(out, "1 valid hunt, 1 problem in 1 file") || !strings.Contains(out, "(commit ") {
+	if !strings.HasPrefix(out, "hunts/bad.yaml:1:11: interval: the value is a boolean in YAML 1.1") || !strings.Contains(out, "1 valid hunt, 1 problem in 1 file") || !strings.Contains(out, "(commit ") {
 		t.Errorf("output:\n%s", out)
 	}
 }
@@ -153,13 +154,15 @@ func TestValidateWithServer(t *testing.T) {
 		t.Fatalf("good corpus on the server: %v\n%s", err, out)
 	}
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, "typo.yaml"), []byte("interval: 5m\nquery: |\n  SELECT count( FROM sample.auth_events\n  WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "typo.yaml"), []byte("interval: 5m\nquery: |\n  SELECT count() + FROM sample.auth_events\n  WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}\n"), 0o644)
 	out, err = runApp(t, "validate", dir)
 	if err != nil {
-		t.Fatalf("offline check should pass the unbalanced parenthesis: %v\n%s", err, out)
+		t.Fatalf("offline check should pass the syntax error only the server sees: %v\n%s", err, out)
 	}
 	out, err = runApp(t, "validate", "--clickhouse-url", db.URL, dir)
-	if exitCode(err) != exitError || !strings.Contains(out, filepath.Join(dir, "typo.yaml")+":3:1: the server's parser says: Syntax error") {
+	// "+ FROM" makes FROM a column and sample its alias; the server fails at the '.', line 3,
+	// column 31 of the file (the block's indent of 2, then column 29 of the query).
+	if exitCode(err) != exitError || !strings.Contains(out, filepath.Join(dir, "typo.yaml")+":3:31: the server's parser says: Syntax error") {
 		t.Errorf("exit %d, output:\n%s", exitCode(err), out)
 	}
 }
@@ -196,5 +199,87 @@ func TestHuntSource(t *testing.T) {
 	}
 	if _, err := try("--hunts-dir", "/a", "--spread-fraction", "1.5"); exitCode(err) != exitUsage {
 		t.Errorf("bad spread fraction: %v", err)
+	}
+}
+
+// TestValidateHostileCorpus: validate refuses every hostile hunt offline and with the server,
+// and the symlinked secret next to them never reaches its output.
+func TestValidateHostileCorpus(t *testing.T) {
+	db := chtest.New(t)
+	base := t.TempDir()
+	dir := filepath.Join(base, "hunts")
+	src := filepath.Join("..", "..", "configsrc", "testdata", "hostile")
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeTestFile(t, filepath.Join(dir, e.Name()), string(b))
+	}
+	secret := "s" + rand.Text()
+	writeTestFile(t, filepath.Join(base, "token"), "password: "+secret+"\n")
+	if err := os.Symlink(filepath.Join(base, "token"), filepath.Join(dir, "leak.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	writeTestFile(t, filepath.Join(dir, "good.yaml"), "interval: 5m\nquery: SELECT 1 FROM sample.auth_events WHERE {window}\n")
+	for _, args := range [][]string{
+		{"validate", dir},
+		{"validate", "--json", dir},
+		{"validate", "--clickhouse-url", db.URL, dir},
+	} {
+		out, err := runApp(t, args...)
+		if exitCode(err) != exitError {
+			t.Errorf("%v: exit %d, want %d", args, exitCode(err), exitError)
+		}
+		if strings.Contains(out, secret) || (err != nil && strings.Contains(err.Error(), secret)) {
+			t.Errorf("%v: the secret is in the output:\n%s", args, out)
+		}
+		for _, e := range entries {
+			if !strings.Contains(out, e.Name()) {
+				t.Errorf("%v: %s not refused:\n%s", args, e.Name(), out)
+			}
+		}
+		if !strings.Contains(out, "leak.yaml") || !strings.Contains(out, "symlink resolves outside the hunts directory") ||
+			!strings.Contains(out, "1 valid hunt") && args[1] != "--json" {
+			t.Errorf("%v: output:\n%s", args, out)
+		}
+	}
+}
+
+func writeTestFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestValidatePolicyFlags: --allow-table-functions and --allow-system-tables widen what validate
+// accepts, offline and with the server, and a bad list is a usage error.
+func TestValidatePolicyFlags(t *testing.T) {
+	db := chtest.New(t)
+	dir := t.TempDir()
+	writeTestFile(t, filepath.Join(dir, "n.yaml"), "interval: 5m\nquery: SELECT number FROM numbers(3) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}\n")
+	writeTestFile(t, filepath.Join(dir, "s.yaml"), "interval: 5m\nquery: SELECT dummy FROM system.one WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}\n")
+	out, err := runApp(t, "validate", dir)
+	if exitCode(err) != exitError || !strings.Contains(out, "table function numbers()") || !strings.Contains(out, "reads system tables") {
+		t.Errorf("default policy: exit %d\n%s", exitCode(err), out)
+	}
+	for _, args := range [][]string{
+		{"validate", "--allow-table-functions", "numbers", "--allow-system-tables", dir},
+		{"validate", "--allow-table-functions", "numbers", "--allow-system-tables", "--clickhouse-url", db.URL, dir},
+	} {
+		if out, err := runApp(t, args...); err != nil {
+			t.Errorf("%v: %v\n%s", args, err, out)
+		}
+	}
+	if _, err := runApp(t, "validate", "--allow-table-functions", "url('x')", dir); exitCode(err) != exitUsage {
+		t.Errorf("a bad list: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -25,7 +26,7 @@ func withApp(t *testing.T, args []string, action func(*cli.Context) error) error
 	t.Helper()
 	app := &cli.App{
 		Name:  "hunt-runner",
-		Flags: []cli.Flag{logLevelFlag},
+		Flags: []cli.Flag{logLevelFlag()},
 		Commands: []*cli.Command{{
 			Name: "probe", Flags: clickhouseFlags(), Action: action,
 		}},
@@ -68,9 +69,9 @@ func TestOpenClickHouseNeverLeaksEnvPassword(t *testing.T) {
 		url  string
 		kind error // nil: any error
 	}{
-		"echoing endpoint":                 {echoEndpoint(t), nil},
-		"refused":                          {"http://" + closedPort(t), chstore.ErrRefused},
-		"refused native with URL password": {"clickhouse://bob:" + secret + "@" + closedPort(t), chstore.ErrRefused},
+		"echoing endpoint":             {echoEndpoint(t), nil},
+		"refused":                      {"http://" + closedPort(t), chstore.ErrRefused},
+		"refused native with URL user": {"clickhouse://bob@" + closedPort(t), chstore.ErrRefused},
 	}
 	for name, srv := range servers {
 		t.Run(name, func(t *testing.T) {
@@ -160,7 +161,7 @@ func TestLogLevelIsReadFromTheGlobalFlagOrEnv(t *testing.T) {
 	run := func(args ...string) string {
 		var got string
 		app := &cli.App{
-			Name: "hunt-runner", Flags: []cli.Flag{logLevelFlag},
+			Name: "hunt-runner", Flags: []cli.Flag{logLevelFlag()},
 			Commands: []*cli.Command{{Name: "probe", Action: func(c *cli.Context) error {
 				got = lookupString(c, "log-level")
 				return nil
@@ -177,5 +178,85 @@ func TestLogLevelIsReadFromTheGlobalFlagOrEnv(t *testing.T) {
 	t.Setenv("HUNT_RUNNER_LOG_LEVEL", "warn")
 	if got := run("probe"); got != "warn" {
 		t.Errorf("env: got %q", got)
+	}
+}
+
+// TestURLPasswordRefused: a password in --clickhouse-url is refused before any connection, the
+// message says where the password goes instead, and the password is echoed nowhere.
+func TestURLPasswordRefused(t *testing.T) {
+	secret := "url-" + rand.Text()
+	for _, u := range []string{"clickhouse://bob:" + secret + "@" + closedPort(t), "http://" + closedPort(t) + "/?Password=" + secret,
+		"clickhouse://alice:2024/" + secret + "@" + closedPort(t)} {
+		var logs bytes.Buffer
+		err := withApp(t, []string{"--clickhouse-url", u}, func(c *cli.Context) error {
+			conn, _, err := openClickHouse(c, buildLogger(&logs, "debug", "json"))
+			if conn != nil {
+				conn.Close()
+			}
+			return err
+		})
+		if exitCode(err) != exitUsage || !strings.Contains(err.Error(), passwordEnv) || !strings.Contains(err.Error(), "--clickhouse-password-file") {
+			t.Errorf("got %v, want a usage error naming %s", err, passwordEnv)
+		}
+		for _, text := range []string{fmt.Sprint(err), logs.String()} {
+			if strings.Contains(text, secret) {
+				t.Errorf("secret leaked: %s", text)
+			}
+		}
+	}
+}
+
+// TestHuntsIdentity: --hunts-user switches the user of an otherwise identical connection, with
+// its own password from HUNT_RUNNER_HUNTS_PASSWORD or --hunts-password-file; unset, there is none.
+func TestHuntsIdentity(t *testing.T) {
+	pw := "hunts-" + rand.Text()
+	pwFile := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pwFile, []byte(pw+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(passwordEnv, "main-"+rand.Text())
+	run := func(args []string, f func(c *cli.Context) error) error {
+		app := &cli.App{Name: "x", Commands: []*cli.Command{{Name: "c", Flags: concat(clickhouseFlags(), huntsFlags()), Action: f}}}
+		app.ExitErrHandler = func(*cli.Context, error) {}
+		return app.Run(append([]string{"x", "c"}, args...))
+	}
+	err := run([]string{"--clickhouse-url", "http://ch:8123/hunt_runner", "--clickhouse-user", "runner"}, func(c *cli.Context) error {
+		if conn, err := openHuntsClickHouse(c, buildLogger(io.Discard, "info", "json")); conn != nil || err != nil {
+			t.Errorf("without --hunts-user: %v %v, want nil, nil", conn, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = run([]string{"--clickhouse-url", "http://ch:8123/hunt_runner", "--clickhouse-user", "runner", "--hunts-user", "hunts",
+		"--hunts-password-file", pwFile}, func(c *cli.Context) error {
+		o, ok := huntsOptions(c)
+		if !ok {
+			t.Fatal("--hunts-user ignored")
+		}
+		o, err := o.WithDefaults()
+		if err != nil {
+			return err
+		}
+		main, _ := clickhouseOptions(c).WithDefaults()
+		if o.User != "hunts" || o.Password != pw || o.URL != main.URL || !o.AllowMissingDatabase {
+			t.Errorf("hunts options = %v (password from file: %v)", o, o.Password == pw)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(huntsPasswordEnv, pw)
+	err = run([]string{"--hunts-user", "hunts"}, func(c *cli.Context) error {
+		o, _ := huntsOptions(c)
+		if o.Password != pw {
+			t.Errorf("the hunts password did not come from %s", huntsPasswordEnv)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

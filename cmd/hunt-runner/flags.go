@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
 )
 
 // envFor derives the environment variable of a flag: --clickhouse-url → HUNT_RUNNER_CLICKHOUSE_URL.
@@ -12,15 +14,19 @@ func envFor(name string) []string {
 	return []string{"HUNT_RUNNER_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))}
 }
 
-var logLevelFlag = &cli.StringFlag{Name: "log-level", Value: "info", EnvVars: envFor("log-level"),
-	Usage: "log level: debug, info, warn or error"}
+// logLevelFlag is new for every app: urfave/cli stores a value read from the environment in
+// the flag itself, so a shared flag would carry one run's HUNT_RUNNER_LOG_LEVEL into the next.
+func logLevelFlag() cli.Flag {
+	return &cli.StringFlag{Name: "log-level", Value: "info", EnvVars: envFor("log-level"),
+		Usage: "log level: debug, info, warn or error"}
+}
 
 // clickhouseFlags are shared by every command that talks to ClickHouse.
 func clickhouseFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "clickhouse-url", Value: "clickhouse://localhost:9000", EnvVars: envFor("clickhouse-url"),
-			Usage: "ClickHouse address: clickhouse://host:9000 (native) or http(s)://host:8123; a password in it is accepted but always logged redacted"},
-		&cli.StringFlag{Name: "database", Value: "hunt_runner", EnvVars: envFor("database"),
+			Usage: "ClickHouse address: clickhouse://host:9000 (native) or http(s)://host:8123; a password in it is refused (use HUNT_RUNNER_CLICKHOUSE_PASSWORD or --clickhouse-password-file)"},
+		&cli.StringFlag{Name: "database", Value: chstore.DefaultDatabase, EnvVars: envFor("database"),
 			Usage: "database holding hunt-runner's coordination tables"},
 		&cli.StringFlag{Name: "clickhouse-user", Value: "default", EnvVars: envFor("clickhouse-user"),
 			Usage: "ClickHouse user (the password comes from HUNT_RUNNER_CLICKHOUSE_PASSWORD or --clickhouse-password-file)"},
@@ -30,18 +36,42 @@ func clickhouseFlags() []cli.Flag {
 			Usage: "PEM CA bundle to verify the server's TLS certificate"},
 		&cli.BoolFlag{Name: "clickhouse-insecure-skip-verify", EnvVars: envFor("clickhouse-insecure-skip-verify"),
 			Usage: "do not verify the server's TLS certificate (testing only; logged as a warning)"},
+		&cli.StringFlag{Name: "consistency", Value: string(chstore.ConsistencyAuto), EnvVars: envFor("consistency"),
+			Usage: "how coordination statements stay consistent across replicas: auto (from the tables' engines), " +
+				"single-endpoint, quorum (Replicated*MergeTree) or sequential (SharedMergeTree, Cloud); see docs/operations.md"},
 		&cli.DurationFlag{Name: "clickhouse-connect-timeout", Value: 30 * time.Second, EnvVars: envFor("clickhouse-connect-timeout"),
 			Usage: "how long to keep retrying the first connection before giving up"},
 	}
 }
 
-// spreadFlag is shared by every command that computes phase offsets; all must agree.
-var spreadFlag = &cli.Float64Flag{Name: "spread-fraction", Value: 0.8, EnvVars: envFor("spread-fraction"),
-	Usage: "phase offsets spread over this fraction of each interval, in (0, 1]; every command must use the same value"}
+// interactiveConnectTimeout bounds how long a command a person (or a CI job) waits for an
+// unreachable ClickHouse: a few seconds say "it is down" as well as thirty. run and shim keep
+// clickhouseFlags' longer default, because servers and runners start in any order.
+const interactiveConnectTimeout = 5 * time.Second
+
+// interactiveClickhouseFlags are clickhouseFlags with the short connect timeout.
+func interactiveClickhouseFlags() []cli.Flag {
+	flags := clickhouseFlags()
+	for i, f := range flags {
+		if d, ok := f.(*cli.DurationFlag); ok && d.Name == "clickhouse-connect-timeout" {
+			short := *d
+			short.Value = interactiveConnectTimeout
+			flags[i] = &short
+		}
+	}
+	return flags
+}
+
+// spreadFlag is given to every command that computes phase offsets; all must agree. A new one
+// each time, as logLevelFlag.
+func spreadFlag() cli.Flag {
+	return &cli.Float64Flag{Name: "spread-fraction", Value: 0.8, EnvVars: envFor("spread-fraction"),
+		Usage: "phase offsets spread over this fraction of each interval, in (0, 1]; every command must use the same value"}
+}
 
 // sourceFlags select where hunt definitions come from: a directory or a git repository.
 func sourceFlags() []cli.Flag {
-	return []cli.Flag{
+	return append([]cli.Flag{
 		&cli.StringFlag{Name: "hunts-dir", EnvVars: envFor("hunts-dir"),
 			Usage: "directory of hunt files (*.yaml, *.yml, recursive), e.g. a ConfigMap or git-sync volume"},
 		&cli.StringFlag{Name: "git-url", EnvVars: envFor("git-url"),
@@ -60,8 +90,8 @@ func sourceFlags() []cli.Flag {
 			Usage: "where the clone is kept (default: a directory under the user cache dir)"},
 		&cli.DurationFlag{Name: "reload-interval", Value: 30 * time.Second, EnvVars: envFor("reload-interval"),
 			Usage: "how often hunt definitions are re-read (directory) or fetched (git)"},
-		spreadFlag,
-	}
+		spreadFlag(),
+	}, policyFlags()...)
 }
 
 func concat(groups ...[]cli.Flag) []cli.Flag {

@@ -8,21 +8,83 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 )
 
-// Exit codes shared by every subcommand. materialise uses exitChanged to tell "wrote something"
-// from "nothing to do".
+// Exit codes shared by every subcommand (materialise --detailed-exitcode adds its own).
 const (
-	exitOK      = 0
-	exitError   = 1
-	exitUsage   = 2
-	exitChanged = 3
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
 )
+
+// version is stamped by release builds: go build -ldflags "-X main.version=v1.2.3" (the
+// Makefile's build and the Dockerfile do). Other builds report the module build info.
+var version string
+
+// buildVersion is what --version prints and run logs at start.
+func buildVersion() string {
+	if version != "" {
+		return version
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v // `go install …@v1.2.3`, or a build in a tagged checkout
+	}
+	v, dirty := "devel", false
+	for _, s := range bi.Settings {
+		switch {
+		case s.Key == "vcs.revision" && len(s.Value) >= 12:
+			v += "-" + s.Value[:12]
+		case s.Key == "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if dirty {
+		v += "-dirty"
+	}
+	return v
+}
+
+// logWriterKey in App.Metadata takes the logs instead of stderr, for a caller that embeds the
+// app (the tests read what a command logged).
+const logWriterKey = "log-writer"
+
+func logWriter(c *cli.Context) io.Writer {
+	if w, ok := c.App.Metadata[logWriterKey].(io.Writer); ok {
+		return w
+	}
+	return os.Stderr
+}
+
+// epochLogKeys are the log attributes the runner packages pass as epoch seconds (their
+// arithmetic is in seconds); people read them as times.
+var epochLogKeys = map[string]bool{"fire": true, "window_start": true, "window_end": true,
+	"gap_start": true, "gap_end": true, "watermark": true, "requested_fire": true}
+
+// readableTimes writes log times in UTC RFC 3339, whatever the host's zone (the times people
+// compare logs with — ClickHouse's clock, status, hunt_run — are UTC), and the epoch-second
+// attributes of the runner packages as such times rather than bare numbers.
+func readableTimes(groups []string, a slog.Attr) slog.Attr {
+	switch {
+	case a.Value.Kind() == slog.KindTime:
+		a.Value = slog.TimeValue(a.Value.Time().UTC())
+	case a.Value.Kind() == slog.KindInt64 && epochLogKeys[a.Key]:
+		a.Value = slog.StringValue(time.Unix(a.Value.Int64(), 0).UTC().Format(time.RFC3339))
+	}
+	return a
+}
 
 func main() {
 	os.Exit(run(os.Args))
@@ -50,13 +112,14 @@ func run(args []string) int {
 
 func newApp() *cli.App {
 	return &cli.App{
-		Name:  "hunt-runner",
-		Usage: "run scheduled ClickHouse detection queries (hunts) exactly once across pods",
+		Name:    "hunt-runner",
+		Version: buildVersion(),
+		Usage:   "run scheduled ClickHouse detection queries (hunts) exactly once across pods",
 		Description: "Hunts are YAML files (ClickHouse SQL + a schedule) kept in a directory or a git repository.\n" +
 			"Every flag can also be set with the environment variable HUNT_RUNNER_<FLAG>, for example\n" +
 			"HUNT_RUNNER_CLICKHOUSE_URL. The ClickHouse password is read only from\n" +
 			"HUNT_RUNNER_CLICKHOUSE_PASSWORD or --clickhouse-password-file, never from a flag value.",
-		Flags:                []cli.Flag{logLevelFlag},
+		Flags:                []cli.Flag{logLevelFlag()},
 		EnableBashCompletion: true,
 		// run() prints and maps errors itself; the default handler would os.Exit mid-test.
 		ExitErrHandler: func(*cli.Context, error) {},
@@ -74,6 +137,8 @@ func newApp() *cli.App {
 			backfillCommand(),
 			provisionCommand(),
 			devCommand(),
+			findingsCommand(),
+			notifyCommand(),
 		},
 	}
 }

@@ -51,21 +51,35 @@ func TestProvisionPrintsReviewableSQLWithoutConnecting(t *testing.T) {
 	}
 }
 
-func TestProvisionRunnerFindsSourceDatabases(t *testing.T) {
-	dir := t.TempDir()
-	hunt := "id: h1\ninterval: 5m\nquery: |\n  SELECT host FROM edr.process AS p JOIN logs.auth a ON a.host = p.host\n" +
-		"  WHERE p.ts >= {window_start:DateTime64(3)} AND p.ts < {window_end:DateTime64(3)}\n"
-	if err := os.WriteFile(filepath.Join(dir, "h1.yaml"), []byte(hunt), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, err := runApp(t, "provision", "--role", "runner", "--hunts-dir", dir, "--source-database", "extra")
+// TestProvisionHuntsNamesItsSources: the hunts role reads only the databases the operator
+// names; it needs at least one, and hunt files are no longer an input to provision at all.
+func TestProvisionHuntsNamesItsSources(t *testing.T) {
+	out, err := runApp(t, "provision", "--role", "hunts", "--source-database", "edr", "--source-database", "logs")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"SELECT ON `edr`.*", "SELECT ON `logs`.*", "SELECT ON `extra`.*", "-- source databases: edr, extra, logs"} {
+	for _, want := range []string{"SELECT ON `edr`.*", "SELECT ON `logs`.*", "-- source databases hunts may read: edr, logs", "readonly = 2 CONST"} {
 		if !strings.Contains(out, want) {
-			t.Errorf("runner SQL lacks %q:\n%s", want, out)
+			t.Errorf("hunts SQL lacks %q:\n%s", want, out)
 		}
+	}
+	if _, err := runApp(t, "provision", "--role", "hunts"); exitCode(err) != exitUsage || !strings.Contains(err.Error(), "--source-database") {
+		t.Errorf("hunts without a source database: %v", err)
+	}
+	if _, err := runApp(t, "provision", "--role", "runner", "--hunts-dir", t.TempDir()); err == nil {
+		t.Error("provision still reads hunt files")
+	}
+	plain, err := runApp(t, "provision", "--role", "runner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rotate, err := runApp(t, "provision", "--role", "runner", "--rotate-password")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(plain, "IDENTIFIED WITH sha256_password BY '<password: HUNT_RUNNER_PROVISION_PASSWORD or --password-file>';\n-- sha256") ||
+		!strings.Contains(rotate, "ALTER USER `hunt_runner` IDENTIFIED WITH sha256_password BY") {
+		t.Errorf("--rotate-password does not add the rotation:\n%s", rotate)
 	}
 }
 
@@ -81,8 +95,8 @@ func TestProvisionApplyOnEngine(t *testing.T) {
 		t.Fatal("the password was printed")
 	}
 	if os.Getenv(chtest.EnvURL) == "" {
-		// chDB has no access storage: the view is created, the profile statement is refused.
-		if err == nil || !strings.Contains(err.Error(), "statement 2 (profile)") {
+		// chDB has no access storage: the first statement, the profile, is refused.
+		if err == nil || !strings.Contains(err.Error(), "statement 1 (profile)") {
 			t.Fatalf("apply on chDB: %v", err)
 		}
 	} else if err != nil {
@@ -90,7 +104,7 @@ func TestProvisionApplyOnEngine(t *testing.T) {
 	}
 	var v uint64
 	if err := db.Conn.QueryRow(t.Context(), "SELECT value FROM "+db.Name+".hunt_backlog_v1").Scan(&v); err != nil {
-		t.Fatalf("the view was not created: %v", err)
+		t.Fatalf("schema did not create the view: %v", err)
 	}
 }
 

@@ -19,7 +19,7 @@ func TestRunTriggerStatusOnEngine(t *testing.T) {
 	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	hunt := "interval: 1h\nquery: |\n  SELECT number AS n FROM numbers(3)\n  WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}\n"
+	hunt := "interval: 1h\nquery: |\n  SELECT arrayJoin([0, 1, 2]) AS n\n  WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}\n"
 	if err := os.WriteFile(filepath.Join(dir, "three.yaml"), []byte(hunt), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -33,10 +33,11 @@ func TestRunTriggerStatusOnEngine(t *testing.T) {
 	if err := db.Conn.QueryRow(ctx, "SELECT toUnixTimestamp(now())").Scan(&now); err != nil {
 		t.Fatal(err)
 	}
-	if out, err = runApp(t, append([]string{"trigger", "three", "--requested-by", "tester"}, common...)...); err != nil {
+	// Nothing is materialised here: the runner has the hunt loaded, the schedule does not.
+	if out, err = runApp(t, append([]string{"trigger", "three", "--requested-by", "tester", "--force"}, common...)...); err != nil {
 		t.Fatalf("trigger: %v %s", err, out)
 	}
-	if !strings.Contains(out, "queued three fire") || !strings.Contains(out, "not an enabled hunt of the published schedule") {
+	if !strings.Contains(out, "queued three fire") || !strings.Contains(out, "is not in the published schedule") {
 		t.Fatalf("trigger output %q", out)
 	}
 

@@ -56,7 +56,7 @@ func convertSet(s *configsrc.Set) *runner.HuntSet {
 		out.Hunts = append(out.Hunts, runner.Hunt{
 			ID: h.ID, Interval: int64(h.Interval / time.Second), Offset: int64(h.Offset / time.Second),
 			Delay: h.Delay, MaxCatchup: h.MaxCatchup, Timeout: h.Timeout, Query: h.Query,
-			Severity: h.Severity, Labels: h.Labels, ConfigHash: h.Hash,
+			Severity: h.Severity, Labels: h.Labels, ConfigHash: h.Hash, MaxFindings: h.MaxFindings,
 		})
 	}
 	return out

@@ -42,7 +42,7 @@ func writeHunt(t *testing.T, dir, name, body string) {
 }
 
 const huntQuery = `query: |
-  SELECT 1 AS x FROM system.one
+  SELECT 1 AS x
   WHERE now() >= {window_start:DateTime64(3)} AND now() < {window_end:DateTime64(3)}
 `
 
@@ -70,28 +70,41 @@ func TestMaterialiseAndDueCommands(t *testing.T) {
 		return out, schedExit(err)
 	}
 
-	out, code := materialise("--dry-run")
-	if code != exitChanged || !strings.Contains(out, "+ hunt-a  every 5m at +") || !strings.Contains(out, "+ hunt-b  every 15m at +0s") ||
+	out, code := materialise("--dry-run", "--detailed-exitcode")
+	if code != exitDetailedChanged || !strings.Contains(out, "+ hunt-a  every 5m at +") || !strings.Contains(out, "+ hunt-b  every 15m at +0s") ||
 		!strings.Contains(out, "would write 2 row(s)") || !strings.Contains(out, "bad.yaml") {
 		t.Fatalf("dry run: exit %d\n%s", code, out)
 	}
 	if n := countRows(t, db, "hunt_schedule"); n != 0 {
 		t.Fatalf("dry run wrote %d rows", n)
 	}
-	// Jobs (the chart's materialise hook) treat "changed" as success.
+	// Publishing is success (CI jobs and Helm hooks fail on anything else); the old flag still
+	// picks a status for "changed", and the detailed one never lets an error look like a change.
+	if out, code := materialise("--dry-run"); code != exitOK || !strings.Contains(out, "would write 2 row(s)") {
+		t.Fatalf("dry run: exit %d\n%s", code, out)
+	}
 	if out, code := materialise("--dry-run", "--changed-exit-code=0"); code != exitOK || !strings.Contains(out, "would write 2 row(s)") {
 		t.Fatalf("dry run with --changed-exit-code=0: exit %d\n%s", code, out)
 	}
+	if out, code := materialise("--dry-run", "--changed-exit-code=3"); code != 3 {
+		t.Fatalf("dry run with --changed-exit-code=3: exit %d\n%s", code, out)
+	}
+	if out, code := materialise("--detailed-exitcode", "--spread-fraction=7"); code != exitError {
+		t.Fatalf("usage error with --detailed-exitcode: exit %d, want 1 (2 means changed)\n%s", code, out)
+	}
+	if out, code := materialise("--detailed-exitcode", "--changed-exit-code=0"); code != exitUsage {
+		t.Fatalf("both exit-code flags: exit %d\n%s", code, out)
+	}
 
 	out, code = materialise()
-	if code != exitChanged || !strings.Contains(out, "2 added, 0 changed, 0 tombstoned, 1 unchanged; wrote 2 row(s)") {
+	if code != exitOK || !strings.Contains(out, "2 added, 0 changed, 0 tombstoned, 1 unchanged; wrote 2 row(s)") {
 		t.Fatalf("first run: exit %d\n%s", code, out)
 	}
 	// As validate shows it: the path under --hunts-dir, line and column.
-	if !strings.Contains(out, filepath.Join(dir, "bad.yaml")+":2:11: interval: true is a boolean") || !strings.Contains(out, "(left out)") {
+	if !strings.Contains(out, filepath.Join(dir, "bad.yaml")+":2:11: interval: the value is a boolean") || !strings.Contains(out, "(left out)") {
 		t.Errorf("invalid hunt not reported with its path and position:\n%s", out)
 	}
-	out, code = materialise()
+	out, code = materialise("--detailed-exitcode")
 	if code != exitOK || !strings.Contains(out, "0 added, 0 changed, 0 tombstoned, 3 unchanged; wrote 0 row(s)") {
 		t.Fatalf("second run: exit %d\n%s", code, out)
 	}
@@ -142,14 +155,14 @@ func TestMaterialiseAndDueCommands(t *testing.T) {
 	if err := os.Remove(filepath.Join(dir, "a.yaml")); err != nil {
 		t.Fatal(err)
 	}
-	out, code = materialise()
-	if code != exitChanged || !strings.Contains(out, "= hunt-a  kept as published") || strings.Contains(out, "- hunt-a") {
+	out, code = materialise("--detailed-exitcode")
+	if code != exitDetailedChanged || !strings.Contains(out, "= hunt-a  kept as published") || strings.Contains(out, "- hunt-a") {
 		t.Fatalf("removal with a broken file: exit %d\n%s", code, out)
 	}
 	// Fix the broken file: now hunt-a is tombstoned and hunt-bad added.
 	writeHunt(t, dir, "bad.yaml", "id: hunt-bad\ninterval: 10m\n"+huntQuery)
 	out, code = materialise()
-	if code != exitChanged || !strings.Contains(out, "- hunt-a  tombstone (removed;") || !strings.Contains(out, "+ hunt-bad") {
+	if code != exitOK || !strings.Contains(out, "- hunt-a  tombstone (removed;") || !strings.Contains(out, "+ hunt-bad") {
 		t.Fatalf("removal: exit %d\n%s", code, out)
 	}
 
@@ -168,7 +181,7 @@ func TestMaterialiseAndDueCommands(t *testing.T) {
 		t.Fatalf("refused runs wrote %d rows", n-before)
 	}
 	out, err = runApp(t, append([]string{"materialise", "--hunts-dir", empty, "--allow-empty"}, conn...)...)
-	if schedExit(err) != exitChanged || !strings.Contains(out, "2 tombstoned") {
+	if schedExit(err) != exitOK || !strings.Contains(out, "2 tombstoned") {
 		t.Fatalf("--allow-empty: exit %d, %v\n%s", schedExit(err), err, out)
 	}
 	out, err = runApp(t, append([]string{"due"}, conn...)...)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/configsrc"
 )
 
@@ -25,19 +26,22 @@ func huntSource(c *cli.Context, log *slog.Logger) (configsrc.Source, error) {
 // overrides both flags) and the directory settle time (negative: trust files at once).
 func huntSourceWith(c *cli.Context, log *slog.Logger, dir string, settle time.Duration) (configsrc.Source, error) {
 	f := c.Float64("spread-fraction")
+	policy, err := huntPolicy(c)
+	if err != nil {
+		return nil, err
+	}
 	url := c.String("git-url")
 	var src configsrc.Source
-	var err error
 	switch {
 	case dir != "" && url != "" && !c.Args().Present():
 		return nil, cli.Exit("give either --hunts-dir or --git-url, not both", exitUsage)
 	case dir != "":
-		src, err = configsrc.NewDir(dir, configsrc.Options{SpreadFraction: f, Settle: settle})
+		src, err = configsrc.NewDir(dir, configsrc.Options{SpreadFraction: f, Settle: settle, Policy: policy})
 	case url != "":
 		src, err = configsrc.NewGit(configsrc.GitOptions{
 			URL: url, Ref: c.String("git-ref"), Path: c.String("git-path"), CacheDir: c.String("git-cache-dir"),
 			TokenFile: c.String("git-token-file"), SSHKeyFile: c.String("git-ssh-key-file"),
-			KnownHostsFile: c.String("git-known-hosts-file"), SpreadFraction: f,
+			KnownHostsFile: c.String("git-known-hosts-file"), SpreadFraction: f, Policy: policy,
 		})
 	default:
 		return nil, errNoHuntSource
@@ -57,4 +61,30 @@ func sourcePath(c *cli.Context, dir string) func(rel string) string {
 	}
 	root := c.String("git-path")
 	return func(rel string) string { return path.Join(root, rel) }
+}
+
+// policyFlags say what hunt queries may use beyond plain table reads. Every command that loads
+// hunts takes them (through sourceFlags), so validate, materialise and run judge alike.
+func policyFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "allow-table-functions", EnvVars: envFor("allow-table-functions"),
+			Usage: "comma-separated table functions hunts may call (e.g. numbers,merge); none by default"},
+		&cli.BoolFlag{Name: "allow-system-tables", EnvVars: envFor("allow-system-tables"),
+			Usage: "let hunts read system.* and information_schema (they hold other users' queries and server state)"},
+	}
+}
+
+// huntPolicy reads policyFlags(); the coordination database is the one the ClickHouse flags
+// name, so a hunt can never read hunt-runner's own tables.
+func huntPolicy(c *cli.Context) (configsrc.Policy, error) {
+	fns, err := configsrc.ParseTableFunctions(c.String("allow-table-functions"))
+	if err != nil {
+		return configsrc.Policy{}, cli.Exit(fmt.Sprintf("--allow-table-functions: %v", err), exitUsage)
+	}
+	p := configsrc.Policy{AllowTableFunctions: fns, AllowSystem: c.Bool("allow-system-tables"),
+		CoordinationDatabase: chstore.DefaultDatabase}
+	if o, err := clickhouseOptions(c).WithDefaults(); err == nil {
+		p.CoordinationDatabase = o.Database
+	}
+	return p, nil
 }

@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -36,6 +37,11 @@ import (
 // EnvURL names a real ClickHouse server for tests (clickhouse://host:9000
 // native or http://host:8123), used instead of chlocal when set.
 const EnvURL = "HUNT_RUNNER_TEST_CLICKHOUSE"
+
+// EnvCluster names the cluster of the EnvURL server (make test-cluster sets it): fresh
+// databases are then Replicated on every replica of that cluster, and NewWithSchema creates the
+// replicated tables, so a test sees the same database whichever replica a connection reaches.
+const EnvCluster = "HUNT_RUNNER_TEST_CLUSTER"
 
 // EnvLib is the path of libchdb.so, needed to run chlocal.
 const EnvLib = "CHDB_LIB_PATH"
@@ -67,7 +73,13 @@ func New(t testing.TB) *DB {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+	create, drop := "CREATE DATABASE "+name, "DROP DATABASE IF EXISTS "+name+" SYNC"
+	if c := cluster(); c != "" {
+		create = "CREATE DATABASE " + name + " ON CLUSTER " + c +
+			" ENGINE = Replicated('/clickhouse/test_databases/" + name + "', '{shard}', '{replica}')"
+		drop = "DROP DATABASE IF EXISTS " + name + " ON CLUSTER " + c + " SYNC"
+	}
+	if err := admin.Exec(ctx, create); err != nil {
 		admin.Close()
 		t.Fatalf("chtest: create database %s: %v", name, err)
 	}
@@ -81,11 +93,14 @@ func New(t testing.TB) *DB {
 		conn.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" SYNC"); err != nil {
+		if err := admin.Exec(ctx, drop); err != nil {
 			t.Errorf("chtest: drop database %s: %v", name, err)
 		}
 		admin.Close()
 	})
+	if cluster() != "" {
+		return &DB{Conn: replicatedConn{conn}, Name: name, URL: base, Options: opts}
+	}
 	return &DB{Conn: conn, Name: name, URL: base, Options: opts}
 }
 
@@ -329,4 +344,28 @@ func readListening(r io.Reader) (string, error) {
 	}
 	addr, _, _ := strings.Cut(rest, " ")
 	return strings.TrimSpace(addr), nil
+}
+
+// replicatedConn turns the plain MergeTree engines of a test's own fixture tables into their
+// Replicated forms under EnvCluster: in a Replicated database a plain table exists on every
+// replica but its rows stay where they were written, so a read through a load balancer would
+// miss them.
+type replicatedConn struct{ driver.Conn }
+
+func (c replicatedConn) Exec(ctx context.Context, query string, args ...any) error {
+	return c.Conn.Exec(ctx, replicateEngines(query), args...)
+}
+
+var plainEngineRe = regexp.MustCompile(`(?i)\bENGINE\s*=\s*(Replacing|Summing|Aggregating|Collapsing|VersionedCollapsing)?MergeTree\b`)
+
+func replicateEngines(sql string) string {
+	return plainEngineRe.ReplaceAllString(sql, "ENGINE = Replicated${1}MergeTree")
+}
+
+// cluster returns EnvCluster when a server is named too (chlocal has no clusters).
+func cluster() string {
+	if os.Getenv(EnvURL) == "" {
+		return ""
+	}
+	return os.Getenv(EnvCluster)
 }

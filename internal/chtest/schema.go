@@ -9,13 +9,17 @@ import (
 )
 
 // NewWithSchema is New with hunt-runner's coordination tables created in the fresh database
-// (single-node topology), the starting point of every test of the coordination code.
+// (single-node topology, replicated under EnvCluster), the starting point of every test of the coordination code.
 func NewWithSchema(t testing.TB) *DB {
 	t.Helper()
 	db := New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := chstore.Apply(ctx, db.Conn, db.Name, chstore.TopologySingle, ""); err != nil {
+	topo := chstore.TopologySingle
+	if cluster() != "" {
+		topo = chstore.TopologyReplicated // the database is Replicated (New)
+	}
+	if _, err := chstore.Apply(ctx, db.Conn, db.Name, topo, ""); err != nil {
 		t.Fatalf("chtest: apply schema: %v", err)
 	}
 	return db

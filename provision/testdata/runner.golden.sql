@@ -1,8 +1,7 @@
 -- hunt-runner provision --role runner: least-privilege ClickHouse identity "hunt_runner"
 -- coordination database "hunt_runner"
--- source databases: edr, logs
 -- The password is never printed; --apply reads it from HUNT_RUNNER_PROVISION_PASSWORD or --password-file.
--- Repeatable: applying this again changes nothing.
+-- Repeatable: applying this again changes nothing (an existing user keeps its password).
 
 CREATE USER IF NOT EXISTS `hunt_runner` IDENTIFIED WITH sha256_password BY '<password: HUNT_RUNNER_PROVISION_PASSWORD or --password-file>'
 DEFAULT DATABASE `hunt_runner`;
@@ -10,20 +9,20 @@ DEFAULT DATABASE `hunt_runner`;
 ALTER USER `hunt_runner` DEFAULT DATABASE `hunt_runner`;
 
 GRANT
-  SELECT, INSERT ON `hunt_runner`.`hunt_schedule`,
-  SELECT, INSERT ON `hunt_runner`.`hunt_publish`,
+  SELECT ON `hunt_runner`.`hunt_schedule`,
+  SELECT ON `hunt_runner`.`hunt_publish`,
   SELECT, INSERT ON `hunt_runner`.`hunt_lease`,
   SELECT, INSERT ON `hunt_runner`.`hunt_watermark`,
   SELECT, INSERT ON `hunt_runner`.`hunt_state`,
   SELECT, INSERT ON `hunt_runner`.`hunt_run`,
   SELECT, INSERT, ALTER DELETE ON `hunt_runner`.`hunt_findings`,
-  SELECT, INSERT ON `hunt_runner`.`hunt_request`,
-  SELECT, INSERT ON `hunt_runner`.`hunt_pause`,
-  SELECT, INSERT ON `hunt_runner`.`hunt_backfill`,
-  SELECT, INSERT ON `hunt_runner`.`hunt_schema`,
-  SELECT ON `edr`.*,
-  SELECT ON `logs`.*,
+  SELECT ON `hunt_runner`.`hunt_request`,
+  SELECT ON `hunt_runner`.`hunt_delivery`,
+  SELECT ON `hunt_runner`.`hunt_suppress`,
+  SELECT ON `hunt_runner`.`hunt_pause`,
+  SELECT ON `hunt_runner`.`hunt_backfill`,
+  SELECT ON `hunt_runner`.`hunt_schema`,
   SELECT ON system.`databases`,
   SELECT ON system.`replicas`
 TO `hunt_runner` WITH REPLACE OPTION;
--- sha256: 80b19806c861ea5fd76e8cab7849ebf3623b36926b26327565315ffb6804466f
+-- sha256: 8d176d37a18f8d784b738f20618a851f799c744ed159ceb6b2416b0d607e7edf

@@ -114,14 +114,14 @@ The password only ever arrives through a secretKeyRef.
   value: {{ $v.clickhouse.url | quote }}
 - name: HUNT_RUNNER_DATABASE
   value: {{ $v.clickhouse.database | quote }}
+- name: HUNT_RUNNER_CONSISTENCY
+  value: {{ $v.clickhouse.consistency | default "auto" | quote }}
 - name: HUNT_RUNNER_CLICKHOUSE_USER
   value: {{ .user | quote }}
 {{- if .secret }}
-- name: HUNT_RUNNER_CLICKHOUSE_PASSWORD
-  valueFrom:
-    secretKeyRef:
-      name: {{ .secret | quote }}
-      key: {{ .key | quote }}
+{{- /* A file, not an env var: env leaks into /proc/<pid>/environ, crash dumps and `kubectl describe`. */}}
+- name: HUNT_RUNNER_CLICKHOUSE_PASSWORD_FILE
+  value: /etc/hunt-runner/clickhouse-password/password
 {{- end }}
 {{- if or $v.clickhouse.ca.secretName $v.clickhouse.ca.configMapName }}
 - name: HUNT_RUNNER_CLICKHOUSE_CA_FILE
@@ -356,4 +356,42 @@ A Go duration of one unit ("750ms", "2s", "1m") in milliseconds, or "" when it h
 {{- else if regexMatch "^[0-9]+s$" $d -}}{{ mul (trimSuffix "s" $d | int) 1000 }}
 {{- else if regexMatch "^[0-9]+m$" $d -}}{{ mul (trimSuffix "m" $d | int) 60000 }}
 {{- end -}}
+{{- end -}}
+
+{{/*
+The password Secret of a pod, mounted as a file (see clickhouseEnv). Call with
+(dict "name" VOLUME "secret" S "key" K); renders nothing without a Secret.
+*/}}
+{{- define "hunt-runner.passwordVolume" -}}
+{{- if .secret }}
+- name: {{ .name }}
+  secret:
+    secretName: {{ .secret | quote }}
+    # Owner root, group fsGroup (the runner's group): readable by the pod's user only through fsGroup.
+    defaultMode: 0440
+    items:
+      - key: {{ .key | quote }}
+        path: password
+{{- end }}
+{{- end -}}
+
+{{- define "hunt-runner.passwordVolumeMount" -}}
+{{- if .secret }}
+- name: {{ .name }}
+  mountPath: {{ .path }}
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/* The hunts identity of the runner (provision --role hunts), when configured. */}}
+{{- define "hunt-runner.huntsEnv" -}}
+{{- $h := .Values.clickhouse.hunts -}}
+{{- if $h.user }}
+- name: HUNT_RUNNER_HUNTS_USER
+  value: {{ $h.user | quote }}
+{{- if $h.existingSecret }}
+- name: HUNT_RUNNER_HUNTS_PASSWORD_FILE
+  value: /etc/hunt-runner/hunts-password/password
+{{- end }}
+{{- end }}
 {{- end -}}

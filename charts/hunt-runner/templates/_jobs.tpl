@@ -29,11 +29,13 @@ spec:
         {{- toYaml $.Values.securityContext | nindent 8 }}
       volumeMounts:
         {{- include "hunt-runner.commonVolumeMounts" $ | nindent 8 }}
+        {{- with (include "hunt-runner.passwordVolumeMount" (dict "name" "clickhouse-password" "path" "/etc/hunt-runner/clickhouse-password" "secret" .secret) | trim) }}{{ . | nindent 8 }}{{ end }}
         {{- if .source }}
         {{- with (include "hunt-runner.sourceVolumeMounts" $ | trim) }}{{ . | nindent 8 }}{{ end }}
         {{- end }}
   volumes:
     {{- include "hunt-runner.commonVolumes" $ | nindent 4 }}
+    {{- with (include "hunt-runner.passwordVolume" (dict "name" "clickhouse-password" "secret" .secret "key" .key) | trim) }}{{ . | nindent 4 }}{{ end }}
     {{- if .source }}
     {{- with (include "hunt-runner.sourceVolumes" $ | trim) }}{{ . | nindent 4 }}{{ end }}
     {{- end }}
@@ -47,7 +49,8 @@ spec:
   {{- end }}
 {{- end -}}
 
-{{/* materialise exits 3 when it changed the schedule; in a Job that is success. */}}
+{{/* A changed schedule is success in a Job. materialise exits 0 for it since --detailed-exitcode
+     came in; the flag keeps images from before that (which exited 3) working with this chart. */}}
 {{- define "hunt-runner.materialiseArgs" -}}
 - materialise
 - --changed-exit-code=0

@@ -2,6 +2,7 @@ package charttest
 
 import (
 	"encoding/base64"
+	"path"
 	"slices"
 	"strings"
 	"testing"
@@ -66,8 +67,11 @@ func TestRenderMatrix(t *testing.T) {
 				if e := env(c, "HUNT_RUNNER_HUNTS_DIR"); e == nil || e.Value != "/etc/hunt-runner/hunts" {
 					t.Errorf("hunts dir env %+v", e)
 				}
-				if env(c, "HUNT_RUNNER_CLICKHOUSE_PASSWORD") != nil {
+				if env(c, "HUNT_RUNNER_CLICKHOUSE_PASSWORD") != nil || env(c, "HUNT_RUNNER_CLICKHOUSE_PASSWORD_FILE") != nil {
 					t.Error("no password configured, none expected")
+				}
+				if env(c, "HUNT_RUNNER_HUNTS_USER") != nil {
+					t.Error("no hunts identity configured, none expected")
 				}
 				one[corev1.ConfigMap](t, r, runnerName+"-hunts")
 				one[corev1.ServiceAccount](t, r, runnerName)
@@ -232,10 +236,36 @@ clickhouse:
 					one[appsv1.Deployment](t, r, runnerName).Spec.Template.Spec,
 					one[batchv1.Job](t, r, matName).Spec.Template.Spec,
 				} {
-					e := env(ps.Containers[0], "HUNT_RUNNER_CLICKHOUSE_PASSWORD")
-					if e == nil || e.ValueFrom.SecretKeyRef.Name != "ch-runner" || e.ValueFrom.SecretKeyRef.Key != "pw" {
-						t.Errorf("password env %+v", e)
+					if name, key := passwordFileSecret(t, ps, "HUNT_RUNNER_CLICKHOUSE_PASSWORD_FILE"); name != "ch-runner" || key != "pw" {
+						t.Errorf("password file from %s/%s", name, key)
 					}
+				}
+			},
+		},
+		{
+			name: "hunts identity",
+			values: base + "---\n" + `
+clickhouse:
+  existingSecret: ch-runner
+  hunts:
+    user: hunt_hunts
+    existingSecret: ch-hunts
+    passwordKey: pw
+`,
+			check: func(t *testing.T, r *rendered) {
+				ps := one[appsv1.Deployment](t, r, runnerName).Spec.Template.Spec
+				if e := env(ps.Containers[0], "HUNT_RUNNER_HUNTS_USER"); e == nil || e.Value != "hunt_hunts" {
+					t.Errorf("hunts user env %+v", e)
+				}
+				if name, key := passwordFileSecret(t, ps, "HUNT_RUNNER_HUNTS_PASSWORD_FILE"); name != "ch-hunts" || key != "pw" {
+					t.Errorf("hunts password file from %s/%s", name, key)
+				}
+				if name, _ := passwordFileSecret(t, ps, "HUNT_RUNNER_CLICKHOUSE_PASSWORD_FILE"); name != "ch-runner" {
+					t.Errorf("runner password file from %s", name)
+				}
+				// Only the runner runs hunts; the jobs keep their own identity.
+				if env(one[batchv1.Job](t, r, matName).Spec.Template.Spec.Containers[0], "HUNT_RUNNER_HUNTS_USER") != nil {
+					t.Error("the materialise Job has no use for the hunts identity")
 				}
 			},
 		},
@@ -255,9 +285,8 @@ shim:
 					t.Errorf("runner Secret data %q", s.Data["password"])
 				}
 				one[corev1.Secret](t, r, shimName+"-clickhouse")
-				e := env(one[appsv1.Deployment](t, r, shimName).Spec.Template.Spec.Containers[0], "HUNT_RUNNER_CLICKHOUSE_PASSWORD")
-				if e == nil || e.ValueFrom.SecretKeyRef.Name != shimName+"-clickhouse" {
-					t.Errorf("shim password env %+v", e)
+				if name, _ := passwordFileSecret(t, one[appsv1.Deployment](t, r, shimName).Spec.Template.Spec, "HUNT_RUNNER_CLICKHOUSE_PASSWORD_FILE"); name != shimName+"-clickhouse" {
+					t.Errorf("shim password file from %s", name)
 				}
 				for _, o := range r.Objects {
 					if strings.Contains(string(o.Raw), base64.StdEncoding.EncodeToString([]byte(passwordSentinel))) && o.Kind != "Secret" {
@@ -386,8 +415,8 @@ schema:
 				if e := env(c, "HUNT_RUNNER_CLICKHOUSE_USER"); e.Value != "hunt_admin" {
 					t.Errorf("schema user %q", e.Value)
 				}
-				if e := env(c, "HUNT_RUNNER_CLICKHOUSE_PASSWORD"); e.ValueFrom.SecretKeyRef.Name != "ch-admin" {
-					t.Errorf("schema password from %+v", e.ValueFrom.SecretKeyRef)
+				if name, _ := passwordFileSecret(t, ps, "HUNT_RUNNER_CLICKHOUSE_PASSWORD_FILE"); name != "ch-admin" {
+					t.Errorf("schema password file from %s", name)
 				}
 			},
 		},
@@ -493,6 +522,9 @@ func TestRenderRefuses(t *testing.T) {
 		{"no ClickHouse URL", "{}", "clickhouse.url is required"},
 		{"password in the URL", "clickhouse: {url: \"clickhouse://u:secret@ch:9000\"}\n", "must not carry a password"},
 		{"password in the URL query", "clickhouse: {url: \"http://ch:8123/?user=u&password=secret\"}\n", "must not carry a password"},
+		{"password read as a port", "clickhouse: {url: \"clickhouse://alice:2024/Summer@ch:9000\"}\n", "must not carry a password"},
+		{"password in the URL query, any case", "clickhouse: {url: \"http://ch:8123/?Password=secret\"}\n", "must not carry a password"},
+		{"hunts user without a Secret", base + "---\n" + "clickhouse: {hunts: {user: hunt_hunts}}\n", "needs clickhouse.hunts.existingSecret"},
 		{"min above max", base + "---\n" + "huntRunner: {autoscaling: {enabled: true, minReplicaCount: 6}}\n", "must not exceed maxReplicaCount"},
 		{"native trigger without host", base + "---\n" + "huntRunner: {autoscaling: {enabled: true, source: clickhouse, clickhouse: {existingSecret: s}}}\n", "needs huntRunner.autoscaling.clickhouse.host"},
 		{"native trigger without secret", base + "---\n" + "huntRunner: {autoscaling: {enabled: true, source: clickhouse, clickhouse: {host: ch}}}\n", "needs huntRunner.autoscaling.clickhouse.existingSecret"},
@@ -513,4 +545,32 @@ func TestRenderRefuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// passwordFileSecret follows a *_PASSWORD_FILE env var of the pod's first container to the
+// Secret volume mounted at its directory, and returns that Secret's name and key.
+func passwordFileSecret(t *testing.T, ps corev1.PodSpec, envName string) (name, key string) {
+	t.Helper()
+	c := ps.Containers[0]
+	e := env(c, envName)
+	if e == nil || e.ValueFrom != nil {
+		t.Fatalf("%s not set to a path: %+v", envName, e)
+	}
+	dir, file := path.Split(e.Value)
+	for _, m := range c.VolumeMounts {
+		if path.Clean(m.MountPath) != path.Clean(dir) {
+			continue
+		}
+		for _, v := range ps.Volumes {
+			if v.Name == m.Name && v.Secret != nil {
+				for _, it := range v.Secret.Items {
+					if it.Path == file {
+						return v.Secret.SecretName, it.Key
+					}
+				}
+			}
+		}
+	}
+	t.Fatalf("%s=%s is not a file of a mounted Secret", envName, e.Value)
+	return "", ""
 }

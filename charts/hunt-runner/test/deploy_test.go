@@ -149,8 +149,22 @@ func TestComposeProject(t *testing.T) {
 	if got := env(p.Services["runner-1"], "HUNT_RUNNER_CLICKHOUSE_URL"); !strings.Contains(got, "ch1") {
 		t.Errorf("runner-1 should use replica ch1, got %s", got)
 	}
-	if got := env(p.Services["runner-2"], "HUNT_RUNNER_CLICKHOUSE_URL"); !strings.Contains(got, "ch2") {
-		t.Errorf("runner-2 should use replica ch2, got %s", got)
+	// runner-2 reaches the replicas as a pod behind a Service does: through the balancer, which
+	// is only correct with quorum.
+	if got := env(p.Services["runner-2"], "HUNT_RUNNER_CLICKHOUSE_URL"); !strings.Contains(got, "lb:") {
+		t.Errorf("runner-2 should go through the load balancer lb, got %s", got)
+	}
+	if got := env(p.Services["runner-2"], "HUNT_RUNNER_CONSISTENCY"); got != "quorum" {
+		t.Errorf("runner-2 is behind a balancer: it needs consistency quorum, got %q", got)
+	}
+	if _, ok := p.Services["lb"]; !ok {
+		t.Error("service lb (the load balancer make test-cluster tests through) missing")
+	}
+	haproxy := readRepoFile(t, "deploy/compose/lb/haproxy.cfg")
+	for _, backend := range []string{"server ch1 ch1:9000", "server ch2 ch2:9000", "server ch1 ch1:8123", "server ch2 ch2:8123"} {
+		if !strings.Contains(haproxy, backend) {
+			t.Errorf("deploy/compose/lb/haproxy.cfg does not balance over %q", backend)
+		}
 	}
 	if u := env(p.Services["shim"], "HUNT_RUNNER_CLICKHOUSE_USER"); u != "hunt_scaler" {
 		t.Errorf("the shim must connect as the scaler identity, got %q", u)

@@ -1,0 +1,184 @@
+package configsrc
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
+)
+
+// Policy is what an operator allows hunt queries beyond plain reads of tables. The zero value is
+// the strict default: no table functions, no system tables, and no reference to hunt-runner's
+// own database is checked (set CoordinationDatabase to refuse those). The same policy must be
+// given to the offline check (Options.Policy, GitOptions.Policy) and to CheckWithServer.
+type Policy struct {
+	// AllowTableFunctions names table functions (case-insensitive) a hunt may call, such as
+	// numbers or merge. Naming one that reaches off the server (url, s3, remote, file, …) is
+	// the operator's explicit decision.
+	AllowTableFunctions []string
+	// AllowSystem lets hunts read system.* and information_schema tables.
+	AllowSystem bool
+	// CoordinationDatabase is hunt-runner's own database: a hunt may never name it.
+	CoordinationDatabase string
+}
+
+// ParseTableFunctions reads a comma-separated --allow-table-functions value.
+func ParseTableFunctions(s string) ([]string, error) {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		f = strings.ToLower(strings.TrimSpace(f))
+		if f == "" {
+			continue
+		}
+		if !identRe.MatchString(f) {
+			return nil, fmt.Errorf("table function name %q is not a plain identifier", f)
+		}
+		out = append(out, f)
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+func (p Policy) allowedTableFunctions() map[string]bool {
+	m := make(map[string]bool, len(p.AllowTableFunctions))
+	for _, f := range p.AllowTableFunctions {
+		m[strings.ToLower(f)] = true
+	}
+	return m
+}
+
+// schemaIssue says why a query may not name database db, or "".
+func (p Policy) schemaIssue(db string) string {
+	if p.CoordinationDatabase != "" && db == p.CoordinationDatabase {
+		return "query names hunt-runner's own database; a hunt may read only source data"
+	}
+	if !p.AllowSystem {
+		switch strings.ToLower(db) {
+		case "system", "information_schema":
+			return "query reads system tables, which hold other queries' text, users and server state; an operator can allow them with --allow-system-tables"
+		}
+	}
+	return ""
+}
+
+// tableIssue says why a query may not name table (unqualified) in a FROM or JOIN: hunt-runner's
+// own tables, which resolve when the connection's default database is the coordination one.
+func (p Policy) tableIssue(table string) string {
+	if p.CoordinationDatabase != "" && slices.Contains(chstore.ObjectNames(), table) {
+		return "query reads one of hunt-runner's own tables; a hunt may read only source data"
+	}
+	return ""
+}
+
+// offServer lists functions (table functions, and the scalar file()) that read from or act
+// outside the ClickHouse server. They are refused anywhere in a query unless the policy allows
+// them by name. Keys are lower case; prefix entries cover a whole family (s3Cluster,
+// remoteSecure, clusterAllReplicas, icebergS3, …).
+var offServer = []struct {
+	name   string
+	prefix bool
+	why    string
+}{
+	{"url", false, "fetches data over HTTP from outside the server"},
+	{"urlcluster", false, "fetches data over HTTP from outside the server"},
+	{"s3", true, "reads object storage outside the server"},
+	{"gcs", true, "reads object storage outside the server"},
+	{"oss", true, "reads object storage outside the server"},
+	{"cosn", true, "reads object storage outside the server"},
+	{"azureblobstorage", true, "reads object storage outside the server"},
+	{"hdfs", true, "reads HDFS outside the server"},
+	{"iceberg", true, "reads a data lake outside the server"},
+	{"deltalake", true, "reads a data lake outside the server"},
+	{"hudi", true, "reads a data lake outside the server"},
+	{"paimon", true, "reads a data lake outside the server"},
+	{"remote", true, "queries another ClickHouse server"},
+	{"cluster", true, "fans the query out to other servers"},
+	{"mysql", true, "queries an external MySQL database"},
+	{"postgresql", true, "queries an external PostgreSQL database"},
+	{"mongodb", true, "queries an external MongoDB"},
+	{"redis", true, "queries an external Redis"},
+	{"sqlite", true, "opens an SQLite file on the server"},
+	{"jdbc", true, "queries an external database through the JDBC bridge"},
+	{"odbc", true, "queries an external database through the ODBC bridge"},
+	{"ytsaurus", true, "queries an external YTsaurus cluster"},
+	{"arrowflight", true, "queries an external Arrow Flight service"},
+	{"file", false, "reads files on the server's filesystem"},
+	{"filecluster", false, "reads files on the servers' filesystems"},
+	{"filesystem", false, "lists files on the server's filesystem"},
+	{"executable", true, "runs a program on the server"},
+	{"input", false, "reads data sent by the client, and a hunt sends none"},
+	{"catboostevaluate", false, "loads a model file from the server's filesystem"},
+}
+
+func offServerReason(name string) (string, bool) {
+	l := strings.ToLower(name)
+	for _, f := range offServer {
+		if l == f.name || (f.prefix && strings.HasPrefix(l, f.name)) {
+			return f.why, true
+		}
+	}
+	return "", false
+}
+
+// deniedSettings are settings with a specific reason to refuse them: they would lift the
+// read-only guard or the per-run limits. Everything not in allowedSettings is refused too.
+var deniedSettings = map[string]string{
+	"readonly":                               "would change the read-only guard",
+	"allow_ddl":                              "would allow DDL",
+	"allow_introspection_functions":          "would allow introspection functions",
+	"max_execution_time":                     "would override the hunt's timeout; set timeout: instead",
+	"max_execution_time_leaf":                "would override the hunt's timeout; set timeout: instead",
+	"timeout_overflow_mode":                  "would override the hunt's timeout; set timeout: instead",
+	"timeout_overflow_mode_leaf":             "would override the hunt's timeout; set timeout: instead",
+	"max_estimated_execution_time":           "would override the hunt's timeout; set timeout: instead",
+	"max_memory_usage":                       "would override the hunt identity's memory limit",
+	"allow_experimental_database_replicated": "would change server behaviour",
+}
+
+// allowedSettings are the settings a hunt may set: they tune how a read executes, never what it
+// may reach or how long it may run.
+var allowedSettings = map[string]bool{
+	"max_threads":                        true,
+	"max_block_size":                     true,
+	"join_algorithm":                     true,
+	"join_use_nulls":                     true,
+	"max_bytes_before_external_group_by": true,
+	"max_bytes_before_external_sort":     true,
+	"optimize_read_in_order":             true,
+	"optimize_aggregation_in_order":      true,
+	"aggregate_functions_null_for_empty": true,
+	"transform_null_in":                  true,
+	"cast_keep_nullable":                 true,
+	"prefer_column_name_to_alias":        true,
+	"use_skip_indexes":                   true,
+	"force_primary_key":                  true,
+	"force_index_by_date":                true,
+	"enable_analyzer":                    true,
+	"date_time_input_format":             true,
+	"any_join_distinct_right_table_keys": true,
+	"distributed_product_mode":           true,
+	"prefer_localhost_replica":           true,
+}
+
+// AllowedSettings lists the settings a hunt query may set, sorted (for documentation).
+func AllowedSettings() []string {
+	out := make([]string, 0, len(allowedSettings))
+	for s := range allowedSettings {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// settingRefusal says why a hunt may not set name.
+func settingRefusal(name string) (string, bool) {
+	l := strings.ToLower(name)
+	if why, bad := deniedSettings[l]; bad {
+		return why, true
+	}
+	if allowedSettings[l] {
+		return "", false
+	}
+	return "is not on hunt-runner's settings allowlist (see docs/hunts.md)", true
+}

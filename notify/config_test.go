@@ -1,0 +1,121 @@
+package notify
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hunt-runner/hunt-runner/configsrc"
+)
+
+func writeFile(t *testing.T, dir, name string, data []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestParseConfig(t *testing.T) {
+	dir := t.TempDir()
+	key := secret(t)
+	secretPath := writeFile(t, dir, "hook-secret", append(key, '\n'))
+	slackPath := writeFile(t, dir, "slack-url", []byte("https://hooks.slack.com/services/"+string(secret(t))+"\n"))
+	cfg, err := ParseConfig("notify.yaml", []byte(`
+sinks:
+  - name: soc
+    type: webhook
+    url: http://hooks.internal/hunts
+    secret_file: `+secretPath+`
+  - name: am
+    type: alertmanager
+    url: http://alertmanager:9093
+    timeout: 3s
+  - name: chat
+    type: slack
+    url_file: `+slackPath+`
+routes:
+  - match: {severity: critical}
+    sinks: [am, soc]
+  - match: {team: net}
+    sinks: [chat]
+  - sinks: [soc]
+max_notify_findings: 5
+retry_horizon: 6h
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := cfg.Sink("soc"); string(s.Secret) != string(key) {
+		t.Error("secret_file not read (or its newline kept)")
+	}
+	if s, _ := cfg.Sink("chat"); !strings.HasPrefix(s.URL, "https://hooks.slack.com/services/") {
+		t.Error("url_file not read")
+	}
+	if cfg.MaxFindings != 5 || cfg.Horizon.Hours() != 6 {
+		t.Errorf("max %d horizon %s", cfg.MaxFindings, cfg.Horizon)
+	}
+	for _, tt := range []struct {
+		h    Hunt
+		want []string
+	}{
+		{Hunt{ID: "a", Severity: "critical"}, []string{"am", "soc"}},
+		{Hunt{ID: "b", Severity: "low", Labels: map[string]string{"team": "net"}}, []string{"chat"}},
+		{Hunt{ID: "c", Severity: "low"}, []string{"soc"}},
+		{Hunt{ID: "d", Severity: "critical", Notify: []string{"chat"}}, []string{"chat"}},
+		{Hunt{ID: "e", Severity: "critical", Notify: []string{}}, []string{}},
+	} {
+		if got := cfg.SinksFor(tt.h); !slices.Equal(got, tt.want) {
+			t.Errorf("SinksFor(%s) = %v, want %v", tt.h.ID, got, tt.want)
+		}
+	}
+	if u := cfg.UnknownSinks(Hunt{Notify: []string{"soc", "nope"}}); !slices.Equal(u, []string{"nope"}) {
+		t.Errorf("UnknownSinks = %v", u)
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	dir := t.TempDir()
+	empty := writeFile(t, dir, "empty", nil)
+	tests := []struct{ yaml, want string }{
+		{"sinks: [{name: a, type: webhook, url: 'http://u:p@h/x'}]", "n.yaml:1:39: url carries credentials"},
+		{"sinks: [{name: a, type: slack, url: 'https://hooks.slack.com/services/x'}]", "n.yaml:1:37: a Slack incoming-webhook URL is a credential"},
+		{"sinks: [{name: a, type: webhook, url: 'ftp://h/x'}]", "n.yaml:1:39: url must start with http"},
+		{"sinks: [{name: a, type: pager, url: 'http://h'}]", "n.yaml:1:25: sink type \"pager\""},
+		{"sinks: [{name: a, type: webhook, url: 'http://h', secret_file: " + filepath.Join(dir, "missing") + "}]", "n.yaml:1:64: secret_file: cannot read"},
+		{"sinks: [{name: a, type: webhook, url: 'http://h', secret_file: " + empty + "}]", "n.yaml:1:64: secret_file: " + empty + " is empty"},
+		{"sinks: [{name: a, type: alertmanager, url: 'http://h', secret_file: x}]", "n.yaml:1:69: secret_file signs webhook bodies"},
+		{"sinks: [{name: a, type: webhook}]", "n.yaml:1:9: sink \"a\" needs url"},
+		{"sinks: [{name: a, type: webhook, url: 'http://h', colour: red}]", "n.yaml:1:51: unknown key \"sink.colour\""},
+		{"sinks: [{name: a, type: webhook, url: 'http://h'}, {name: a, type: webhook, url: 'http://h'}]", "n.yaml:1:52: sink \"a\" is defined twice"},
+		{"sinks: [{name: a, type: webhook, url: 'http://h'}]\nroutes: [{sinks: [b]}]", "n.yaml:2:19: route names sink \"b\""},
+		{"sinks: [{name: a, type: webhook, url: 'http://h'}]\nroutes: [{match: {severity: high}}]", "n.yaml:2:10: route needs sinks"},
+		{"sinks: []\nmax_notify_findings: many", "n.yaml:2:22: max_notify_findings must be a whole number"},
+		{"sinks: []\nretry_horizon: 0s", "n.yaml:2:16: retry_horizon must be a positive duration"},
+		{"sink: []", "n.yaml:1:1: unknown key \"sink\""},
+		{"sinks: [\n", "n.yaml:"},
+		{"", "n.yaml:1:1: notify config is empty"},
+	}
+	for _, tt := range tests {
+		_, err := ParseConfig("n.yaml", []byte(tt.yaml))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: error %v, want it to contain %q", tt.yaml, err, tt.want)
+		}
+	}
+	// A URL from a file is never repeated in an error: it may be the credential.
+	pw := string(secret(t))
+	urlFile := writeFile(t, dir, "u", []byte("https://user:"+pw+"@h/x"))
+	_, err := ParseConfig("n.yaml", []byte("sinks: [{name: a, type: webhook, url_file: "+urlFile+"}]"))
+	if err == nil || strings.Contains(err.Error(), pw) {
+		t.Errorf("credentials in url_file: %v", err)
+	}
+}
+
+func TestSinkNameShapeMatchesHuntFiles(t *testing.T) {
+	if sinkNameRe.String() != configsrc.SinkNameRe.String() {
+		t.Errorf("sink names: notify config %s, hunt files %s", sinkNameRe, configsrc.SinkNameRe)
+	}
+}

@@ -1,0 +1,411 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/google/uuid"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
+)
+
+// Options configure a Dispatcher. Zero values take the defaults in brackets.
+type Options struct {
+	Config      *Config       // required
+	Database    string        // coordination database [hunt_runner]
+	Owner       string        // this process in hunt_delivery.owner (required)
+	Poll        time.Duration // how often committed runs are looked for [5s]
+	Lease       time.Duration // claim of one delivery; renewed every Lease/3 while sending [1m]
+	Settle      time.Duration // wait between claim and verify; must exceed the replica lag [750ms]
+	Concurrency int           // deliveries in flight [4]
+	Batch       int           // deliveries claimed per poll [64]
+	Lookback    time.Duration // committed fires older than this are never delivered [48h]
+	RetryBase   time.Duration // first backoff, doubled per attempt [10s]
+	RetryMax    time.Duration // longest backoff [10m]
+	Logger      *slog.Logger
+	Metrics     *Metrics     // nil records nothing
+	HTTPClient  *http.Client // default: no redirects followed
+}
+
+// Dispatcher delivers committed findings; see the package comment.
+type Dispatcher struct {
+	st    store
+	src   Source
+	o     Options
+	log   *slog.Logger
+	polls int
+}
+
+// New checks the options and returns a Dispatcher; it does not touch ClickHouse.
+func New(conn driver.Conn, src Source, o Options) (*Dispatcher, error) {
+	if o.Config == nil {
+		return nil, errors.New("notify: Options.Config is required")
+	}
+	if o.Owner == "" {
+		return nil, errors.New("notify: Options.Owner is required")
+	}
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.Poll, 5*time.Second)
+	def(&o.Lease, time.Minute)
+	def(&o.Settle, 750*time.Millisecond)
+	def(&o.Lookback, 48*time.Hour)
+	def(&o.RetryBase, 10*time.Second)
+	def(&o.RetryMax, 10*time.Minute)
+	if o.Concurrency <= 0 {
+		o.Concurrency = 4
+	}
+	if o.Batch <= 0 {
+		o.Batch = 64
+	}
+	if o.Database == "" {
+		o.Database = chstore.DefaultDatabase
+	}
+	if o.Lease < 4*o.Settle {
+		return nil, fmt.Errorf("notify: lease %s must be at least 4× the settle %s", o.Lease, o.Settle)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = newHTTPClient()
+	}
+	return &Dispatcher{st: store{conn: conn, db: o.Database}, src: src, o: o, log: o.Logger}, nil
+}
+
+// Start polls until ctx ends. A delivery in flight then is abandoned with its lease, and a
+// peer (or the next start) sends it again, with the same key, once the lease expires.
+func (d *Dispatcher) Start(ctx context.Context) error {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if _, err := d.Poll(ctx); err != nil && ctx.Err() == nil {
+			d.log.Warn("notify poll failed; retrying", "error", err)
+			d.o.Metrics.storeError()
+		}
+		t.Reset(d.o.Poll)
+	}
+}
+
+// PollResult counts what one Poll did.
+type PollResult struct {
+	Planned, Claimed, Delivered, Retried, Dead, Suppressed, Lost int
+}
+
+func (r *PollResult) add(o string) {
+	switch o {
+	case StatusDelivered:
+		r.Delivered++
+	case StatusRetry:
+		r.Retried++
+	case StatusDead:
+		r.Dead++
+	case "lost":
+		r.Lost++
+	}
+}
+
+// Poll runs one pass: plan new committed fires, claim what is due, deliver the claims.
+func (d *Dispatcher) Poll(ctx context.Context) (PollResult, error) {
+	var res PollResult
+	hunts := d.src()
+	if hunts == nil {
+		return res, nil
+	}
+	byID := make(map[string]Hunt, len(hunts))
+	want := map[string][]string{}
+	for _, h := range hunts {
+		byID[h.ID] = h
+		if s := d.o.Config.SinksFor(h); len(s) > 0 {
+			want[h.ID] = s
+		}
+	}
+	if len(want) == 0 {
+		return res, nil
+	}
+	since := time.Now().Add(-d.o.Lookback).Unix()
+	works, now, err := d.st.pending(ctx, want, since, 4*d.o.Batch)
+	if err != nil {
+		return res, fmt.Errorf("notify: read committed runs: %w", err)
+	}
+	d.polls++
+	if d.o.Metrics != nil && d.polls%6 == 1 {
+		if c, err := counts(ctx, d.st, since); err == nil {
+			d.o.Metrics.setCounts(c)
+		}
+	}
+
+	// Planning goes in fire order per hunt and stops at a hunt's first failure, so a fire's
+	// suppression always sees the keys its earlier fires recorded.
+	broken := map[string]bool{}
+	var cands []key
+	starts := map[[2]any]int64{}
+	for _, w := range works {
+		starts[[2]any{w.HuntID, w.Fire}] = w.WindowStart
+		if broken[w.HuntID] {
+			continue
+		}
+		var missing []string
+		for _, s := range want[w.HuntID] {
+			if _, ok := w.Sinks[s]; !ok {
+				missing = append(missing, s)
+			}
+		}
+		if len(missing) > 0 {
+			status, err := d.planFire(ctx, byID[w.HuntID], w, missing)
+			if err != nil {
+				broken[w.HuntID] = true
+				d.log.Warn("notify: planning failed", "hunt_id", w.HuntID, "fire", w.Fire, "error", err)
+				continue
+			}
+			res.Planned += len(missing)
+			for _, s := range missing {
+				w.Sinks[s] = sinkState{Status: status}
+				if status == StatusSuppressed {
+					res.Suppressed++
+					d.o.Metrics.outcome(s, StatusSuppressed)
+				}
+			}
+		}
+		for _, s := range want[w.HuntID] {
+			st := w.Sinks[s]
+			claimable := (st.Status == StatusDelivering || ((st.Status == StatusPending || st.Status == StatusRetry) && !st.NextAttempt.After(now))) &&
+				!st.Lease.After(now)
+			if claimable && len(cands) < d.o.Batch {
+				cands = append(cands, key{w.HuntID, w.Fire, s})
+			}
+		}
+	}
+	if len(cands) == 0 {
+		return res, nil
+	}
+
+	claimID := uuid.New()
+	if err := d.st.claim(ctx, cands, claimID, d.o.Owner, d.o.Lease); err != nil {
+		return res, fmt.Errorf("notify: claim: %w", err)
+	}
+	select {
+	case <-ctx.Done():
+		return res, ctx.Err()
+	case <-time.After(d.o.Settle):
+	}
+	won, serverNow, err := d.st.held(ctx, cands, claimID)
+	if err != nil {
+		return res, fmt.Errorf("notify: verify claim: %w", err)
+	}
+	res.Claimed = len(won)
+	local := time.Now()
+
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, d.o.Concurrency)
+	for _, h := range won {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			o := d.deliver(ctx, byID[h.HuntID], h, starts[[2]any{h.HuntID, h.Fire}], serverNow.Add(time.Since(local)))
+			mu.Lock()
+			res.add(o)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return res, nil
+}
+
+// planFire records the fire's suppression keys (when the hunt suppresses) and writes the first
+// row of each missing sink: pending, or suppressed when every finding was notified before.
+func (d *Dispatcher) planFire(ctx context.Context, h Hunt, w work, missing []string) (string, error) {
+	status := StatusPending
+	if h.Suppress != nil && len(h.Suppress.By) > 0 {
+		fs, err := d.st.findings(ctx, w.HuntID, w.Fire, w.RunID)
+		if err != nil {
+			return "", err
+		}
+		send, _, err := d.unsuppressed(ctx, h, w.Fire, fs)
+		if err != nil {
+			return "", err
+		}
+		var keys []string
+		for _, f := range send {
+			if k := suppressKey(f.JSON, h.Suppress.By); !slices.Contains(keys, k) {
+				keys = append(keys, k)
+			}
+		}
+		if err := d.st.recordSuppress(ctx, w.HuntID, w.Fire, keys); err != nil {
+			return "", err
+		}
+		if len(send) == 0 {
+			status = StatusSuppressed
+		}
+	}
+	return status, d.st.plan(ctx, w, missing, status, d.o.Owner)
+}
+
+// unsuppressed filters a fire's findings down to those not notified by an earlier fire within
+// the hunt's suppress.for; it returns them and how many were held back.
+func (d *Dispatcher) unsuppressed(ctx context.Context, h Hunt, fire int64, fs []finding) ([]finding, int, error) {
+	if h.Suppress == nil || len(h.Suppress.By) == 0 {
+		return fs, 0, nil
+	}
+	keys := make([]string, len(fs))
+	for i, f := range fs {
+		keys[i] = suppressKey(f.JSON, h.Suppress.By)
+	}
+	sup, err := d.st.suppressedKeys(ctx, h.ID, fire, h.Suppress.For, slices.Compact(slices.Sorted(slices.Values(keys))))
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]finding, 0, len(fs))
+	for i, f := range fs {
+		if !sup[keys[i]] {
+			out = append(out, f)
+		}
+	}
+	return out, len(fs) - len(out), nil
+}
+
+// deliver sends one claimed delivery and writes its outcome; now estimates the server clock.
+func (d *Dispatcher) deliver(ctx context.Context, h Hunt, c held, windowStart int64, now time.Time) string {
+	log := d.log.With("hunt_id", c.HuntID, "fire", time.Unix(c.Fire, 0).UTC().Format(time.RFC3339), "sink", c.Sink,
+		"attempt", c.Attempt, "idempotency_key", c.Key)
+	sendCtx, cancelSend := context.WithCancel(ctx)
+	defer cancelSend()
+	stop := make(chan struct{})
+	var lost bool
+	var renewWG sync.WaitGroup
+	renewWG.Add(1)
+	go func() {
+		defer renewWG.Done()
+		t := time.NewTicker(d.o.Lease / 3)
+		defer t.Stop()
+		cur := c
+		for {
+			select {
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			// Not under sendCtx: a renewal is never cut off mid-statement by the attempt's end
+			// (the server would still run an INSERT whose client went away).
+			next, ok, err := d.st.renew(ctx, cur, d.o.Lease)
+			switch {
+			case err != nil:
+				log.Warn("notify: lease renewal failed; retrying", "error", err)
+			case !ok:
+				lost = true
+				cancelSend()
+				return
+			default:
+				cur = next
+			}
+		}
+	}()
+	status, lastErr, backoff := d.attempt(sendCtx, h, c, windowStart, now)
+	// The renewer must be finished before the outcome is written: a renewal still running on
+	// the server could land above the outcome and put the delivery back in flight.
+	close(stop)
+	renewWG.Wait()
+	// An answer the sink gave is recorded even while shutting down (fenced, so only while the
+	// claim holds); an attempt cut short by the shutdown or a lost lease is left to the lease.
+	if status == StatusRetry && (ctx.Err() != nil || lost) {
+		log.Info("notify: delivery abandoned with its lease; it is sent again after the lease", "lost", lost)
+		d.o.Metrics.outcome(c.Sink, "lost")
+		return "lost"
+	}
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer wcancel()
+	if err := d.st.finish(wctx, c, status, lastErr, backoff); err != nil {
+		log.Warn("notify: could not record the outcome; the delivery will be sent again", "outcome", status, "error", err)
+		d.o.Metrics.storeError()
+		return "lost"
+	}
+	d.o.Metrics.outcome(c.Sink, status)
+	switch status {
+	case StatusDelivered:
+		d.o.Metrics.latency(c.Sink, time.Since(time.Unix(c.Fire, 0)))
+		log.Info("notify: delivered")
+	case StatusRetry:
+		log.Warn("notify: delivery failed; will retry", "error", lastErr, "backoff", backoff.String())
+	case StatusDead:
+		log.Error("notify: delivery dead-lettered", "error", lastErr)
+	}
+	return status
+}
+
+// attempt builds the notification and posts it once; it returns the status to record.
+func (d *Dispatcher) attempt(ctx context.Context, h Hunt, c held, windowStart int64, now time.Time) (status, lastErr string, backoff time.Duration) {
+	sink, ok := d.o.Config.Sink(c.Sink)
+	if !ok {
+		return StatusDead, "sink " + c.Sink + " is no longer in the notify config", 0
+	}
+	fail := func(err error) (string, string, time.Duration) {
+		if !now.Before(c.Created.Add(d.o.Config.Horizon)) {
+			return StatusDead, fmt.Sprintf("gave up after the %s retry horizon: %v", d.o.Config.Horizon, err), 0
+		}
+		return StatusRetry, err.Error(), d.backoff(c.Attempt)
+	}
+	fs, err := d.st.findings(ctx, c.HuntID, c.Fire, c.RunID)
+	if err != nil {
+		return fail(fmt.Errorf("read findings: %w", err))
+	}
+	send, suppressed, err := d.unsuppressed(ctx, h, c.Fire, fs)
+	if err != nil {
+		return fail(fmt.Errorf("read suppression: %w", err))
+	}
+	if len(send) == 0 {
+		return StatusSuppressed, "", 0
+	}
+	n := Notification{HuntID: c.HuntID, Fire: time.Unix(c.Fire, 0), WindowStart: time.Unix(windowStart, 0), Severity: h.Severity,
+		Labels: h.Labels, FindingsTotal: len(send), Suppressed: suppressed, IdempotencyKey: c.Key}
+	for _, f := range send[:min(len(send), d.o.Config.MaxFindings)] {
+		n.Findings = append(n.Findings, json.RawMessage(f.JSON))
+	}
+	body, err := n.Body(sink.Type)
+	if err != nil {
+		return StatusDead, err.Error(), 0
+	}
+	r := post(ctx, d.o.HTTPClient, sink, c.Key, body)
+	switch r.outcome {
+	case sent:
+		return StatusDelivered, "", 0
+	case permanent:
+		return StatusDead, r.err.Error(), 0
+	}
+	st, e, b := fail(r.err)
+	if r.retryAfter > b {
+		b = min(r.retryAfter, time.Hour)
+	}
+	return st, e, b
+}
+
+// backoff is RetryBase doubled per attempt, capped at RetryMax, with ±20% jitter so that many
+// deliveries failing together do not retry in step.
+func (d *Dispatcher) backoff(attempt uint32) time.Duration {
+	b := d.o.RetryBase
+	for i := uint32(1); i < attempt && b < d.o.RetryMax; i++ {
+		b *= 2
+	}
+	b = min(b, d.o.RetryMax)
+	return time.Duration(float64(b) * (0.8 + 0.4*rand.Float64()))
+}

@@ -1,0 +1,176 @@
+package notify
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Hunt is what the Dispatcher needs of one hunt definition.
+type Hunt struct {
+	ID       string
+	Severity string
+	Labels   map[string]string
+	// Notify is the hunt's own notify: list; nil leaves it to the config's routes.
+	Notify   []string
+	Suppress *Suppress
+}
+
+// Suppress is a hunt's suppress: block (configsrc.Suppress).
+type Suppress struct {
+	By  []string
+	For time.Duration
+}
+
+// Source yields the current hunts; nil means nothing has loaded yet. It is called once per
+// poll and must be cheap.
+type Source func() []Hunt
+
+// Notification is one (hunt, fire) as every sink type renders it.
+type Notification struct {
+	HuntID         string
+	Fire           time.Time
+	WindowStart    time.Time
+	Severity       string
+	Labels         map[string]string
+	Findings       []json.RawMessage // the first MaxFindings, ordered by finding_id
+	FindingsTotal  int               // findings notified (after suppression)
+	Suppressed     int               // findings of the fire not sent because of suppress:
+	IdempotencyKey string
+}
+
+// IdempotencyKey is the key of a (hunt, fire, sink): derived, so every attempt from every
+// Dispatcher uses the same one without coordination.
+func IdempotencyKey(huntID string, fire int64, sink string) string {
+	sum := sha256.Sum256([]byte(huntID + "\x00" + strconv.FormatInt(fire, 10) + "\x00" + sink))
+	return "hr1-" + hex.EncodeToString(sum[:16])
+}
+
+// WebhookPayload is the JSON document a webhook sink receives.
+type WebhookPayload struct {
+	HuntID         string            `json:"hunt_id"`
+	Fire           string            `json:"fire"`
+	WindowStart    string            `json:"window_start"`
+	WindowEnd      string            `json:"window_end"`
+	Severity       string            `json:"severity"`
+	Labels         map[string]string `json:"labels"`
+	Findings       []json.RawMessage `json:"findings"`
+	FindingsTotal  int               `json:"findings_total"`
+	Suppressed     int               `json:"findings_suppressed"`
+	IdempotencyKey string            `json:"idempotency_key"`
+}
+
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+func (n Notification) webhook() WebhookPayload {
+	labels := n.Labels
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	return WebhookPayload{HuntID: n.HuntID, Fire: rfc3339(n.Fire), WindowStart: rfc3339(n.WindowStart),
+		WindowEnd: rfc3339(n.Fire), Severity: n.Severity, Labels: labels, Findings: n.Findings,
+		FindingsTotal: n.FindingsTotal, Suppressed: n.Suppressed, IdempotencyKey: n.IdempotencyKey}
+}
+
+// Alert is one Alertmanager api/v2 postable alert (the shape of models.PostableAlert).
+type Alert struct {
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+	StartsAt    string            `json:"startsAt"`
+}
+
+// alertLabelName maps a hunt label name to a Prometheus label name: '.' and '-', which hunt
+// labels allow, become '_', so receivers with the classic name rules accept it.
+func alertLabelName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '.' || r == '-' {
+			return '_'
+		}
+		return r
+	}, s)
+}
+
+func (n Notification) alerts() []Alert {
+	labels := map[string]string{}
+	for k, v := range n.Labels {
+		labels[alertLabelName(k)] = v
+	}
+	// Ours are set last: a hunt label cannot rename the alert or hide its severity.
+	labels["alertname"], labels["hunt_id"], labels["severity"] = n.HuntID, n.HuntID, n.Severity
+	ann := map[string]string{
+		"summary":         n.summary(),
+		"findings_total":  strconv.Itoa(n.FindingsTotal),
+		"window":          rfc3339(n.WindowStart) + " – " + rfc3339(n.Fire),
+		"idempotency_key": n.IdempotencyKey,
+	}
+	if len(n.Findings) > 0 {
+		ann["first_finding"] = string(n.Findings[0])
+	}
+	return []Alert{{Labels: labels, Annotations: ann, StartsAt: n.Fire.UTC().Format(time.RFC3339Nano)}}
+}
+
+func (n Notification) summary() string {
+	return fmt.Sprintf("hunt %s found %d finding(s) in %s – %s", n.HuntID, n.FindingsTotal,
+		rfc3339(n.WindowStart), rfc3339(n.Fire))
+}
+
+// slack is the body of a Slack-compatible incoming webhook (Slack, Mattermost, Rocket.Chat).
+func (n Notification) slack() map[string]string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "*%s* (%s): %d finding(s) in %s – %s", n.HuntID, n.Severity, n.FindingsTotal,
+		rfc3339(n.WindowStart), rfc3339(n.Fire))
+	if len(n.Findings) > 0 {
+		b.WriteString("\n```")
+		for i, f := range n.Findings {
+			if i == 5 {
+				fmt.Fprintf(&b, "\n… and %d more", n.FindingsTotal-i)
+				break
+			}
+			line := string(f)
+			if len(line) > 300 {
+				line = line[:297] + "..."
+			}
+			b.WriteString("\n" + line)
+		}
+		b.WriteString("\n```")
+	}
+	return map[string]string{"text": b.String()}
+}
+
+// Body renders the notification for a sink type. The body is the same on every attempt.
+func (n Notification) Body(sinkType string) ([]byte, error) {
+	var v any
+	switch sinkType {
+	case TypeWebhook:
+		v = n.webhook()
+	case TypeAlertmanager:
+		v = n.alerts()
+	case TypeSlack:
+		v = n.slack()
+	default:
+		return nil, fmt.Errorf("unknown sink type %q", sinkType)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
+
+// SignatureHeader carries the webhook body's HMAC-SHA256 as "sha256=<hex>".
+const SignatureHeader = "X-Hunt-Runner-Signature"
+
+// Sign returns the SignatureHeader value of body under secret.
+func Sign(secret, body []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
