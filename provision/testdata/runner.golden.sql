@@ -17,7 +17,10 @@ GRANT
   SELECT, INSERT ON `hunt_runner`.`hunt_run`,
   SELECT, INSERT, ALTER DELETE ON `hunt_runner`.`hunt_findings`,
   SELECT ON `hunt_runner`.`hunt_request`,
+  SELECT ON `hunt_runner`.`hunt_delivery`,
+  SELECT ON `hunt_runner`.`hunt_suppress`,
+  SELECT ON `hunt_runner`.`hunt_schema`,
   SELECT ON system.`databases`,
   SELECT ON system.`replicas`
 TO `hunt_runner` WITH REPLACE OPTION;
--- sha256: 325489c7267d52f0089b881874f799aa9f10dae02c3e0b3a98bd53c3af9505cb
+-- sha256: 8912cbf699f233adcacc3d9e787437afb29439023b2bd18e3cf3d5297af254a3

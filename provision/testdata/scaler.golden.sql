@@ -3,27 +3,6 @@
 -- The password is never printed; --apply reads it from HUNT_RUNNER_PROVISION_PASSWORD or --password-file.
 -- Repeatable: applying this again changes nothing (an existing user keeps its password).
 
-CREATE OR REPLACE VIEW `hunt_runner`.`hunt_backlog_v1`
-DEFINER = CURRENT_USER SQL SECURITY DEFINER
-AS SELECT toUInt64(least(due, 100000)) AS value FROM (
-SELECT toUInt64(count()) AS due FROM (
-WITH (SELECT groupArray(hunt_id), groupArray(rf) FROM (SELECT hunt_id, toInt64(max(requested_fire)) AS rf FROM `hunt_runner`.hunt_request GROUP BY hunt_id)) AS reqs
-SELECT hunt_id, fire, has_wm, wm, toUInt8(0) AS has_lease, toInt64(0) AS lu_ms, toUInt8(rf0 != toInt64(-9223372036854775808)) AS has_req, if(has_req = 1, rf0, 0) AS rf FROM (
-  SELECT hunt_id, has_wm, wm, held, toInt64(i) AS iv, intDiv(toInt64(now()), iv) * iv + toInt64(p) % iv AS cur,
-    if(toInt64(now()) >= cur, cur, cur - iv) AS fire, transform(hunt_id, reqs.1, reqs.2, toInt64(-9223372036854775808)) AS rf0
-  FROM (SELECT hunt_id, interval_seconds AS i, phase_offset AS p FROM `hunt_runner`.hunt_schedule FINAL WHERE enabled = 1 AND interval_seconds > 0) AS s
-  LEFT JOIN (SELECT hunt_id, toUInt8(1) AS has_wm, toInt64(watermark) AS wm FROM `hunt_runner`.hunt_watermark FINAL) AS w USING (hunt_id)
-  LEFT JOIN (SELECT hunt_id, toUInt8(1) AS held FROM `hunt_runner`.hunt_lease
-      WHERE hunt_id IN (SELECT hunt_id FROM `hunt_runner`.hunt_lease WHERE toUnixTimestamp64Milli(lease_until) > toInt64(now()) * 1000)
-      GROUP BY hunt_id
-      HAVING toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) > toInt64(now()) * 1000) AS l USING (hunt_id)
-  WHERE i > 0
-)
-WHERE held = 0 AND (has_wm = 0 OR wm < fire OR rf0 > wm)
-)
-SETTINGS join_algorithm = 'full_sorting_merge', join_use_nulls = 0, optimize_move_to_prewhere_if_final = 0, split_intersecting_parts_ranges_into_layers_final = 0
-);
-
 CREATE SETTINGS PROFILE IF NOT EXISTS `hunt_scaler_profile` SETTINGS readonly = 1, max_execution_time = 5;
 
 ALTER SETTINGS PROFILE `hunt_scaler_profile` SETTINGS readonly = 1, max_execution_time = 5;
@@ -34,4 +13,4 @@ DEFAULT DATABASE `hunt_runner` SETTINGS PROFILE `hunt_scaler_profile`;
 ALTER USER `hunt_scaler` DEFAULT DATABASE `hunt_runner` SETTINGS PROFILE `hunt_scaler_profile`;
 
 GRANT SELECT ON `hunt_runner`.`hunt_backlog_v1` TO `hunt_scaler` WITH REPLACE OPTION;
--- sha256: a99a2ee8bc3b3660c1a46e99168e9024b368c16d3d74705f78f1e5d6c8327dc3
+-- sha256: 57d01f67cc51a5217a127c8ada4c29977a1e3354f01d0305566f6c4e6a3fae54
