@@ -24,7 +24,7 @@ type dueForm int
 const (
 	// formLive reads hunt_schedule with FINAL (ReplacingMergeTree keeps the newest by updated;
 	// WHERE applies after the merge, so an old enabled row under a newer tombstone is never
-	// seen) and joins it with the per-hunt greatest watermark by a sort-merge join. Leases and
+	// seen) and hash joins it with the per-hunt greatest watermark. Leases and
 	// backoff are never resolved for every hunt: a hunt is held only if its newest lease is
 	// live, and a newest live lease is itself a live row, so the few hunts with any
 	// lease_until > now are the only candidates; their newest row by (claimed, claim_id) is
@@ -87,18 +87,15 @@ func dueCore(form dueForm, database, nowExpr string) string {
 	if form == formLive {
 		// held: the hunt's newest lease is live. Only hunts with any live row can be held, and
 		// a newest live lease is itself such a row, so the candidates are those few hunts;
-		// their newest row by (claimed, claim_id) is then resolved exactly. As a third stream
-		// of the sort-merge join (not a NOT IN set, which is built before the main pipeline
-		// starts) this pass runs alongside the other reads.
+		// their newest row by (claimed, claim_id) is then resolved exactly, and joined.
 		held := fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS held FROM %[1]s
       WHERE hunt_id IN (SELECT hunt_id FROM %[1]s WHERE toUnixTimestamp64Milli(lease_until) > %[2]s * 1000)
       GROUP BY hunt_id
       HAVING toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) > %[2]s * 1000`, t(chstore.TableLease), now)
 		// backoff: the hunt's newest hunt_state row has retry_after > now. Found like held: only
 		// hunts with such a row are candidates, then resolved by updated. hunt_state holds at
-		// most a row per hunt that ever changed health, so here a NOT IN set (built before
-		// the main pipeline) costs less than one more join stream (BenchmarkDueSQL, see
-		// docs/schedule.md).
+		// most a row per hunt that ever changed health; as a NOT IN set this pass cost less
+		// than as one more join (measured, see docs/schedule.md).
 		backoff := fmt.Sprintf(`SELECT hunt_id FROM %[1]s
       WHERE hunt_id IN (SELECT hunt_id FROM %[1]s WHERE toUnixTimestamp64Milli(retry_after) > %[2]s * 1000)
       GROUP BY hunt_id
@@ -140,15 +137,16 @@ WHERE (has_lease = 0 OR lu_ms <= %[6]s * 1000)
 // do not.) join_use_nulls = 0 (the default) is pinned too: the has_*/held flags rely on LEFT
 // JOIN filling a miss with 0, and a NULL there would drop the row from the WHERE.
 //
-// formLive also turns off split_intersecting_parts_ranges_into_layers_final: splitting each
-// FINAL read into key-range layers buys parallelism inside one table at the cost of extra
-// filtering, and here the two FINAL reads and the lease pass already run side by side; off, the
-// query was about 9% faster in BenchmarkDueSQL (2 cores). It changes how FINAL is executed,
-// never its result.
+// formLive hash joins: the watermark stream is an aggregation (the projection's), not a FINAL
+// read in key order, so a sort-merge join would have to sort it first; hash was about 10%
+// faster (paired medians 0.86–0.93 on 2 loaded cores, see docs/schedule.md). It also keeps
+// split_intersecting_parts_ranges_into_layers_final off (measured ≈ 9% faster when two FINAL
+// reads ran side by side; on the current shape on and off were within noise, 1.02–1.03). It
+// changes how FINAL is executed, never its result.
 func dueSettings(form dueForm) string {
 	switch form {
 	case formLive:
-		return "\nSETTINGS join_algorithm = 'full_sorting_merge', join_use_nulls = 0, optimize_move_to_prewhere_if_final = 0, split_intersecting_parts_ranges_into_layers_final = 0"
+		return "\nSETTINGS join_algorithm = 'hash', join_use_nulls = 0, optimize_move_to_prewhere_if_final = 0, split_intersecting_parts_ranges_into_layers_final = 0"
 	case formFinal:
 		return "\nSETTINGS join_use_nulls = 0, optimize_move_to_prewhere_if_final = 0"
 	}
