@@ -17,6 +17,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/internal/serve"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/watermark"
@@ -202,7 +203,7 @@ func TestRunnerRunsCommitsAndBacksOff(t *testing.T) {
 	broken := Hunt{ID: "broken", Interval: 3600, Offset: 0,
 		Query: "SELECT throwIf(number = 0, 'boom') AS x FROM numbers(1) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}
 	hs := &HuntSet{Hash: "set-1", Hunts: []Hunt{broken, good}}
-	tel, err := NewTelemetry(e.ctx, "test")
+	tel, err := serve.NewTelemetry(e.ctx, serve.TelemetryOptions{Service: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +313,7 @@ func TestRunnerRunsCommitsAndBacksOff(t *testing.T) {
 	}
 }
 
-func scrape(t *testing.T, tel *Telemetry) string {
+func scrape(t *testing.T, tel *serve.Telemetry) string {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	tel.MetricsHandler.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))

@@ -6,13 +6,13 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/attribute"
-	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/hunt-runner/hunt-runner/internal/serve"
 )
+
+const scope = "github.com/hunt-runner/hunt-runner/shim"
 
 // Metrics are the shim's instruments (OpenTelemetry, exported for Prometheus):
 //
@@ -35,15 +35,14 @@ type Metrics struct {
 func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 	m := &Metrics{}
 	if mp == nil {
-		reg := prometheus.NewRegistry()
-		exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo(), otelprom.WithoutTargetInfo())
+		// Prometheus only: the shim's instruments are scraped next to KEDA's, never pushed.
+		tel, err := serve.NewTelemetry(context.Background(), serve.TelemetryOptions{Service: "hunt-runner-shim", Scope: scope})
 		if err != nil {
-			return nil, fmt.Errorf("shim: prometheus exporter: %w", err)
+			return nil, fmt.Errorf("shim: %w", err)
 		}
-		mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
-		m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+		mp, m.handler = tel.MeterProvider, tel.MetricsHandler
 	}
-	m.meter = mp.Meter("github.com/hunt-runner/hunt-runner/shim")
+	m.meter = mp.Meter(scope)
 	var err error
 	if m.requests, err = m.meter.Int64Counter("hunt_shim_requests",
 		metric.WithDescription("KEDA shim requests by query and outcome")); err != nil {

@@ -138,7 +138,7 @@ func devAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	tel, err := runner.NewTelemetry(ctx, "hunt-runner-dev")
+	tel, err := runnerTelemetry(ctx, "hunt-runner-dev")
 	if err != nil {
 		return err
 	}
@@ -158,7 +158,8 @@ func devAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	httpSrv := &runner.HTTPServer{Addr: c.String("listen"), Metrics: tel.MetricsHandler, Ready: r.Ready, Logger: log}
+	o := &ops{conn: conn, database: db, loader: loader, metrics: metrics, log: log}
+	httpSrv := o.server(c.String("listen"), tel, r.Ready)
 	if err := httpSrv.Listen(); err != nil {
 		return cli.Exit(err.Error(), exitError)
 	}
@@ -168,6 +169,7 @@ func devAction(c *cli.Context) error {
 	g.Go(func() error { return gen.Start(gctx) })
 	g.Go(func() error { return r.Start(gctx) })
 	g.Go(func() error { return httpSrv.Start(gctx) })
+	g.Go(func() error { return o.watchHealth(gctx) })
 	g.Go(func() error { // re-materialise whenever the loader picks up a change
 		for {
 			select {
@@ -187,7 +189,7 @@ func devAction(c *cli.Context) error {
 		g.Go(func() error { return sh.Start(gctx) })
 		fmt.Fprintf(out, "KEDA shim at http://%s/keda/hunt-backlog\n", addr)
 	}
-	fmt.Fprintf(out, "runner metrics at http://%s/metrics — Ctrl-C to stop\n\n", httpSrv.BoundAddr())
+	fmt.Fprintf(out, "status page at http://%s/ and metrics at /metrics — Ctrl-C to stop\n\n", httpSrv.BoundAddr())
 	err = g.Wait()
 	fmt.Fprintln(out, "\nstopped")
 	if err != nil && !errors.Is(err, context.Canceled) {

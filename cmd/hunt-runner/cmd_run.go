@@ -21,7 +21,7 @@ import (
 func runFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "listen", Value: ":8080", EnvVars: envFor("listen"),
-			Usage: "address serving /metrics, /healthz and /readyz"},
+			Usage: "address serving /metrics, /healthz, /readyz, the status page (/) and the read-only API (/api/v1/…)"},
 		&cli.DurationFlag{Name: "tick", Value: 5 * time.Second, EnvVars: envFor("tick"),
 			Usage: "how often due fires are planned and claimed"},
 		&cli.IntFlag{Name: "concurrency", Value: 4, EnvVars: envFor("concurrency"),
@@ -77,7 +77,7 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), exitUsage)
 	}
-	tel, err := runner.NewTelemetry(ctx, "hunt-runner")
+	tel, err := runnerTelemetry(ctx, "hunt-runner")
 	if err != nil {
 		return err
 	}
@@ -91,7 +91,7 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 
-	loader := configsrc.NewLoader(src, c.Duration("reload-interval"), log)
+	loader := configsrc.NewLoader(countingSource{src, metrics}, c.Duration("reload-interval"), log)
 	if _, _, err := loader.Load(ctx); err != nil {
 		// Not fatal: the loader retries every --reload-interval and the runner stays unready.
 		log.Error("hunt definitions could not be loaded yet; retrying", "source", src.String(), "error", err)
@@ -110,7 +110,8 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), exitUsage)
 	}
-	srv := &runner.HTTPServer{Addr: c.String("listen"), Metrics: tel.MetricsHandler, Ready: r.Ready, Logger: log}
+	o := &ops{conn: conn, database: chOpts.Database, loader: loader, metrics: metrics, log: log}
+	srv := o.server(c.String("listen"), tel, r.Ready)
 	if err := srv.Listen(); err != nil {
 		return cli.Exit(err.Error(), exitError)
 	}
@@ -125,6 +126,7 @@ func runAction(c *cli.Context) error {
 	g.Go(func() error { return loader.Start(gctx) })
 	g.Go(func() error { return r.Start(gctx) })
 	g.Go(func() error { return srv.Start(gctx) })
+	g.Go(func() error { return o.watchHealth(gctx) })
 	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
 		return cli.Exit(fmt.Sprintf("run: %v", err), exitError)
 	}

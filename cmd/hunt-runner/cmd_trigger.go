@@ -9,7 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/hunt-runner/hunt-runner/runner"
+	"github.com/hunt-runner/hunt-runner/status"
 	"github.com/hunt-runner/hunt-runner/watermark"
 )
 
@@ -75,7 +75,7 @@ func triggerAction(c *cli.Context) error {
 		return cli.Exit(fmt.Sprintf("--fire %s is in the future (server now %s): a request covers data up to its fire",
 			time.Unix(fire, 0).UTC().Format(time.RFC3339), time.Unix(now, 0).UTC().Format(time.RFC3339)), exitUsage)
 	}
-	sched, err := runner.PublishedSchedule(c.Context, conn, chOpts.Database)
+	sched, err := status.Published(c.Context, conn, chOpts.Database)
 	if err != nil {
 		return cli.Exit(err.Error(), exitError)
 	}
