@@ -52,7 +52,7 @@ type huntPage struct {
 }
 
 // stateRank orders the page: what needs a person comes first.
-var stateRank = map[string]int{StateFailing: 0, StateNeverRun: 1, StateBehind: 2, StateUnpublished: 3,
+var stateRank = map[string]int{StateFailing: 0, StateUnpublished: 1, StateNeverRun: 2, StateBehind: 3,
 	StateRunning: 4, StatePaused: 5, StateOK: 6, StateDisabled: 7}
 
 func rows(rep Report) []row {
@@ -82,7 +82,7 @@ func (w *Web) pageIndex(rw http.ResponseWriter, r *http.Request) {
 	for _, h := range rep.Hunts {
 		counts[h.State]++
 	}
-	for _, s := range []string{StateFailing, StateNeverRun, StateBehind, StateUnpublished, StateRunning, StatePaused, StateOK, StateDisabled} {
+	for _, s := range []string{StateFailing, StateUnpublished, StateNeverRun, StateBehind, StateRunning, StatePaused, StateOK, StateDisabled} {
 		if counts[s] > 0 {
 			p.Counts = append(p.Counts, stateCount{s, counts[s]})
 		}

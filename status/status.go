@@ -77,9 +77,9 @@ type Hunt struct {
 // States of Hunt.State, in the order the page ranks them (worst first).
 const (
 	StateFailing     = "failing"     // the newest attempt failed (consecutive_failures > 0)
+	StateUnpublished = "unpublished" // runners know it, hunt_schedule does not
 	StateNeverRun    = "never-run"   // enabled, owed, and no attempt has finished yet
 	StateBehind      = "behind"      // owes a fire older than two intervals
-	StateUnpublished = "unpublished" // runners know it, hunt_schedule does not
 	StateRunning     = "running"     // a live lease holds it
 	StatePaused      = "paused"
 	StateOK          = "ok"
@@ -142,7 +142,8 @@ func Read(ctx context.Context, conn driver.Conn, store Snapshotter, database str
 	for _, e := range entries {
 		seen[e.HuntID] = true
 		p, ok := published[e.HuntID]
-		out.Hunts = append(out.Hunts, build(snap, e, !ok, p, runs[e.HuntID], pauses[e.HuntID]))
+		// A disabled hunt is meant to be absent from (or tombstoned in) hunt_schedule.
+		out.Hunts = append(out.Hunts, build(snap, e, !ok && e.Enabled, p, runs[e.HuntID], pauses[e.HuntID]))
 	}
 	// Hunts runners ran but nobody published (or that the given files no longer define):
 	// shown so that work nobody scheduled on purpose is visible. Retired hunts stay hidden.
@@ -239,12 +240,12 @@ func stateOf(h Hunt, lr runSummary) string {
 		return StatePaused
 	case h.ConsecutiveFailures > 0 || (lr.hasLast && lr.status == watermark.StatusFailed):
 		return StateFailing
+	case h.Unpublished:
+		return StateUnpublished
 	case !lr.hasLast && h.Watermark == "" && h.BehindSeconds > 0:
 		return StateNeverRun
 	case h.IntervalSeconds > 0 && h.BehindSeconds > 2*h.IntervalSeconds:
 		return StateBehind
-	case h.Unpublished:
-		return StateUnpublished
 	case h.LeaseLive:
 		return StateRunning
 	}
