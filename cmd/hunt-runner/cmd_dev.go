@@ -158,7 +158,7 @@ func devAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	o := &ops{conn: conn, database: db, loader: loader, metrics: metrics, log: log}
+	o := &ops{conn: conn, database: db, loader: loader, metrics: metrics, tick: c.Duration("tick"), log: log}
 	httpSrv := o.server(c.String("listen"), tel, r.Ready)
 	if err := httpSrv.Listen(); err != nil {
 		return cli.Exit(err.Error(), exitError)

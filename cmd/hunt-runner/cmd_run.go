@@ -110,7 +110,7 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), exitUsage)
 	}
-	o := &ops{conn: conn, database: chOpts.Database, loader: loader, metrics: metrics, log: log}
+	o := &ops{conn: conn, database: chOpts.Database, loader: loader, metrics: metrics, tick: c.Duration("tick"), log: log}
 	srv := o.server(c.String("listen"), tel, r.Ready)
 	if err := srv.Listen(); err != nil {
 		return cli.Exit(err.Error(), exitError)
