@@ -77,7 +77,7 @@ func TestStatusPageInChromium(t *testing.T) {
 
 	dom := headless(t, bin, "--dump-dom", srv.URL+"/")
 	text := visible(dom)
-	for _, id := range []string{"failing", "fresh", "ghost", "healthy", "quiet"} {
+	for _, id := range []string{"failing", "fresh", "ghost", "healthy", "monthly", "quiet"} {
 		if !strings.Contains(text, id) {
 			t.Errorf("the page does not show %s:\n%s", id, text)
 		}
@@ -110,7 +110,7 @@ func TestStatusPageInChromium(t *testing.T) {
 	}
 
 	shot := filepath.Join(t.TempDir(), "status.png")
-	headless(t, bin, "--window-size=1200,420", "--screenshot="+shot, srv.URL+"/")
+	headless(t, bin, "--window-size=1200,450", "--screenshot="+shot, srv.URL+"/")
 	b, err := os.ReadFile(shot)
 	if err != nil {
 		t.Fatal(err)

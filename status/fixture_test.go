@@ -23,7 +23,14 @@ func fixture(t *testing.T) *chtest.DB {
 		`INSERT INTO ` + d + `.hunt_schedule VALUES
 		   ('healthy', 60, 7, 1, 'h1', now64(6) - INTERVAL 10 MINUTE),
 		   ('failing', 60, 0, 1, 'h2', now64(6) - INTERVAL 10 MINUTE),
-		   ('retired', 0, 0, 0, '', now64(6) - INTERVAL 10 MINUTE)`,
+		   ('retired', 0, 0, 0, '', now64(6) - INTERVAL 10 MINUTE),
+		   ('monthly', 2592000, 0, 1, 'h3', now64(6) - INTERVAL 60 DAY)`,
+		// monthly committed its current fire ten days ago: outside the window status reads.
+		`INSERT INTO ` + d + `.hunt_watermark (hunt_id, watermark, claim_id, updated, run_id, run_owner, run_start, run_rows,
+		   run_started, gap_start, gap_end, findings_dropped, kind)
+		 SELECT 'monthly', toDateTime(intDiv(toUnixTimestamp(now()), 2592000) * 2592000, 'UTC') AS wm, generateUUIDv4(),
+		   now64(6) - INTERVAL 10 DAY, generateUUIDv4(), 'pod-a', wm - 2592000, 0, now64(6) - INTERVAL 10 DAY,
+		   toDateTime(0, 'UTC'), toDateTime(0, 'UTC'), 0, 'scheduled'`,
 		// healthy committed its latest fire with 5 findings, after an outage that skipped a range.
 		`INSERT INTO ` + d + `.hunt_watermark (hunt_id, watermark, claim_id, updated, run_id, run_owner, run_start, run_rows,
 		   run_started, gap_start, gap_end, findings_dropped, kind)
@@ -61,6 +68,7 @@ func fixtureEntries() []Entry {
 		{HuntID: "failing", Interval: 60, Enabled: true},
 		{HuntID: "quiet", Interval: 3600, Enabled: false},
 		{HuntID: "fresh", Interval: 3600, Enabled: true}, // in the files, not yet materialised
+		{HuntID: "monthly", Interval: 2592000, Enabled: true},
 	}
 }
 

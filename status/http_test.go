@@ -71,7 +71,7 @@ func TestAPIHuntsShape(t *testing.T) {
 			}
 		}
 	}
-	if strings.Join(ids, ",") != "failing,fresh,ghost,healthy,quiet" {
+	if strings.Join(ids, ",") != "failing,fresh,ghost,healthy,monthly,quiet" {
 		t.Errorf("hunts %v", ids)
 	}
 	var typed struct{ Hunts []APIHunt }

@@ -75,9 +75,15 @@ type runSummary struct {
 	gaps, findingsDay, droppedDay uint64
 }
 
+// RecentWindow is how far back status reads the run log: the last run, the last success, the
+// first failure and the gaps are those of this window. The log is kept 90 days and runners read
+// status every few ticks, so the window keeps that read proportional to a week of runs. A hunt
+// whose newest success is older is shown with its watermark as the last success instead.
+const RecentWindow = 7 * 24 * time.Hour
+
 // readRunSummaries reads, per hunt, the newest attempt (gaps aside: a gap row shares its
 // commit's time), the newest success, the oldest failed or lost fire, the number of gap rows,
-// and the findings of the last day, in one pass over hunt_runs.
+// and the findings of the last day, in one pass over RecentWindow of hunt_runs.
 func readRunSummaries(ctx context.Context, conn driver.Conn, database string) (map[string]runSummary, error) {
 	q := `SELECT hunt_id,
     countIf(status != 'gap'), argMaxIf(status, finished, status != 'gap'), argMaxIf(error, finished, status != 'gap'),
@@ -88,8 +94,9 @@ func readRunSummaries(ctx context.Context, conn driver.Conn, database string) (m
     sumIf(rows_written, status = 'succeeded' AND finished > now64(6) - INTERVAL 1 DAY),
     sumIf(findings_dropped, status = 'succeeded' AND finished > now64(6) - INTERVAL 1 DAY)
 FROM ` + table(database, chstore.ViewRuns) + `
+WHERE finished > now64(6) - toIntervalSecond({window:UInt32})
 GROUP BY hunt_id`
-	rows, err := conn.Query(ctx, q)
+	rows, err := conn.Query(ctx, q, clickhouse.Named("window", uint32(RecentWindow/time.Second)))
 	if err != nil {
 		return nil, fmt.Errorf("read hunt_runs: %w", err)
 	}

@@ -69,7 +69,7 @@ type Hunt struct {
 	FindingsLastDay uint64 `json:"findings_last_day"`
 	// FindingsDroppedLastDay sums the rows past max_findings of those runs.
 	FindingsDroppedLastDay uint64 `json:"findings_dropped_last_day"`
-	Gaps                   uint64 `json:"gaps"` // recorded gap rows (skipped ranges) in the run log
+	Gaps                   uint64 `json:"gaps"` // gap rows (skipped ranges) recorded within RecentWindow
 	OverrunCount           uint64 `json:"overrun_count"`
 	TooAggressive          bool   `json:"too_aggressive"`
 }
@@ -206,8 +206,13 @@ func build(snap watermark.Snapshot, e Entry, unpublished bool, pub publishedEntr
 		hs.LastRunStatus, hs.LastRunError, hs.LastRunRows = lr.status, lr.errText, lr.rows
 		hs.LastRunTime, hs.LastRunFire = rfc(lr.finished), rfc(lr.fire)
 	}
-	if lr.hasSuccess {
+	switch {
+	case lr.hasSuccess:
 		hs.LastSuccess = rfc(lr.lastSuccess)
+	case st.HasWatermark:
+		// No commit within RecentWindow: the watermark is the newest committed fire, and its
+		// run finished after it.
+		hs.LastSuccess = rfcSec(st.Watermark)
 	}
 	hs.State = stateOf(hs, lr)
 	return hs
@@ -242,7 +247,7 @@ func stateOf(h Hunt, lr runSummary) string {
 		return StateFailing
 	case h.Unpublished:
 		return StateUnpublished
-	case !lr.hasLast && h.Watermark == "" && h.BehindSeconds > 0:
+	case h.Watermark == "" && !lr.hasLast && h.BehindSeconds > 0:
 		return StateNeverRun
 	case h.IntervalSeconds > 0 && h.BehindSeconds > 2*h.IntervalSeconds:
 		return StateBehind

@@ -43,6 +43,10 @@ func TestStatusReadsCommitsGapsAndFindings(t *testing.T) {
 	if q := mustGet(t, rep, "quiet"); q.State != StateDisabled || q.Due || q.BehindSeconds != 0 {
 		t.Errorf("quiet = %+v", q)
 	}
+	// Its only commit is older than RecentWindow: its watermark stands in for the last success.
+	if m := mustGet(t, rep, "monthly"); m.State != StateOK || m.LastSuccess == "" || m.LastSuccess != m.Watermark || m.LastRunStatus != "" {
+		t.Errorf("monthly = %+v", m)
+	}
 	if f := mustGet(t, rep, "fresh"); !f.Unpublished || f.State != StateUnpublished {
 		t.Errorf("fresh (in the files, never materialised) = %+v", f)
 	}
@@ -84,7 +88,7 @@ func TestPublishedListsTombstonesAsDisabled(t *testing.T) {
 			t.Error("retired is enabled")
 		}
 	}
-	if strings.Join(got, ",") != "failing,healthy,retired" {
+	if strings.Join(got, ",") != "failing,healthy,monthly,retired" {
 		t.Errorf("published %v", got)
 	}
 }
