@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -14,10 +15,14 @@ import (
 	"github.com/hunt-runner/hunt-runner/watermark"
 )
 
-// healthTicks: a runner reads every hunt's health from ClickHouse for the ops pack's gauges
-// every healthTicks ticks (30s at the default 5s tick): four small queries, whatever the number
-// of hunts, well within the scrape interval the alerts are written for.
-const healthTicks = 6
+// The hunt-health gauges are read from ClickHouse when /metrics is scraped, at most once every
+// healthTicks ticks and never more often than minHealthInterval: four queries, whatever the
+// number of hunts, and none at all where nothing scrapes (dev, tests, a cluster without
+// Prometheus). A scrape serves the values of the previous read.
+const (
+	healthTicks       = 6
+	minHealthInterval = 10 * time.Second
+)
 
 // ops is what `run` and `dev` serve on --listen besides the loop: the probes, /metrics, the
 // read-only status API and page, and the hunt-health gauges behind the alerts.
@@ -28,6 +33,8 @@ type ops struct {
 	metrics  *runner.Metrics
 	tick     time.Duration // the runner's --tick
 	log      *slog.Logger
+
+	scraped chan struct{} // a /metrics scrape asks for fresh hunt health
 }
 
 // entries are the loaded hunts: the API and page show what this runner runs.
@@ -42,25 +49,37 @@ func (o *ops) entries() []status.Entry {
 func (o *ops) server(addr string, tel *serve.Telemetry, ready func() error) *serve.Server {
 	web := &status.Web{Conn: o.conn, Store: watermark.New(o.conn, o.database), Database: o.database,
 		Entries: o.entries, Logger: o.log}
-	return &serve.Server{Addr: addr, Metrics: tel.MetricsHandler, Ready: ready, Handler: web.Handler(), Logger: o.log}
+	o.scraped = make(chan struct{}, 1)
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case o.scraped <- struct{}{}:
+		default:
+		}
+		tel.MetricsHandler.ServeHTTP(w, r)
+	})
+	return &serve.Server{Addr: addr, Metrics: metrics, Ready: ready, Handler: web.Handler(), Logger: o.log}
 }
 
-// watchHealth feeds the hunt-health gauges until ctx ends. A failed read keeps the previous
-// values: the loop's own ClickHouse alerts report the outage.
+// watchHealth feeds the hunt-health gauges, on scrapes, until ctx ends. A failed read keeps
+// the previous values: the loop's own ClickHouse alerts report the outage. Call server first.
 func (o *ops) watchHealth(ctx context.Context) error {
 	store := watermark.New(o.conn, o.database)
-	t := time.NewTicker(max(healthTicks*o.tick, time.Second))
-	defer t.Stop()
+	every := max(healthTicks*o.tick, minHealthInterval)
+	var last time.Time
 	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-o.scraped:
+		}
+		if !last.IsZero() && time.Since(last) < every {
+			continue
+		}
+		last = time.Now()
 		if rep, err := status.Read(ctx, o.conn, store, o.database, o.entries()); err == nil {
 			o.metrics.SetHuntHealth(healthOf(rep))
 		} else if ctx.Err() == nil {
 			o.log.Debug("hunt health not read", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
 		}
 	}
 }
