@@ -18,7 +18,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
-	"github.com/hunt-runner/hunt-runner/runner"
+	"github.com/hunt-runner/hunt-runner/status"
 )
 
 // fresh gives a test a database that does not exist yet (schema creates it) and the connection
@@ -343,7 +343,7 @@ func TestVersion(t *testing.T) {
 // retired, not shown as "0s 0s false".
 func TestStatusShowsDurationsAsHuntFilesWriteThem(t *testing.T) {
 	var b strings.Builder
-	printStatus(&b, runner.StatusReport{Now: "2026-12-01T10:00:00Z", Hunts: []runner.HuntStatus{
+	printStatus(&b, status.Report{Now: "2026-12-01T10:00:00Z", Hunts: []status.Hunt{
 		{HuntID: "live", IntervalSeconds: 300, OffsetSeconds: 150, Enabled: true, BehindSeconds: 3600},
 		{HuntID: "paused", IntervalSeconds: 86400, OffsetSeconds: 0},
 		{HuntID: "gone"},
