@@ -133,10 +133,11 @@ func legacyReport(c *cli.Context, dir string) error {
 			f.File = filepath.Join(dir, filepath.FromSlash(f.File))
 			fmt.Fprintln(w, f.String())
 		}
-		fmt.Fprintf(w, "%s: %s in %s of %s to change before cut-over\n", dir, nounCount(len(rep.Findings), "finding"),
-			nounCount(rep.FilesWithFindings(), "file"), nounCount(rep.Files, "hunt file"))
+		fmt.Fprintf(w, "%s: %s read; %s to make and %s, in %s\n", dir, nounCount(rep.Files, "hunt file"),
+			nounCount(rep.Changes(), "change"), nounCount(len(rep.Findings)-rep.Changes(), "note"), nounCount(rep.FilesWithFindings(), "file"))
 	}
-	if len(rep.Findings) > 0 {
+	// Notes describe behaviour that changes by itself; only a needed change fails, as in validate.
+	if rep.Changes() > 0 {
 		return cli.Exit("", exitError)
 	}
 	if rep.Files == 0 {
