@@ -198,6 +198,13 @@ func TestImportOnEngine(t *testing.T) {
 	if after := f.count("SELECT count() FROM hunt_watermark") + f.count("SELECT count() FROM hunt_state"); after != before {
 		t.Errorf("the second import wrote %d rows", after-before)
 	}
+	// The state write re-checks on the server too: carrying what is already there writes nothing.
+	if err := carryState(f.ctx, f.cur.Conn, chstore.QuoteIdent(f.cur.Name), "ongrid", State{OverrunCount: 3, TooAggressive: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.count("SELECT count() FROM hunt_state"); n != 1 {
+		t.Errorf("carrying the same state again wrote a row (%d rows)", n)
+	}
 	var b strings.Builder
 	again.Print(&b)
 	for _, s := range []string{"already imported", "left alone", "not among the loaded hunts", "0 imported, 5 already imported, 1 left alone"} {

@@ -83,7 +83,7 @@ func TestImportLegacyThenRun(t *testing.T) {
 	}
 	for _, s := range []string{"dry run, nothing is written", "would import: earlier watermark " + utc(earlier["ongrid"]),
 		"first window [" + utc(earlier["offgrid"]) + ", " + utc(l2) + "), off the new schedule's grid",
-		"skip      retired", "not among the loaded hunts", "4 to import"} {
+		"first window [" + utc(earlier["waiting"]) + ", " + utc(l1+3600) + ")", "skip      retired", "not among the loaded hunts", "4 to import"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("dry run output lacks %q:\n%s", s, out)
 		}
