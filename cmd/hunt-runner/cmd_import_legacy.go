@@ -30,38 +30,56 @@ listed and skipped.
 
 --dry-run prints the plan (hunt, earlier watermark in UTC, what happens) and writes nothing.
 
-Exit status: 0 nothing to import, 3 imported (or, with --dry-run, would import), 1 error or a
-watermark that cannot be imported, 2 usage. --changed-exit-code=0 for jobs.`,
-		Flags: concat(clickhouseFlags(), sourceFlags(), []cli.Flag{
+Exit status: 0 success, whether or not it imported anything; 1 error, or an earlier watermark
+that cannot be imported; 2 usage. --detailed-exitcode, as materialise's: 0 nothing to import,
+2 imported (or, with --dry-run, would import), 1 any error, usage errors included.`,
+		Flags: concat(interactiveClickhouseFlags(), sourceFlags(), []cli.Flag{
 			&cli.StringFlag{Name: "from-database", EnvVars: envFor("from-database"),
 				Usage: "database holding the earlier runner's hunt_watermark and hunt_state (its DFE_CLICKHOUSE_DATA_DATABASE, default dfe)"},
 			&cli.BoolFlag{Name: "dry-run", EnvVars: envFor("dry-run"), Usage: "print the plan and write nothing"},
-			&cli.IntFlag{Name: "changed-exit-code", Value: exitChanged, EnvVars: envFor("changed-exit-code"),
-				Usage: "exit status when something was (or, with --dry-run, would be) written; 0 for jobs"},
+			&cli.BoolFlag{Name: "detailed-exitcode", EnvVars: envFor("detailed-exitcode"),
+				Usage: "exit 2 when something was (or, with --dry-run, would be) imported, 0 when nothing was"},
 		}),
-		Action: runImportLegacy,
+		Action: importLegacyAction,
 	}
 }
 
-func runImportLegacy(c *cli.Context) error {
+// importLegacyAction maps the outcome to the exit status the way materialise does.
+func importLegacyAction(c *cli.Context) error {
+	changed, err := runImportLegacy(c)
+	var ec cli.ExitCoder
+	detailed := c.Bool("detailed-exitcode")
+	switch {
+	case err != nil && detailed && errors.As(err, &ec) && ec.ExitCode() == exitUsage:
+		// 2 means "imported" here, so a usage error must not look like one.
+		return cli.Exit(err.Error(), exitError)
+	case err != nil:
+		return err
+	case changed && detailed:
+		return cli.Exit("", exitDetailedChanged)
+	}
+	return nil
+}
+
+func runImportLegacy(c *cli.Context) (changed bool, err error) {
 	if c.NArg() > 0 {
-		return cli.Exit(fmt.Sprintf("import-legacy takes no arguments, got %q", c.Args().Slice()), exitUsage)
+		return false, cli.Exit(fmt.Sprintf("import-legacy takes no arguments, got %q", c.Args().Slice()), exitUsage)
 	}
 	from := c.String("from-database")
 	if from == "" {
-		return cli.Exit("give --from-database DB: the earlier runner's database (DFE_CLICKHOUSE_DATA_DATABASE, default dfe)", exitUsage)
+		return false, cli.Exit("give --from-database DB: the earlier runner's database (DFE_CLICKHOUSE_DATA_DATABASE, default dfe)", exitUsage)
 	}
 	log := newLogger(c)
 	src, err := huntSource(c, log)
 	if err != nil {
-		return err
+		return false, err
 	}
 	set, err := src.Load(c.Context)
 	if err != nil {
-		return cli.Exit(fmt.Sprintf("read hunts from %s: %v; nothing written", src, err), exitError)
+		return false, cli.Exit(fmt.Sprintf("read hunts from %s: %v; nothing written", src, err), exitError)
 	}
 	if len(set.Hunts) == 0 {
-		return cli.Exit(fmt.Sprintf("no hunts loaded from %s; nothing written", src), exitError)
+		return false, cli.Exit(fmt.Sprintf("no hunts loaded from %s; nothing written", src), exitError)
 	}
 	display := sourcePath(c, c.String("hunts-dir"))
 	var broken []string
@@ -78,16 +96,16 @@ func runImportLegacy(c *cli.Context) error {
 	}
 	conn, opts, err := openClickHouse(c, log)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer conn.Close()
 	res, err := legacy.Import(c.Context, conn, hunts, legacy.Options{From: from, Database: opts.Database,
 		DryRun: c.Bool("dry-run"), Broken: broken})
 	if errors.Is(err, legacy.ErrSchema) {
-		return cli.Exit(err.Error()+"; nothing written", exitError)
+		return false, cli.Exit(err.Error()+"; nothing written", exitError)
 	}
 	if err != nil {
-		return cli.Exit(err.Error(), exitError)
+		return false, cli.Exit(err.Error(), exitError)
 	}
 	res.Print(c.App.Writer)
 	log.Info("import-legacy", "from", from, "database", opts.Database, "dry_run", res.DryRun,
@@ -95,12 +113,9 @@ func runImportLegacy(c *cli.Context) error {
 		"left_alone", res.Count(legacy.ActionAhead)+res.Count(legacy.ActionOvertaken), "skipped", res.Count(legacy.ActionNotLoaded),
 		"refused", res.Count(legacy.ActionRefused))
 	if n := res.Count(legacy.ActionRefused); n > 0 {
-		return cli.Exit(fmt.Sprintf("%d earlier watermark(s) could not be imported (listed as refused)", n), exitError)
+		return res.Changed(), cli.Exit(fmt.Sprintf("%d earlier watermark(s) could not be imported (listed as refused)", n), exitError)
 	}
-	if code := c.Int("changed-exit-code"); res.Changed() && code != exitOK {
-		return cli.Exit("", code)
-	}
-	return nil
+	return res.Changed(), nil
 }
 
 // legacyReport is validate --legacy-report: the earlier runner's features in the files of dir

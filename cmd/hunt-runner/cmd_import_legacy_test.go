@@ -73,8 +73,8 @@ func TestImportLegacyThenRun(t *testing.T) {
 	}
 	utc := func(s int64) string { return time.Unix(s, 0).UTC().Format(time.RFC3339) }
 
-	out, err := runApp(t, append(imp, "--dry-run")...)
-	if exitCode(err) != exitChanged {
+	out, err := runApp(t, append(imp, "--dry-run", "--detailed-exitcode")...)
+	if exitCode(err) != exitDetailedChanged {
 		t.Fatalf("dry run: exit %d (%v)\n%s", exitCode(err), err, out)
 	}
 	t.Logf("import-legacy --dry-run:\n%s", out)
@@ -90,7 +90,7 @@ func TestImportLegacyThenRun(t *testing.T) {
 	}
 
 	out, err = runApp(t, imp...)
-	if exitCode(err) != exitChanged || !strings.Contains(out, "4 imported") {
+	if err != nil || !strings.Contains(out, "4 imported") {
 		t.Fatalf("import: exit %d (%v)\n%s", exitCode(err), err, out)
 	}
 	out, err = runApp(t, append([]string{"status", "--json"}, common...)...)
@@ -110,7 +110,7 @@ func TestImportLegacyThenRun(t *testing.T) {
 			t.Errorf("status after import: %+v (watermark want %s)", h, utc(want))
 		}
 	}
-	if out, err := runApp(t, append([]string{"materialise", "--changed-exit-code", "0"}, common...)...); err != nil {
+	if out, err := runApp(t, append([]string{"materialise"}, common...)...); err != nil {
 		t.Fatalf("materialise: %v\n%s", err, out)
 	}
 
@@ -155,7 +155,7 @@ func TestImportLegacyThenRun(t *testing.T) {
 	}
 
 	before := count("SELECT count() FROM hunt_watermark") + count("SELECT count() FROM hunt_state")
-	out, err = runApp(t, imp...)
+	out, err = runApp(t, append(imp, "--detailed-exitcode")...)
 	if err != nil || !strings.Contains(out, "0 imported, 1 already imported, 3 left alone") {
 		t.Errorf("second import: %v\n%s", err, out)
 	}
@@ -173,6 +173,10 @@ func TestImportLegacyUsage(t *testing.T) {
 	}
 	if _, err := runApp(t, "import-legacy", "--from-database", "dfe", "extra"); exitCode(err) != exitUsage {
 		t.Errorf("an argument: exit %d (%v)", exitCode(err), err)
+	}
+	// With --detailed-exitcode, 2 means "imported": a usage error must not look like it.
+	if _, err := runApp(t, "import-legacy", "--detailed-exitcode", "--hunts-dir", t.TempDir()); exitCode(err) != exitError {
+		t.Errorf("usage error under --detailed-exitcode: exit %d (%v)", exitCode(err), err)
 	}
 }
 
