@@ -42,7 +42,7 @@ func TestImportLegacyThenRun(t *testing.T) {
 	m1, m2 := (now/60+30)%60, (now/60+40)%60
 	l1, l2 := schedule.LatestFire(now, 3600, m1*60), schedule.LatestFire(now, 3600, m2*60)
 	dir := t.TempDir()
-	query := "query: |\n  SELECT number AS n FROM numbers(2)\n  WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}\n"
+	query := "query: |\n  SELECT arrayJoin([0, 1]) AS n\n  WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}\n"
 	writeHunt(t, dir, "ongrid.yaml", fmt.Sprintf("cron: \"%d * * * *\"\n%s", m1, query))
 	writeHunt(t, dir, "offgrid.yaml", fmt.Sprintf("cron: \"%d * * * *\"\n%s", m2, query))
 	writeHunt(t, dir, "waiting.yaml", fmt.Sprintf("cron: \"%d * * * *\"\n%s", m1, query))
