@@ -224,3 +224,21 @@ func TestValidateLegacyReport(t *testing.T) {
 		t.Errorf("empty dir: exit %d", exitCode(err))
 	}
 }
+
+// TestImportLegacyRefusedExitsOne: an earlier watermark that cannot be imported fails the
+// command, after printing the plan that names it.
+func TestImportLegacyRefusedExitsOne(t *testing.T) {
+	old, db := chtest.New(t), chtest.NewWithSchema(t)
+	if err := old.Conn.Exec(t.Context(), "CREATE TABLE hunt_watermark (hunt_id String, watermark Int64, updated DateTime64(3) DEFAULT now64(3)) ENGINE = ReplacingMergeTree(updated) ORDER BY hunt_id"); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Conn.Exec(t.Context(), "INSERT INTO hunt_watermark (hunt_id, watermark) VALUES ('zero', 0)"); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeHunt(t, dir, "zero.yaml", "interval: 1h\nquery: SELECT 1 AS n WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}\n")
+	out, err := runApp(t, "import-legacy", "--from-database", old.Name, "--clickhouse-url", db.URL, "--database", db.Name, "--hunts-dir", dir)
+	if exitCode(err) != exitError || !strings.Contains(out, "refused   zero") || !strings.Contains(err.Error(), "could not be imported") {
+		t.Errorf("exit %d (%v)\n%s", exitCode(err), err, out)
+	}
+}
