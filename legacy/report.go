@@ -309,6 +309,10 @@ func (r *reporter) crons(k, v *yaml.Node, key string) {
 func alternative(err error, tightest int64) string {
 	msg := err.Error()
 	if _, after, ok := strings.Cut(msg, "needs a fixed interval; "); ok {
+		if strings.Contains(after, "<duration>") {
+			// schedule has no concrete proposal for this one; the earlier cadence is one.
+			return fmt.Sprintf("write `interval: %s` for the cadence the earlier runner kept, or a cron whose fires are equally spaced", fmtSecs(tightest))
+		}
 		return after
 	}
 	if i := strings.Index(msg, "\": "); i >= 0 && errors.Is(err, schedule.ErrInvalidCron) {
