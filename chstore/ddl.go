@@ -255,9 +255,10 @@ func DDL(database string, t Topology, cluster string) []Statement {
 
 // runsView is the run log: hunt_run's rows of attempts that did not commit, and for every
 // commit row of hunt_watermark a succeeded row plus a gap row when gap_end > gap_start. A
-// watermark row without a run (seeded by hand) is not a run. Rows of the first layout's
-// hunt_run copies of commits (status succeeded or gap) are left out: the upgrade moved them
-// into hunt_watermark.
+// watermark row without a run (seeded by hand) is not a run. A row that import-legacy carried
+// over from the earlier runner (kind imported) ran nothing here: it is one imported row. Rows
+// of the first layout's hunt_run copies of commits (status succeeded or gap) are left out: the
+// upgrade moved them into hunt_watermark.
 func runsView(db, onCluster string) string {
 	return "CREATE VIEW IF NOT EXISTS " + db + "." + QuoteIdent(ViewRuns) + onCluster + ` AS
 SELECT hunt_id, fire, run_id, owner, status, window_start, window_end, rows_written, findings_dropped,
@@ -281,7 +282,7 @@ SELECT
     if(status = 'gap', concat('outage longer than max_catchup: [', toString(gap_start), ', ',
         toString(gap_end), ') skipped'), '') AS error
 FROM ` + db + "." + QuoteIdent(TableWatermark) + `
-ARRAY JOIN if(gap_end > gap_start, ['succeeded', 'gap'], ['succeeded']) AS status
+ARRAY JOIN if(kind = 'imported', ['imported'], if(gap_end > gap_start, ['succeeded', 'gap'], ['succeeded'])) AS status
 WHERE run_id != toUUID('00000000-0000-0000-0000-000000000000')`
 }
 

@@ -133,6 +133,7 @@ func newApp() *cli.App {
 			statusCommand(),
 			triggerCommand(),
 			provisionCommand(),
+			importLegacyCommand(),
 			devCommand(),
 			findingsCommand(),
 			notifyCommand(),
