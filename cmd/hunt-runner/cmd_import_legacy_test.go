@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
-	"github.com/hunt-runner/hunt-runner/runner"
 	"github.com/hunt-runner/hunt-runner/schedule"
+	"github.com/hunt-runner/hunt-runner/status"
 )
 
 // TestImportLegacyThenRun is the cut-over on the engine: the earlier runner's tables in their
@@ -97,7 +97,7 @@ func TestImportLegacyThenRun(t *testing.T) {
 	if err != nil {
 		t.Fatalf("status: %v\n%s", err, out)
 	}
-	var rep runner.StatusReport
+	var rep status.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}
