@@ -58,7 +58,7 @@ func TestRunServesStatusAPIAndHealthMetrics(t *testing.T) {
 	db := chtest.NewWithSchema(t)
 	dir := t.TempDir()
 	files := map[string]string{
-		"good.yaml":   "interval: 1h\nquery: |\n  SELECT number AS n FROM numbers(2)\n  WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}\n",
+		"good.yaml":   "interval: 1h\nquery: |\n  SELECT arrayJoin([1, 2]) AS n\n  WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}\n",
 		"broken.yaml": "interval: 1h\nquery: |\n  SELECT * FROM no_such_table\n  WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}\n",
 		"typo.yaml":   "interval: 1h\nqeury: SELECT 1\n",
 	}
