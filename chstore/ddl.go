@@ -309,12 +309,13 @@ const viewMarker = "splitByChar('#', hunt_id)"
 
 // runsView is the run log: hunt_run's rows of attempts that did not commit, and for every
 // commit row of hunt_watermark a succeeded row plus a gap row when gap_end > gap_start. A
-// watermark row without a run (seeded by hand) is not a run. Rows of the first layout's
-// hunt_run copies of commits (status succeeded or gap) are left out: the upgrade moved them
-// into hunt_watermark. Commits of backfill chunks are keyed by BackfillKey and shown under their
-// hunt; they get a branch of their own so that a filter on hunt_id still reaches the table's
-// key for the live commits (a filter on the mapped id cannot). The branches split on kind, not
-// on hunt_id: in the second, hunt_id names the mapped alias.
+// watermark row without a run (seeded by hand) is not a run. A row that import-legacy carried
+// over from the earlier runner (kind imported) ran nothing here: it is one imported row. Rows
+// of the first layout's hunt_run copies of commits (status succeeded or gap) are left out: the
+// upgrade moved them into hunt_watermark. Commits of backfill chunks are keyed by BackfillKey
+// and shown under their hunt; they get a branch of their own so that a filter on hunt_id still
+// reaches the table's key for the live commits (a filter on the mapped id cannot). The branches
+// split on kind, not on hunt_id: in the second, hunt_id names the mapped alias.
 func runsView(db, onCluster string) string {
 	return "CREATE VIEW IF NOT EXISTS " + db + "." + QuoteIdent(ViewRuns) + onCluster + ` AS
 SELECT hunt_id, fire, run_id, owner, status, window_start, window_end, rows_written, findings_dropped,
@@ -345,7 +346,7 @@ func commitRuns(db, huntID, where string) string {
     if(status = 'gap', concat('outage longer than max_catchup: [', toString(gap_start), ', ',
         toString(gap_end), ') skipped'), '') AS error
 FROM ` + db + "." + QuoteIdent(TableWatermark) + `
-ARRAY JOIN if(gap_end > gap_start, ['succeeded', 'gap'], ['succeeded']) AS status
+ARRAY JOIN if(kind = 'imported', ['imported'], if(gap_end > gap_start, ['succeeded', 'gap'], ['succeeded'])) AS status
 WHERE run_id != toUUID('00000000-0000-0000-0000-000000000000') AND ` + where
 }
 

@@ -7,11 +7,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hunt-runner/hunt-runner/internal/serve"
 )
 
 // hunt_runner_consistency_info shows the mode cmd/run resolved, and nothing before it is set.
 func TestConsistencyInfoGauge(t *testing.T) {
-	tel, err := NewTelemetry(context.Background(), "test")
+	tel, err := serve.NewTelemetry(context.Background(), serve.TelemetryOptions{Service: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,45 +1,40 @@
 // Package runner is hunt-runner's worker loop: every tick it reads ClickHouse's clock and the
-// coordination state in one snapshot, plans the due fires with the schedule arithmetic, claims
+// coordination state in one snapshot, plans the due fires with schedule's predicate, claims
 // them in one batch through the lease protocol, runs the winners with bounded concurrency, and
-// commits each one with fenced writes.
+// commits each one with a compare-and-set (docs/runner.md has the operator's view).
 //
 // # A tick
 //
-//  1. Snapshot (one round trip): server now, newest watermark, lease, state and pending run-now
-//     request of every hunt.
-//  2. Plan (pure, [planner.plan]): for each loaded, enabled hunt the latest fire is owed while the
-//     watermark is below it (or there is none); a pending request is run only when nothing
-//     scheduled is owed. A hunt with a live lease, one already held by this runner, or one in
-//     per-hunt backoff is skipped. A live lease on an earlier fire than the owed one is an overrun,
-//     counted once per (hunt, fire); a lease on the same fire is a healthy peer and is not.
-//     Fires are ordered most overdue first (oldest owed fire), ties by hunt id.
-//  3. Claim all planned fires in one batch ([Claimer.Claim], a constant number of round trips).
+//  1. Snapshot (one round trip): server now, newest watermark, lease, state (with the
+//     persisted retry_after of a failing hunt) and pending run-now request of every hunt.
+//  2. Plan: schedule decides which fire each loaded hunt owes and whether it may be claimed now
+//     (no live lease, not in backoff, not already held by this runner). Fires are ordered most
+//     overdue first, hunts that never ran before any other.
+//  3. Claim all planned fires in one batch ([Claimer.Claim], a constant number of round trips),
+//     at most as many as the run slots plus the queue target (queueTarget: what the slots finish
+//     during one claim cycle, within a third of a lease).
 //  4. Queue the winners; at most Options.Concurrency run at once. Each held lease is renewed
-//     every lease/3 from the moment it is won; a renewal that reports the lease lost cancels the
-//     run, which then writes nothing more than its `lost` audit row.
-//
-// The number of round trips per tick is therefore constant in the number of hunts and due fires:
-// snapshot + claim (+ a published-set hash check every few ticks).
+//     every lease/3; a renewal that reports the lease lost, or a lease that can no longer be
+//     trusted, cancels the run, which then writes nothing more than its `lost` record. When runs
+//     finish and half a batch of capacity is free while fires were left unclaimed, the next tick
+//     starts at once instead of waiting for the timer.
 //
 // # A run
 //
-// The hunt query runs inside ClickHouse as one INSERT … SELECT into hunt_findings, each result
-// row turned into a JSON document and keyed by its hash, with the data window bound as
-// DateTime64(3) parameters and shifted back by the hunt's delay. A window longer than the hunt's
-// max_catchup is cut to its newest max_catchup and the skipped range is written to hunt_run as a
-// `gap` row. The insert carries an insert_deduplication_token derived from (hunt, fire, window)
-// and the table's ReplacingMergeTree key absorbs any re-run, so a fire that runs twice (a crash
-// after insert, or a claim race beyond the lease protocol's bound) adds nothing.
-//
-// Success commits in this order: watermark (fenced on claim_id), release (fenced), hunt_run row,
-// hunt_state. A failure leaves the watermark, records the error in hunt_state, backs the hunt off
-// (tick, 2×tick, … capped at its interval) and releases. If the fenced watermark write finds the
-// lease is no longer ours the run is recorded as `lost`.
+// The window starts at the watermark the claim's verify read saw (Lease.Watermark), not at the
+// tick's snapshot. The hunt's SELECT (configsrc.FindingsQuery) runs on the hunts connection;
+// the runner keeps at most the hunt's max_findings distinct rows, in a deterministic order, and
+// stores them under the attempt's run id. The commit is one compare-and-set insert
+// (watermark.Store.Advance): it lands only while the lease is this claim's and live and the
+// watermark is still where the window starts, and the row is the run's record; each attempt of
+// it is made only while the lease is trusted. Findings become visible through
+// hunt_findings_committed exactly when the commit lands. A failure records the error and a
+// retry_after in hunt_state (every pod honours it) and releases the lease; a refused commit is
+// recorded `lost`.
 //
 // # Shutdown
 //
 // When Start's context ends the runner stops claiming, lets running hunts finish for up to
 // Options.Grace, then cancels them; a cancelled run commits nothing (its lease expires and a
-// peer re-runs the fire, which the idempotent output absorbs). Leases won but not yet started
-// are released.
+// peer runs the fire). Leases won but not yet started are released.
 package runner

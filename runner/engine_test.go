@@ -18,6 +18,7 @@ import (
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/internal/serve"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/watermark"
@@ -211,7 +212,7 @@ func TestRunnerRunsCommitsAndBacksOff(t *testing.T) {
 	broken := Hunt{ID: "broken", Interval: 3600, Offset: e.mid(3600),
 		Query: "SELECT throwIf(number = 0, 'boom') AS x FROM numbers(1) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}
 	hs := &HuntSet{Hash: "set-1", Hunts: []Hunt{broken, good}}
-	tel, err := NewTelemetry(e.ctx, "test")
+	tel, err := serve.NewTelemetry(e.ctx, serve.TelemetryOptions{Service: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +325,7 @@ func TestRunnerRunsCommitsAndBacksOff(t *testing.T) {
 	}
 }
 
-func scrape(t *testing.T, tel *Telemetry) string {
+func scrape(t *testing.T, tel *serve.Telemetry) string {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	tel.MetricsHandler.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))

@@ -29,6 +29,7 @@ import (
 //	hunt_runner_replica_delay_seconds, hunt_runner_settle_seconds
 //	hunt_runner_runs_in_flight, hunt_runner_runs_queued
 //	hunt_runner_consistency_info{mode}                  1 for the coordination connection's mode
+//	and the ops pack's health gauges (metrics_health.go)
 type Metrics struct {
 	runs, rows, claimsC, gaps, overruns, chErrors, dropped metric.Int64Counter
 	runDur, tickDur                                        metric.Float64Histogram
@@ -38,6 +39,8 @@ type Metrics struct {
 	settle       time.Duration
 	consistency  string
 	runners      []*Runner
+
+	health healthGauges // the ops pack's gauges, fed by SetHuntHealth and Reloaded
 }
 
 // NewMetrics creates the instruments on meter. settle is exported as a gauge next to the
@@ -61,6 +64,9 @@ func NewMetrics(meter metric.Meter, settle time.Duration) (*Metrics, error) {
 	m.overruns = counter("hunt_runner_overruns", "Fires owed while the previous fire still held the lease.")
 	m.chErrors = counter("hunt_runner_clickhouse_errors", "ClickHouse errors by stage.")
 	if err != nil {
+		return nil, err
+	}
+	if err := m.registerHealth(meter); err != nil {
 		return nil, err
 	}
 	buckets := metric.WithExplicitBucketBoundaries(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)

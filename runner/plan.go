@@ -37,7 +37,7 @@ type plan struct {
 // every pod reads it back in the snapshot. It does no I/O and reads no clock: server time comes
 // in the snapshot, so tests drive it deterministically.
 type planner struct {
-	mu          sync.Mutex // plan runs on the tick goroutine, failed on run goroutines
+	mu          sync.Mutex // guards overrunSeen: plan is not tied to one goroutine
 	tick        time.Duration
 	overrunSeen map[string]int64 // hunt id → newest fire already counted as an overrun
 }

@@ -7,12 +7,16 @@
 //
 // A fire stays owed until its watermark is written: a hunt is due at now iff it is enabled and
 //
-//	(no watermark, or watermark < LatestFire(now), or a run-now request newer than the watermark)
-//	and (no lease, or its newest lease_until <= now).
+//	(no watermark, or watermark < LatestFire(now),
+//	     or a run-now request with watermark < requested_fire <= now)
+//	and (no lease, or its newest lease_until <= now)
+//	and (no backoff: its newest hunt_state row has retry_after <= now).
 //
-// [IsDue] is that predicate in Go; [DueCountSQL] is the same predicate in ClickHouse SQL, used by
-// `hunt-runner due`, the KEDA shim and the backlog view so that the backlog is computable with no
-// runner alive. A parity test over a full matrix on the real engine keeps the two identical.
+// The watermark is the hunt's greatest: commits only raise it. [IsDue] is that predicate in Go
+// and the runner plans with it ([Owed], [DueAt], [Behind], [RunSpan]); [DueCountSQL] is the same
+// predicate in ClickHouse SQL, used by `hunt-runner due`, the KEDA shim and the backlog view so
+// that the backlog is computable with no runner alive. A parity test over a full matrix on the
+// real engine keeps the two identical.
 //
 // [Materialise] publishes the hunt_schedule table: only new or changed rows, and tombstones
 // (enabled=0, interval 0) for hunts that were removed or disabled. It talks to the database only

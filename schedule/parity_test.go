@@ -389,8 +389,9 @@ func TestDueParity(t *testing.T) {
 		sort.Strings(want[ni])
 		nowExpr := fmt.Sprintf("toDateTime(%d, 'UTC')", now)
 		prefix := fmt.Sprintf("n%03d|", ni)
-		for form, name := range dueForms {
-			query := "SELECT * FROM (\n" + dueCore(form, db.Name, nowExpr) + "\n) WHERE startsWith(hunt_id, '" + prefix + "')" + dueSettings(form)
+		for _, form := range sqlForms {
+			name := form.name
+			query := "SELECT * FROM (\n" + form.core(db.Name, nowExpr) + "\n) WHERE startsWith(hunt_id, '" + prefix + "')" + form.settings
 			got, err := dueHunts(ctx, db.Conn, query)
 			if err != nil {
 				t.Fatalf("form %s: %v", name, err)
@@ -429,7 +430,7 @@ func TestDueParity(t *testing.T) {
 			t.Errorf("DueCountSQL at now %d with settings %v = %d, IsDue counts %d", nows[0], settings, got, total)
 		}
 	}
-	t.Logf("%d cases at %d nows, each compared per hunt in %d SQL forms; whole-table count %d", len(hunts), len(nows), len(dueForms), total)
+	t.Logf("%d cases at %d nows, each compared per hunt in %d SQL forms; whole-table count %d", len(hunts), len(nows), len(sqlForms), total)
 }
 
 func setDiff(got, want []string) string {

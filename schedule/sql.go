@@ -16,15 +16,15 @@ type Querier interface {
 }
 
 // dueForm names a way to resolve "newest row per hunt" and combine the tables. Every form gives
-// the same answer (the parity test compares each one per hunt with IsDue); DueCountSQL uses
-// formLive, the fastest in BenchmarkDueSQL, and DueListSQL formFinal, which also reports the
-// lease.
+// the same answer (the parity test compares each one per hunt with IsDue, and with the
+// benchmark's argMax baseline, which lives in the tests); DueCountSQL uses formLive, the
+// fastest in BenchmarkDueSQL, and DueListSQL formFinal, which also reports the lease.
 type dueForm int
 
 const (
 	// formLive reads hunt_schedule with FINAL (ReplacingMergeTree keeps the newest by updated;
 	// WHERE applies after the merge, so an old enabled row under a newer tombstone is never
-	// seen) and joins it with the per-hunt greatest watermark by a sort-merge join. Leases and
+	// seen) and hash joins it with the per-hunt greatest watermark. Leases and
 	// backoff are never resolved for every hunt: a hunt is held only if its newest lease is
 	// live, and a newest live lease is itself a live row, so the few hunts with any
 	// lease_until > now are the only candidates; their newest row by (claimed, claim_id) is
@@ -35,15 +35,10 @@ const (
 	// hunt by ORDER BY claimed DESC, claim_id DESC LIMIT 1 BY hunt_id (FINAL alone breaks
 	// claimed ties by insertion order, not claim_id), then hash joins.
 	formFinal
-	// formArgMax is the earlier Python runner's shape: argMax … GROUP BY per table, then joins
-	// (plus requests and backoff, which it ignored). It is the benchmark's baseline.
-	formArgMax
 )
 
 // noRequest is transform's miss value in formLive: below any watermark.
 const noRequest = "toInt64(-9223372036854775808)"
-
-var dueForms = map[dueForm]string{formLive: "live", formFinal: "final", formArgMax: "argmax"}
 
 // newestWatermarkSQL is the newest watermark of every hunt: hunt_watermark keeps one row per
 // commit and a commit only ever raises the watermark, so the newest is the greatest. A plain
@@ -65,66 +60,46 @@ func newestWatermarkSQL(db string) string {
 // tell "no row" from a zero value, so the SQL assumes nothing about now or the data.
 func dueCore(form dueForm, database, nowExpr string) string {
 	db := chstore.QuoteIdent(database)
-	t := func(name string) string { return db + "." + name }
 	now := "toInt64(" + nowExpr + ")"
-	var sched, lease, state string
-	wm := newestWatermarkSQL(db)
-	switch form {
-	case formLive, formFinal:
-		sched = fmt.Sprintf(`SELECT hunt_id, interval_seconds AS i, phase_offset AS p FROM %s FINAL WHERE enabled = 1 AND interval_seconds > 0`, t(chstore.TableSchedule))
-		lease = fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS has_lease, toUnixTimestamp64Milli(lease_until) AS lu_ms FROM %s ORDER BY hunt_id, claimed DESC, claim_id DESC LIMIT 1 BY hunt_id`, t(chstore.TableLease))
-		state = fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS has_st, toUnixTimestamp64Milli(retry_after) AS ra_ms FROM %s FINAL`, t(chstore.TableState))
-	case formArgMax:
-		sched = fmt.Sprintf(`SELECT hunt_id, i, p FROM (SELECT hunt_id, argMax(interval_seconds, updated) AS i, argMax(phase_offset, updated) AS p, argMax(enabled, updated) AS e FROM %s GROUP BY hunt_id) WHERE e = 1 AND i > 0`, t(chstore.TableSchedule))
-		lease = fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS has_lease, toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) AS lu_ms FROM %s GROUP BY hunt_id`, t(chstore.TableLease))
-		state = fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS has_st, toUnixTimestamp64Milli(argMax(retry_after, updated)) AS ra_ms FROM %s GROUP BY hunt_id`, t(chstore.TableState))
+	if form == formLive {
+		return liveDue(db, now)
 	}
-	// paused: the hunt's newest hunt_pause row pauses it, until resumed (paused_until 0) or
-	// until a paused_until still ahead. Pauses are a row per hunt ever paused: a NOT IN set.
-	paused := fmt.Sprintf(`SELECT hunt_id FROM %s FINAL WHERE paused = 1 AND (toUnixTimestamp64Milli(paused_until) = 0 OR toUnixTimestamp64Milli(paused_until) > %s * 1000)`, t(chstore.TablePause), now)
-	if form == formArgMax {
-		paused = fmt.Sprintf(`SELECT hunt_id FROM (SELECT hunt_id, argMax(paused, updated) AS pz, argMax(toUnixTimestamp64Milli(paused_until), updated) AS pu FROM %s GROUP BY hunt_id) WHERE pz = 1 AND (pu = 0 OR pu > %s * 1000)`, t(chstore.TablePause), now)
+	return joinedDue(db, now, finalParts(db))
+}
+
+// dueParts are how a form reads the newest rows: the live schedule (hunt_id, i, p), the newest
+// lease (hunt_id, has_lease, lu_ms) and the newest hunt_state row (hunt_id, has_st, ra_ms).
+type dueParts struct{ sched, lease, state string }
+
+// finalParts reads hunt_schedule and hunt_state with FINAL and the newest lease by LIMIT 1 BY.
+func finalParts(db string) dueParts {
+	return dueParts{
+		sched: `SELECT hunt_id, interval_seconds AS i, phase_offset AS p FROM ` + db + `.` + chstore.TableSchedule + ` FINAL WHERE enabled = 1 AND interval_seconds > 0`,
+		lease: `SELECT hunt_id, toUInt8(1) AS has_lease, toUnixTimestamp64Milli(lease_until) AS lu_ms FROM ` + db + `.` + chstore.TableLease + ` ORDER BY hunt_id, claimed DESC, claim_id DESC LIMIT 1 BY hunt_id`,
+		state: `SELECT hunt_id, toUInt8(1) AS has_st, toUnixTimestamp64Milli(retry_after) AS ra_ms FROM ` + db + `.` + chstore.TableState + ` FINAL`,
 	}
-	req := fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS has_req, toInt64(max(requested_fire)) AS rf FROM %s GROUP BY hunt_id`, t(chstore.TableRequest))
-	fire := fmt.Sprintf(`toInt64(i) AS iv, intDiv(%[1]s, iv) * iv + toInt64(p) %% iv AS cur,
+}
+
+// fireSQL computes a hunt's latest fire (as `fire`) from its interval i and offset p at now.
+func fireSQL(now string) string {
+	return fmt.Sprintf(`toInt64(i) AS iv, intDiv(%[1]s, iv) * iv + toInt64(p) %% iv AS cur,
     if(%[1]s >= cur, cur, cur - iv) AS fire`, now)
+}
+
+// pausedSQL lists the hunts paused at now: the newest hunt_pause row (FINAL: the WHERE applies
+// to the merged newest row) pauses the hunt until resumed (paused_until 0) or until a
+// paused_until still ahead. Pauses are a row per hunt ever paused: a NOT IN set.
+func pausedSQL(db, now string) string {
+	return `SELECT hunt_id FROM ` + db + `.` + chstore.TablePause + ` FINAL WHERE paused = 1 AND (toUnixTimestamp64Milli(paused_until) = 0 OR toUnixTimestamp64Milli(paused_until) > ` + now + ` * 1000)`
+}
+
+// joinedDue resolves every table per hunt with p and joins them all.
+func joinedDue(db, now string, p dueParts) string {
+	t := func(name string) string { return db + "." + name }
+	wm := newestWatermarkSQL(db)
+	req := fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS has_req, toInt64(max(requested_fire)) AS rf FROM %s GROUP BY hunt_id`, t(chstore.TableRequest))
 	// A request is owed once its fire has come: no runner claims a fire beyond now.
 	owed := fmt.Sprintf(`(has_wm = 0 OR wm < fire OR (has_req = 1 AND rf > wm AND rf <= %s))`, now)
-	if form == formLive {
-		// held: the hunt's newest lease is live. Only hunts with any live row can be held, and
-		// a newest live lease is itself such a row, so the candidates are those few hunts;
-		// their newest row by (claimed, claim_id) is then resolved exactly. As a third stream
-		// of the sort-merge join (not a NOT IN set, which is built before the main pipeline
-		// starts) this pass runs alongside the other reads.
-		held := fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS held FROM %[1]s
-      WHERE hunt_id IN (SELECT hunt_id FROM %[1]s WHERE toUnixTimestamp64Milli(lease_until) > %[2]s * 1000)
-      GROUP BY hunt_id
-      HAVING toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) > %[2]s * 1000`, t(chstore.TableLease), now)
-		// backoff: the hunt's newest hunt_state row has retry_after > now. Found like held: only
-		// hunts with such a row are candidates, then resolved by updated. hunt_state holds at
-		// most a row per hunt that ever changed health, so here a NOT IN set (built before
-		// the main pipeline) costs less than one more join stream (BenchmarkDueSQL, see
-		// docs/schedule.md).
-		backoff := fmt.Sprintf(`SELECT hunt_id FROM %[1]s
-      WHERE hunt_id IN (SELECT hunt_id FROM %[1]s WHERE toUnixTimestamp64Milli(retry_after) > %[2]s * 1000)
-      GROUP BY hunt_id
-      HAVING toUnixTimestamp64Milli(argMax(retry_after, updated)) > %[2]s * 1000`, t(chstore.TableState), now)
-		// Pending requests are a few hundred rows: one scalar pair of arrays, looked up with
-		// transform, costs less than a join stream. The miss value is below every watermark
-		// (toInt64 of a DateTime is >= 0), so a hunt without a request is never owed by it.
-		reqs := fmt.Sprintf(`(SELECT groupArray(hunt_id), groupArray(rf) FROM (SELECT hunt_id, toInt64(max(requested_fire)) AS rf FROM %s GROUP BY hunt_id))`, t(chstore.TableRequest))
-		return fmt.Sprintf(`WITH %[3]s AS reqs
-SELECT hunt_id, fire, has_wm, wm, toUInt8(0) AS has_lease, toInt64(0) AS lu_ms, toUInt8(rf0 != %[6]s) AS has_req, if(has_req = 1, rf0, 0) AS rf FROM (
-  SELECT hunt_id, has_wm, wm, held, %[4]s, transform(hunt_id, reqs.1, reqs.2, %[6]s) AS rf0
-  FROM (%[1]s) AS s
-  LEFT JOIN (%[2]s) AS w USING (hunt_id)
-  LEFT JOIN (%[5]s) AS l USING (hunt_id)
-  WHERE i > 0
-)
-WHERE held = 0 AND (has_wm = 0 OR wm < fire OR (rf0 > wm AND rf0 <= %[7]s))
-  AND hunt_id NOT IN (%[8]s)
-  AND hunt_id NOT IN (%[9]s)`, sched, wm, reqs, fire, held, noRequest, now, backoff, paused)
-	}
 	return fmt.Sprintf(`SELECT hunt_id, fire, has_wm, wm, has_lease, lu_ms, has_req, rf FROM (
   SELECT hunt_id, has_wm, wm, has_lease, lu_ms, has_req, rf, has_st, ra_ms, %[5]s
   FROM (%[1]s) AS s
@@ -137,7 +112,45 @@ WHERE held = 0 AND (has_wm = 0 OR wm < fire OR (rf0 > wm AND rf0 <= %[7]s))
 WHERE (has_lease = 0 OR lu_ms <= %[6]s * 1000)
   AND (has_st = 0 OR ra_ms <= %[6]s * 1000)
   AND %[7]s
-  AND hunt_id NOT IN (%[9]s)`, sched, wm, lease, req, fire, now, owed, state, paused)
+  AND hunt_id NOT IN (%[9]s)`, p.sched, wm, p.lease, req, fireSQL(now), now, owed, p.state, pausedSQL(db, now))
+}
+
+// liveDue is formLive.
+func liveDue(db, now string) string {
+	t := func(name string) string { return db + "." + name }
+	sched := finalParts(db).sched
+	wm := newestWatermarkSQL(db)
+	fire := fireSQL(now)
+	// held: the hunt's newest lease is live. Only hunts with any live row can be held, and
+	// a newest live lease is itself such a row, so the candidates are those few hunts;
+	// their newest row by (claimed, claim_id) is then resolved exactly, and joined.
+	held := fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS held FROM %[1]s
+      WHERE hunt_id IN (SELECT hunt_id FROM %[1]s WHERE toUnixTimestamp64Milli(lease_until) > %[2]s * 1000)
+      GROUP BY hunt_id
+      HAVING toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) > %[2]s * 1000`, t(chstore.TableLease), now)
+	// backoff: the hunt's newest hunt_state row has retry_after > now. Found like held: only
+	// hunts with such a row are candidates, then resolved by updated. hunt_state holds at
+	// most a row per hunt that ever changed health; as a NOT IN set this pass cost less
+	// than as one more join (measured, see docs/schedule.md).
+	backoff := fmt.Sprintf(`SELECT hunt_id FROM %[1]s
+      WHERE hunt_id IN (SELECT hunt_id FROM %[1]s WHERE toUnixTimestamp64Milli(retry_after) > %[2]s * 1000)
+      GROUP BY hunt_id
+      HAVING toUnixTimestamp64Milli(argMax(retry_after, updated)) > %[2]s * 1000`, t(chstore.TableState), now)
+	// Pending requests are a few hundred rows: one scalar pair of arrays, looked up with
+	// transform, costs less than a join stream. The miss value is below every watermark
+	// (toInt64 of a DateTime is >= 0), so a hunt without a request is never owed by it.
+	reqs := fmt.Sprintf(`(SELECT groupArray(hunt_id), groupArray(rf) FROM (SELECT hunt_id, toInt64(max(requested_fire)) AS rf FROM %s GROUP BY hunt_id))`, t(chstore.TableRequest))
+	return fmt.Sprintf(`WITH %[3]s AS reqs
+SELECT hunt_id, fire, has_wm, wm, toUInt8(0) AS has_lease, toInt64(0) AS lu_ms, toUInt8(rf0 != %[6]s) AS has_req, if(has_req = 1, rf0, 0) AS rf FROM (
+  SELECT hunt_id, has_wm, wm, held, %[4]s, transform(hunt_id, reqs.1, reqs.2, %[6]s) AS rf0
+  FROM (%[1]s) AS s
+  LEFT JOIN (%[2]s) AS w USING (hunt_id)
+  LEFT JOIN (%[5]s) AS l USING (hunt_id)
+  WHERE i > 0
+)
+WHERE held = 0 AND (has_wm = 0 OR wm < fire OR (rf0 > wm AND rf0 <= %[7]s))
+  AND hunt_id NOT IN (%[8]s)
+  AND hunt_id NOT IN (%[9]s)`, sched, wm, reqs, fire, held, noRequest, now, backoff, pausedSQL(db, now))
 }
 
 // dueSettings is the SETTINGS clause a form needs on the outermost query. The FINAL forms pin
@@ -148,23 +161,20 @@ WHERE (has_lease = 0 OR lu_ms <= %[6]s * 1000)
 // do not.) join_use_nulls = 0 (the default) is pinned too: the has_*/held flags rely on LEFT
 // JOIN filling a miss with 0, and a NULL there would drop the row from the WHERE.
 //
-// formLive also turns off split_intersecting_parts_ranges_into_layers_final: splitting each
-// FINAL read into key-range layers buys parallelism inside one table at the cost of extra
-// filtering, and here the two FINAL reads and the lease pass already run side by side; off, the
-// query was about 9% faster in BenchmarkDueSQL (2 cores). It changes how FINAL is executed,
-// never its result.
+// formLive hash joins: the watermark stream is an aggregation (the projection's), not a FINAL
+// read in key order, so a sort-merge join would have to sort it first; hash was about 10%
+// faster (paired medians 0.86–0.93 on 2 loaded cores, see docs/schedule.md). It also keeps
+// split_intersecting_parts_ranges_into_layers_final off (measured ≈ 9% faster when two FINAL
+// reads ran side by side; on the current shape on and off were within noise, 1.02–1.03). It
+// changes how FINAL is executed, never its result.
 func dueSettings(form dueForm) string {
 	switch form {
 	case formLive:
-		return "\nSETTINGS join_algorithm = 'full_sorting_merge', join_use_nulls = 0, optimize_move_to_prewhere_if_final = 0, split_intersecting_parts_ranges_into_layers_final = 0"
+		return "\nSETTINGS join_algorithm = 'hash', join_use_nulls = 0, optimize_move_to_prewhere_if_final = 0, split_intersecting_parts_ranges_into_layers_final = 0"
 	case formFinal:
 		return "\nSETTINGS join_use_nulls = 0, optimize_move_to_prewhere_if_final = 0"
 	}
 	return ""
-}
-
-func dueCountSQL(form dueForm, database, nowExpr string) string {
-	return "SELECT toUInt64(count()) AS due FROM (\n" + dueCore(form, database, nowExpr) + "\n)" + dueSettings(form)
 }
 
 // DueCountSQL is the due backlog query: one row, one column `due` UInt64, the number of hunts
@@ -173,7 +183,7 @@ func dueCountSQL(form dueForm, database, nowExpr string) string {
 // no bound parameters so that it can also be stored as a view (hunt_backlog_v1) or pasted into
 // a scaler.
 func DueCountSQL(database, nowExpr string) string {
-	return dueCountSQL(formLive, database, nowExpr)
+	return "SELECT toUInt64(count()) AS due FROM (\n" + dueCore(formLive, database, nowExpr) + "\n)" + dueSettings(formLive)
 }
 
 // ErrNoResult means a query that always yields one row (a count, now64()) returned none.

@@ -205,7 +205,8 @@ func TestOutageHoldsLastGoodAndRecovers(t *testing.T) {
 		t.Fatalf("%d holding-started lines for 5 held answers, want 1:\n%s", n, s.logs)
 	}
 	m := s.get(t, "/metrics")
-	for _, want := range []string{`hunt_shim_held_total{query="hunt-backlog",reason="unreachable"} 5`, `hunt_shim_held_age_seconds{cold="false",params="",query="hunt-backlog"}`} {
+	for _, want := range []string{`hunt_shim_held_total{query="hunt-backlog",reason="unreachable"} 5`, `hunt_shim_held_age_seconds{cold="false",params="",query="hunt-backlog"}`,
+		`hunt_shim_query_up{query="hunt-backlog"} 0`} {
 		if !strings.Contains(string(m.Body), want) {
 			t.Errorf("/metrics lacks %s:\n%s", want, m.Body)
 		}
@@ -223,8 +224,12 @@ func TestOutageHoldsLastGoodAndRecovers(t *testing.T) {
 	if n := s.logs.count("holding ended"); n != 1 {
 		t.Fatalf("%d holding-ended lines, want 1:\n%s", n, s.logs)
 	}
-	if strings.Contains(string(s.get(t, "/metrics").Body), "hunt_shim_held_age_seconds{") {
+	m = s.get(t, "/metrics")
+	if strings.Contains(string(m.Body), "hunt_shim_held_age_seconds{") {
 		t.Error("the age gauge still reports a value that is no longer held")
+	}
+	if !strings.Contains(string(m.Body), `hunt_shim_query_up{query="hunt-backlog"} 1`) {
+		t.Errorf("after recovery the backlog query is not up:\n%s", m.Body)
 	}
 }
 

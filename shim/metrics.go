@@ -4,15 +4,16 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel/attribute"
-	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/hunt-runner/hunt-runner/internal/serve"
 )
+
+const scope = "github.com/hunt-runner/hunt-runner/shim"
 
 // Metrics are the shim's instruments (OpenTelemetry, exported for Prometheus):
 //
@@ -21,29 +22,32 @@ import (
 //	hunt_shim_held_age_seconds{query,params,cold}  age of each value being held (cold: since holding started)
 //	hunt_shim_held_stale{query,params}             1 while a held value is older than its max_stale
 //	hunt_shim_query_duration_seconds{query,ok}     ClickHouse round trips
+//	hunt_shim_query_up{query}                      1 when the query's newest round trip succeeded, else 0
 type Metrics struct {
 	handler  http.Handler
 	meter    metric.Meter
 	requests metric.Int64Counter
 	heldCtr  metric.Int64Counter
 	duration metric.Float64Histogram
+
+	mu sync.Mutex
+	up map[string]bool // query → newest round trip succeeded
 }
 
 // NewMetrics creates the instruments on mp. With mp nil it builds a MeterProvider on a private
 // Prometheus registry, and Handler serves that registry; otherwise Handler is nil and the
 // caller exposes mp its own way.
 func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
-	m := &Metrics{}
+	m := &Metrics{up: map[string]bool{}}
 	if mp == nil {
-		reg := prometheus.NewRegistry()
-		exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo(), otelprom.WithoutTargetInfo())
+		// Prometheus only: the shim's instruments are scraped next to KEDA's, never pushed.
+		tel, err := serve.NewTelemetry(context.Background(), serve.TelemetryOptions{Service: "hunt-runner-shim", Scope: scope})
 		if err != nil {
-			return nil, fmt.Errorf("shim: prometheus exporter: %w", err)
+			return nil, fmt.Errorf("shim: %w", err)
 		}
-		mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp))
-		m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+		mp, m.handler = tel.MeterProvider, tel.MetricsHandler
 	}
-	m.meter = mp.Meter("github.com/hunt-runner/hunt-runner/shim")
+	m.meter = mp.Meter(scope)
 	var err error
 	if m.requests, err = m.meter.Int64Counter("hunt_shim_requests",
 		metric.WithDescription("KEDA shim requests by query and outcome")); err != nil {
@@ -56,6 +60,25 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 	if m.duration, err = m.meter.Float64Histogram("hunt_shim_query_duration",
 		metric.WithUnit("s"), metric.WithDescription("ClickHouse round trips of the shim's queries"),
 		metric.WithExplicitBucketBoundaries(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5)); err != nil {
+		return nil, err
+	}
+	up, err := m.meter.Int64ObservableGauge("hunt_shim_query_up",
+		metric.WithDescription("1 when the query's newest ClickHouse round trip succeeded, 0 while it fails (answers are then held)"))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for q, ok := range m.up {
+			v := int64(0)
+			if ok {
+				v = 1
+			}
+			o.ObserveInt64(up, v, metric.WithAttributes(attribute.String("query", q)))
+		}
+		return nil
+	}, up); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -101,4 +124,7 @@ func (m *Metrics) held(ctx context.Context, query, reason string) {
 
 func (m *Metrics) queryDuration(ctx context.Context, query string, d time.Duration, ok bool) {
 	m.duration.Record(ctx, d.Seconds(), metric.WithAttributes(attribute.String("query", query), attribute.Bool("ok", ok)))
+	m.mu.Lock()
+	m.up[query] = ok
+	m.mu.Unlock()
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
+
+	"github.com/hunt-runner/hunt-runner/internal/serve"
 )
 
 // Defaults of Options.
@@ -84,6 +86,7 @@ type Server struct {
 	noSettings atomic.Bool
 	ready      atomic.Bool
 	tokenSum   [32]byte
+	http       *serve.Server
 	handler    http.Handler
 }
 
@@ -157,7 +160,9 @@ func New(o Options) (*Server, error) {
 	if err := s.metrics.observeHeld(s.cache, o.Now); err != nil {
 		return nil, err
 	}
-	s.handler = s.routes()
+	s.http = &serve.Server{Name: "shim", Addr: o.Listen, Metrics: s.metrics.Handler(), Handler: s.routes(),
+		Ready: s.readiness, Logger: o.Logger, Stopping: func() { s.ready.Store(false) }}
+	s.handler = s.http.Routes()
 	s.ready.Store(true) // the catalogue is loaded; readiness never depends on ClickHouse
 	return s, nil
 }
@@ -170,56 +175,39 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 // Start serves on Options.Listen until ctx ends, then shuts down gracefully.
 func (s *Server) Start(ctx context.Context) error {
-	ln, err := net.Listen("tcp", s.opts.Listen)
-	if err != nil {
-		return fmt.Errorf("shim: listen on %s: %w", s.opts.Listen, err)
+	if err := s.http.Listen(); err != nil {
+		return err
 	}
-	return s.Serve(ctx, ln)
+	return s.Serve(ctx, nil)
 }
 
-// Serve is Start on an existing listener.
+// Serve is Start on an existing listener (nil: the one Start bound).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: 5 * time.Second,
-		IdleTimeout:       90 * time.Second,
+	if ln != nil {
+		s.http.Use(ln)
 	}
 	backlog, _ := s.cat.Lookup(BacklogQuery)
 	source := backlog.Builtin
 	if source == "" {
 		source = "sql"
 	}
-	s.log.Info("KEDA shim listening", "addr", ln.Addr().String(), "queries", strings.Join(s.cat.Names(), ","),
+	s.log.Info("KEDA shim listening", "addr", s.http.BoundAddr(), "queries", strings.Join(s.cat.Names(), ","),
 		"backlog_source", source, "auth", s.opts.Token != "")
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("shim: serve: %w", err)
-	case <-ctx.Done():
-	}
-	s.ready.Store(false)
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("shim: shutdown: %w", err)
+	return s.http.Start(ctx)
+}
+
+// readiness: the catalogue is loaded at New, so the shim is ready until it shuts down; it
+// never depends on ClickHouse.
+func (s *Server) readiness() error {
+	if !s.ready.Load() {
+		return errors.New("shutting down")
 	}
 	return nil
 }
 
+// routes are the shim's own routes; serve.Server puts the probes and /metrics in front.
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !s.ready.Load() {
-			http.Error(w, "not ready\n", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	if h := s.metrics.Handler(); h != nil {
-		mux.Handle("GET /metrics", h)
-	}
 	mux.Handle("GET /keda/hunt-backlog", s.auth(s.queryHandler(func(*http.Request) string { return BacklogQuery })))
 	mux.Handle("GET /keda/pressure", s.auth(s.queryHandler(func(*http.Request) string { return PressureQuery })))
 	mux.Handle("GET /q/{name}", s.auth(s.queryHandler(func(r *http.Request) string { return r.PathValue("name") })))

@@ -237,7 +237,7 @@ SELECT
     if(status = 'gap', concat('outage longer than max_catchup: [', toString(gap_start), ', ',
         toString(gap_end), ') skipped'), '') AS error
 FROM `hunt_runner`.`hunt_watermark`
-ARRAY JOIN if(gap_end > gap_start, ['succeeded', 'gap'], ['succeeded']) AS status
+ARRAY JOIN if(kind = 'imported', ['imported'], if(gap_end > gap_start, ['succeeded', 'gap'], ['succeeded'])) AS status
 WHERE run_id != toUUID('00000000-0000-0000-0000-000000000000') AND kind != 'backfill'
 UNION ALL
 SELECT
@@ -256,7 +256,7 @@ SELECT
     if(status = 'gap', concat('outage longer than max_catchup: [', toString(gap_start), ', ',
         toString(gap_end), ') skipped'), '') AS error
 FROM `hunt_runner`.`hunt_watermark`
-ARRAY JOIN if(gap_end > gap_start, ['succeeded', 'gap'], ['succeeded']) AS status
+ARRAY JOIN if(kind = 'imported', ['imported'], if(gap_end > gap_start, ['succeeded', 'gap'], ['succeeded'])) AS status
 WHERE run_id != toUUID('00000000-0000-0000-0000-000000000000') AND kind = 'backfill';
 
 -- table hunt_runner.hunt_findings_committed

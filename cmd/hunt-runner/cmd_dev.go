@@ -138,7 +138,7 @@ func devAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	tel, err := runner.NewTelemetry(ctx, "hunt-runner-dev")
+	tel, err := runnerTelemetry(ctx, "hunt-runner-dev")
 	if err != nil {
 		return err
 	}
@@ -159,7 +159,8 @@ func devAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	httpSrv := &runner.HTTPServer{Addr: c.String("listen"), Metrics: tel.MetricsHandler, Ready: r.Ready, Logger: log}
+	o := &ops{conn: conn, database: db, loader: loader, metrics: metrics, tick: c.Duration("tick"), log: log}
+	httpSrv := o.server(c.String("listen"), tel, r.Ready)
 	if err := httpSrv.Listen(); err != nil {
 		return cli.Exit(err.Error(), exitError)
 	}
@@ -176,6 +177,7 @@ func devAction(c *cli.Context) error {
 	for _, start := range notifiers {
 		g.Go(func() error { return start(gctx) })
 	}
+	g.Go(func() error { return o.watchHealth(gctx) })
 	g.Go(func() error { // re-materialise whenever the loader picks up a change
 		for {
 			select {
@@ -195,7 +197,7 @@ func devAction(c *cli.Context) error {
 		g.Go(func() error { return sh.Start(gctx) })
 		fmt.Fprintf(out, "KEDA shim at http://%s/keda/hunt-backlog\n", addr)
 	}
-	fmt.Fprintf(out, "runner metrics at http://%s/metrics\n", httpSrv.BoundAddr())
+	fmt.Fprintf(out, "status page at http://%s/ and runner metrics at /metrics\n", httpSrv.BoundAddr())
 	printFindingsHowTo(out, srv.URL(), db, selfCommand())
 	fmt.Fprint(out, "Ctrl-C to stop\n\n")
 	err = g.Wait()

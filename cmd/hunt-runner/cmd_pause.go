@@ -7,8 +7,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/urfave/cli/v2"
 
-	"github.com/hunt-runner/hunt-runner/runner"
 	"github.com/hunt-runner/hunt-runner/schedule"
+	"github.com/hunt-runner/hunt-runner/status"
 	"github.com/hunt-runner/hunt-runner/watermark"
 )
 
@@ -152,8 +152,8 @@ func serverNow(c *cli.Context, conn driver.Conn) (int64, error) {
 
 // warnUnpublished warns when id is not an enabled hunt of the published schedule (a typo, or a
 // hunt materialise has not published yet); the write goes ahead either way.
-func warnUnpublished(c *cli.Context, conn driver.Conn, database, id string) *runner.ScheduleEntry {
-	sched, err := runner.PublishedSchedule(c.Context, conn, database)
+func warnUnpublished(c *cli.Context, conn driver.Conn, database, id string) *status.Entry {
+	sched, err := status.Published(c.Context, conn, database)
 	if err != nil {
 		fmt.Fprintf(c.App.ErrWriter, "warning: could not read the published schedule: %v\n", err)
 		return nil

@@ -22,7 +22,7 @@ import (
 func runFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "listen", Value: ":8080", EnvVars: envFor("listen"),
-			Usage: "address serving /metrics, /healthz and /readyz"},
+			Usage: "address serving /metrics, /healthz, /readyz, the status page (/) and the read-only API (/api/v1/…)"},
 		&cli.DurationFlag{Name: "tick", Value: 5 * time.Second, EnvVars: envFor("tick"),
 			Usage: "how often due fires are planned and claimed"},
 		&cli.IntFlag{Name: "concurrency", Value: 4, EnvVars: envFor("concurrency"),
@@ -82,7 +82,7 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), exitUsage)
 	}
-	tel, err := runner.NewTelemetry(ctx, "hunt-runner")
+	tel, err := runnerTelemetry(ctx, "hunt-runner")
 	if err != nil {
 		return err
 	}
@@ -101,7 +101,7 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	loader := configsrc.NewLoader(src, c.Duration("reload-interval"), log, configsrc.WithServerCheck(conn, policy))
+	loader := configsrc.NewLoader(countingSource{src, metrics}, c.Duration("reload-interval"), log, configsrc.WithServerCheck(conn, policy))
 	if _, _, err := loader.Load(ctx); err != nil {
 		// Not fatal: the loader retries every --reload-interval and the runner stays unready.
 		log.Error("hunt definitions could not be loaded yet; retrying", "source", src.String(), "error", err)
@@ -131,7 +131,8 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), exitUsage)
 	}
-	srv := &runner.HTTPServer{Addr: c.String("listen"), Metrics: tel.MetricsHandler, Ready: r.Ready, Logger: log}
+	o := &ops{conn: conn, database: chOpts.Database, loader: loader, metrics: metrics, tick: c.Duration("tick"), log: log}
+	srv := o.server(c.String("listen"), tel, r.Ready)
 	if err := srv.Listen(); err != nil {
 		return cli.Exit(err.Error(), exitError)
 	}
@@ -151,6 +152,7 @@ func runAction(c *cli.Context) error {
 	if disp != nil { // notify: decoupled from the runner, it reads committed runs from ClickHouse
 		g.Go(func() error { return disp.Start(gctx) })
 	}
+	g.Go(func() error { return o.watchHealth(gctx) })
 	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
 		return cli.Exit(fmt.Sprintf("run: %v", err), exitError)
 	}

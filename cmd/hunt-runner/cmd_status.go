@@ -12,8 +12,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
-	"github.com/hunt-runner/hunt-runner/runner"
 	"github.com/hunt-runner/hunt-runner/schedule"
+	"github.com/hunt-runner/hunt-runner/status"
 	"github.com/hunt-runner/hunt-runner/watermark"
 )
 
@@ -39,7 +39,7 @@ func statusAction(c *cli.Context) error {
 		return err
 	}
 	log := newLogger(c)
-	var entries []runner.ScheduleEntry
+	var entries []status.Entry // nil: the published schedule
 	src, ok, err := optionalHuntSource(c, log)
 	if err != nil {
 		return err
@@ -56,21 +56,20 @@ func statusAction(c *cli.Context) error {
 		return err
 	}
 	defer conn.Close()
-	if !ok {
-		if entries, err = runner.PublishedSchedule(c.Context, conn, chOpts.Database); err != nil {
-			return cli.Exit(err.Error(), exitError)
-		}
+	rep, err := status.Read(c.Context, conn, watermark.New(conn, chOpts.Database), chOpts.Database, entries)
+	if err != nil {
+		return cli.Exit(err.Error(), exitError)
 	}
 	if len(ids) > 0 {
 		want := map[string]bool{}
 		for _, a := range ids {
 			want[a] = true
 		}
-		kept := entries[:0]
-		for _, e := range entries {
-			if want[e.HuntID] {
-				kept = append(kept, e)
-				delete(want, e.HuntID)
+		kept := rep.Hunts[:0]
+		for _, h := range rep.Hunts {
+			if want[h.HuntID] {
+				kept = append(kept, h)
+				delete(want, h.HuntID)
 			}
 		}
 		if len(want) > 0 {
@@ -81,11 +80,7 @@ func statusAction(c *cli.Context) error {
 			sort.Strings(missing)
 			return cli.Exit(fmt.Sprintf("unknown hunt(s): %s", strings.Join(missing, ", ")), exitUsage)
 		}
-		entries = kept
-	}
-	rep, err := runner.Status(c.Context, conn, watermark.New(conn, chOpts.Database), chOpts.Database, entries)
-	if err != nil {
-		return cli.Exit(err.Error(), exitError)
+		rep.Hunts = kept
 	}
 	if c.Bool("json") {
 		enc := json.NewEncoder(c.App.Writer)
@@ -96,10 +91,10 @@ func statusAction(c *cli.Context) error {
 	return nil
 }
 
-func entriesFromSet(s *configsrc.Set) []runner.ScheduleEntry {
-	out := make([]runner.ScheduleEntry, 0, len(s.Hunts))
+func entriesFromSet(s *configsrc.Set) []status.Entry {
+	out := make([]status.Entry, 0, len(s.Hunts))
 	for _, h := range s.Hunts {
-		out = append(out, runner.ScheduleEntry{HuntID: h.ID, Interval: int64(h.Interval / time.Second),
+		out = append(out, status.Entry{HuntID: h.ID, Interval: int64(h.Interval / time.Second),
 			Offset: int64(h.Offset / time.Second), Enabled: h.Enabled})
 	}
 	return out
@@ -107,7 +102,7 @@ func entriesFromSet(s *configsrc.Set) []runner.ScheduleEntry {
 
 // printStatus renders the report as an aligned table; times are shortened to the clock when
 // they fall on the report's day.
-func printStatus(w io.Writer, rep runner.StatusReport) {
+func printStatus(w io.Writer, rep status.Report) {
 	day := ""
 	if len(rep.Now) >= 10 {
 		day = rep.Now[:10]
@@ -155,14 +150,14 @@ func printStatus(w io.Writer, rep runner.StatusReport) {
 	}
 	tw.Flush()
 	for _, h := range rep.Hunts {
-		if h.Paused {
+		if p := h.Pause; p != nil {
 			until := "until resumed"
-			if h.PausedUntil != "" {
-				until = "until " + short(h.PausedUntil)
+			if p.Until != "" {
+				until = "until " + short(p.Until)
 			}
-			fmt.Fprintf(w, "paused %s: by %s since %s, %s", h.HuntID, h.PausedBy, short(h.PausedSince), until)
-			if h.PauseReason != "" {
-				fmt.Fprintf(w, ": %s", strings.ReplaceAll(h.PauseReason, "\n", " "))
+			fmt.Fprintf(w, "paused %s: by %s since %s, %s", h.HuntID, p.By, short(p.Since), until)
+			if p.Reason != "" {
+				fmt.Fprintf(w, ": %s", strings.ReplaceAll(p.Reason, "\n", " "))
 			}
 			fmt.Fprintln(w)
 		}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/hunt-runner/hunt-runner/runner"
+	"github.com/hunt-runner/hunt-runner/status"
 	"github.com/hunt-runner/hunt-runner/watermark"
 )
 
@@ -79,7 +79,7 @@ func triggerAction(c *cli.Context) error {
 		return cli.Exit(fmt.Sprintf("--fire %s is in the future (server now %s): a request covers data up to its fire",
 			time.Unix(fire, 0).UTC().Format(time.RFC3339), time.Unix(now, 0).UTC().Format(time.RFC3339)), exitUsage)
 	}
-	sched, err := runner.PublishedSchedule(c.Context, conn, chOpts.Database)
+	sched, err := status.Published(c.Context, conn, chOpts.Database)
 	if err != nil {
 		return cli.Exit(err.Error(), exitError)
 	}
@@ -102,7 +102,7 @@ func triggerAction(c *cli.Context) error {
 }
 
 // triggerable says why a request for id would never run ("" when it would).
-func triggerable(sched []runner.ScheduleEntry, id string) string {
+func triggerable(sched []status.Entry, id string) string {
 	for _, e := range sched {
 		if e.HuntID == id {
 			if e.Enabled {

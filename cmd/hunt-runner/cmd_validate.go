@@ -26,7 +26,8 @@ func validateCommand() *cli.Command {
 			"Exit status: 0 all valid, 1 any problem or no hunt file at all (a wrong path must not pass CI),\n" +
 			"2 usage. Example, in CI: hunt-runner validate hunts/",
 		Flags: concat(
-			[]cli.Flag{&cli.BoolFlag{Name: "json", EnvVars: envFor("json"), Usage: "print hunts and errors as JSON"}},
+			[]cli.Flag{&cli.BoolFlag{Name: "json", EnvVars: envFor("json"), Usage: "print hunts and errors as JSON"},
+				&cli.BoolFlag{Name: "legacy-report", Usage: "list what in the earlier (Python) runner's hunt files does not carry over, and what to write instead"}},
 			sourceFlags(), clickhouseFlags(), []cli.Flag{notifyConfigFlag}),
 		Action: validateAction,
 	}
@@ -56,6 +57,9 @@ func validateAction(c *cli.Context) error {
 	dir := c.String("hunts-dir")
 	if c.Args().Present() {
 		dir = c.Args().First()
+	}
+	if c.Bool("legacy-report") {
+		return legacyReport(c, dir)
 	}
 	src, err := huntSourceWith(c, log, dir, -1) // nothing is writing: trust files at once
 	if err != nil {

@@ -47,7 +47,7 @@ func TestQuorumSettingsOnEveryCoordinationStatement(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	hunt := "interval: 1h\nquery: |\n  SELECT number AS n FROM numbers(3)\n  WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}\n"
+	hunt := "interval: 1h\nquery: |\n  SELECT arrayJoin([1, 2, 3]) AS n\n  WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}\n"
 	if err := os.WriteFile(filepath.Join(dir, "three.yaml"), []byte(hunt), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestQuorumSettingsOnEveryCoordinationStatement(t *testing.T) {
 		mark = log[len(log)-1].Seq // the fixture's own statements carry no settings
 	}
 	common := []string{"--clickhouse-url", srv.URL, "--database", "hr", "--consistency", "quorum"}
-	if out, err := runApp(t, append([]string{"trigger", "three"}, common...)...); err != nil {
+	if out, err := runApp(t, append([]string{"trigger", "three", "--force"}, common...)...); err != nil {
 		t.Fatalf("trigger: %v %s", err, out)
 	}
 

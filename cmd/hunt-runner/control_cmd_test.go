@@ -9,16 +9,16 @@ import (
 	"testing"
 
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
-	"github.com/hunt-runner/hunt-runner/runner"
+	"github.com/hunt-runner/hunt-runner/status"
 )
 
-func statusJSON(t *testing.T, common []string) runner.HuntStatus {
+func statusJSON(t *testing.T, common []string) status.Hunt {
 	t.Helper()
 	out, err := runApp(t, append([]string{"status", "--json"}, common...)...)
 	if err != nil {
 		t.Fatalf("status: %v %s", err, out)
 	}
-	var rep runner.StatusReport
+	var rep status.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || len(rep.Hunts) != 1 {
 		t.Fatalf("status --json: %v\n%s", err, out)
 	}
@@ -56,7 +56,7 @@ func TestPauseResumeCommands(t *testing.T) {
 		t.Fatalf("pause: exit %d %q", code, out)
 	}
 	st := statusJSON(t, common)
-	if !st.Paused || st.PausedBy != "alice" || st.PauseReason != "too noisy" || st.PausedUntil == "" || st.PausedSince == "" || st.Due {
+	if !st.Paused || st.Pause == nil || st.Pause.By != "alice" || st.Pause.Reason != "too noisy" || st.Pause.Until == "" || st.Pause.Since == "" || st.Due || st.State != status.StatePaused {
 		t.Fatalf("status of a paused hunt: %+v", st)
 	}
 	out, _ = run("status")
@@ -70,13 +70,13 @@ func TestPauseResumeCommands(t *testing.T) {
 	if out, code := run("resume", "h1", "--by", "bob"); code != exitOK || out != "resumed h1\n" {
 		t.Fatalf("resume: exit %d %q", code, out)
 	}
-	if st := statusJSON(t, common); st.Paused || st.PausedBy != "" {
+	if st := statusJSON(t, common); st.Paused || st.Pause != nil {
 		t.Fatalf("status after resume: %+v", st)
 	}
 	if out, code := run("pause", "h1"); code != exitOK || out != "paused h1 until resumed by "+defaultRequester()+"\n" {
 		t.Errorf("indefinite pause: exit %d %q", code, out)
 	}
-	if st := statusJSON(t, common); !st.Paused || st.PausedUntil != "" {
+	if st := statusJSON(t, common); !st.Paused || st.Pause == nil || st.Pause.Until != "" {
 		t.Errorf("status of an indefinite pause: %+v", st)
 	}
 	if out, code := run("pause", "nope"); code != exitOK || !strings.Contains(out, "not an enabled hunt of the published schedule") {

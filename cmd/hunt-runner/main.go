@@ -136,6 +136,7 @@ func newApp() *cli.App {
 			resumeCommand(),
 			backfillCommand(),
 			provisionCommand(),
+			importLegacyCommand(),
 			devCommand(),
 			findingsCommand(),
 			notifyCommand(),

@@ -115,7 +115,7 @@ func TestREADMEInstallWorksAsWritten(t *testing.T) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		var n uint64
-		if err := db.Conn.QueryRow(t.Context(), "SELECT count() FROM "+name+".hunt_run WHERE hunt_id = 'hello' AND status = 'succeeded'").Scan(&n); err != nil {
+		if err := db.Conn.QueryRow(t.Context(), "SELECT count() FROM "+name+".hunt_runs WHERE hunt_id = 'hello' AND status = 'succeeded'").Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		if n > 0 {

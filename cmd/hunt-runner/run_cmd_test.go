@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
-	"github.com/hunt-runner/hunt-runner/runner"
+	"github.com/hunt-runner/hunt-runner/status"
 )
 
 // trigger queues a request, run serves it (and the scheduled fire), status shows both, and run
@@ -74,7 +74,7 @@ func TestRunTriggerStatusOnEngine(t *testing.T) {
 	if err != nil {
 		t.Fatalf("status: %v %s", err, out)
 	}
-	var rep runner.StatusReport
+	var rep status.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("status --json: %v\n%s", err, out)
 	}

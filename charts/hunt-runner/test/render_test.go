@@ -163,6 +163,8 @@ func decode(source string, raw []byte) (object, error) {
 		obj = &kedav1alpha1.TriggerAuthentication{}
 	case "monitoring.coreos.com/v1/ServiceMonitor":
 		obj = &monitoringv1.ServiceMonitor{}
+	case "monitoring.coreos.com/v1/PrometheusRule":
+		obj = &monitoringv1.PrometheusRule{}
 	default:
 		return object{}, fmt.Errorf("unexpected object %s %s", tm.APIVersion, tm.Kind)
 	}

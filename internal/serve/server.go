@@ -1,4 +1,4 @@
-package runner
+package serve
 
 import (
 	"context"
@@ -10,41 +10,55 @@ import (
 	"time"
 )
 
-// HTTPServer serves /metrics, /healthz and /readyz. It is a Start(ctx) component: it serves
-// until ctx ends, then shuts down gracefully.
-type HTTPServer struct {
+// Server serves Handler on Addr with the probe routes in front of it. It is a Start(ctx)
+// component: it serves until ctx ends, then shuts down gracefully.
+type Server struct {
+	Name    string       // in log lines and errors, e.g. "http server", "shim"
 	Addr    string       // listen address, e.g. ":8080"
 	Metrics http.Handler // nil: /metrics answers 404
 	// Ready reports why the process is not ready, or nil. nil Ready means always ready.
-	Ready  func() error
-	Logger *slog.Logger
-	// Extra routes (e.g. the KEDA shim in `dev`), mounted as given.
-	Extra map[string]http.Handler
+	Ready func() error
+	// Handler serves every other route; nil serves only the probes.
+	Handler http.Handler
+	Logger  *slog.Logger
+	// Stopping is called once ctx ends, before the listener closes (e.g. to turn /readyz
+	// unready for the requests still arriving).
+	Stopping func()
 
 	ln net.Listener
 }
 
 // Listen binds the address now so that a port conflict fails start-up instead of a goroutine,
 // and so that ":0" can be used in tests (see BoundAddr).
-func (s *HTTPServer) Listen() error {
+func (s *Server) Listen() error {
 	ln, err := net.Listen("tcp", s.Addr)
 	if err != nil {
-		return fmt.Errorf("listen %s: %w", s.Addr, err)
+		return fmt.Errorf("%s: listen %s: %w", s.name(), s.Addr, err)
 	}
 	s.ln = ln
 	return nil
 }
 
+// Use serves on an existing listener instead of binding Addr.
+func (s *Server) Use(ln net.Listener) { s.ln = ln }
+
 // BoundAddr is the address actually bound after Listen.
-func (s *HTTPServer) BoundAddr() string {
+func (s *Server) BoundAddr() string {
 	if s.ln == nil {
 		return s.Addr
 	}
 	return s.ln.Addr().String()
 }
 
-// Handler is the route table.
-func (s *HTTPServer) Handler() http.Handler {
+func (s *Server) name() string {
+	if s.Name == "" {
+		return "http server"
+	}
+	return s.Name
+}
+
+// Routes is the whole route table: the probes, then Handler for everything else.
+func (s *Server) Routes() http.Handler {
 	mux := http.NewServeMux()
 	if s.Metrics != nil {
 		mux.Handle("GET /metrics", s.Metrics)
@@ -61,14 +75,14 @@ func (s *HTTPServer) Handler() http.Handler {
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	for p, h := range s.Extra {
-		mux.Handle(p, h)
+	if s.Handler != nil {
+		mux.Handle("/", s.Handler)
 	}
 	return mux
 }
 
 // Start serves until ctx ends.
-func (s *HTTPServer) Start(ctx context.Context) error {
+func (s *Server) Start(ctx context.Context) error {
 	if s.ln == nil {
 		if err := s.Listen(); err != nil {
 			return err
@@ -78,19 +92,22 @@ func (s *HTTPServer) Start(ctx context.Context) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: s.Routes(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 90 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(s.ln) }()
-	log.Info("serving /metrics /healthz /readyz", "addr", s.ln.Addr().String())
+	log.Debug("serving", "server", s.name(), "addr", s.ln.Addr().String())
 	select {
 	case err := <-errc:
-		return fmt.Errorf("http server: %w", err)
+		return fmt.Errorf("%s: serve: %w", s.name(), err)
 	case <-ctx.Done():
+	}
+	if s.Stopping != nil {
+		s.Stopping()
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("http shutdown: %w", err)
+		return fmt.Errorf("%s: shutdown: %w", s.name(), err)
 	}
 	return nil
 }

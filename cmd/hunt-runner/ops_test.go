@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
+)
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+func httpGet(url string) (int, string) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// eventually polls cond until it holds or a minute has passed.
+func eventually(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	last := ""
+	for time.Now().Before(deadline) {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		last = detail
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within a minute; last seen:\n%s", what, last)
+}
+
+// `run` serves the status page and API next to /metrics, and exports the hunt-health gauges
+// the ops pack alerts on: a failing hunt, a working one and a broken hunt file.
+func TestRunServesStatusAPIAndHealthMetrics(t *testing.T) {
+	db := chtest.NewWithSchema(t)
+	dir := t.TempDir()
+	files := map[string]string{
+		"good.yaml":   "interval: 1h\nquery: |\n  SELECT arrayJoin([1, 2]) AS n\n  WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}\n",
+		"broken.yaml": "interval: 1h\nquery: |\n  SELECT * FROM no_such_table\n  WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}\n",
+		"typo.yaml":   "interval: 1h\nqeury: SELECT 1\n",
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := runAppContext(ctx, "run", "--hunts-dir", dir, "--tick", "200ms", "--settle", "100ms", "--lease", "10s",
+			"--listen", addr, "--owner", "ops-test", "--clickhouse-url", db.URL, "--database", db.Name)
+		done <- err
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("run did not stop")
+		}
+	})
+	base := "http://" + addr
+
+	var list struct {
+		Hunts []struct {
+			ID                  string `json:"id"`
+			ConsecutiveFailures uint32 `json:"consecutive_failures"`
+			BehindSeconds       int64  `json:"behind_seconds"`
+			LastRun             *struct {
+				Status string `json:"status"`
+				Error  string `json:"error"`
+			} `json:"last_run"`
+		} `json:"hunts"`
+	}
+	eventually(t, "the API shows good succeeded and broken failing", func() (bool, string) {
+		code, body := httpGet(base + "/api/v1/hunts")
+		if code != 200 || json.Unmarshal([]byte(body), &list) != nil {
+			return false, body
+		}
+		seen := map[string]string{}
+		for _, h := range list.Hunts {
+			if h.LastRun != nil {
+				seen[h.ID] = h.LastRun.Status
+			}
+			if h.ID == "broken" && (h.ConsecutiveFailures == 0 || h.LastRun == nil) {
+				return false, body
+			}
+		}
+		return seen["good"] == "succeeded" && seen["broken"] == "failed", body
+	})
+
+	eventually(t, "/metrics carries the hunt-health gauges", func() (bool, string) {
+		_, m := httpGet(base + "/metrics")
+		for _, want := range []string{`hunt_runner_consecutive_failures{hunt_id="broken"}`, `hunt_runner_never_succeeded{hunt_id="broken"} 1`,
+			`hunt_runner_last_success_timestamp_seconds{hunt_id="good"}`,
+			`hunt_runner_reloads_total{outcome="ok"}`, `hunt_runner_hunt_interval_seconds{hunt_id="good"} 3600`} {
+			if !strings.Contains(m, want) {
+				return false, "lacks " + want + "\n" + m
+			}
+		}
+		// typo.yaml: an unknown key and no query.
+		return !strings.Contains(m, "hunt_runner_hunt_files_invalid 0\n") && strings.Contains(m, "hunt_runner_hunt_files_invalid "), m
+	})
+
+	code, page := httpGet(base + "/")
+	if code != 200 || !strings.Contains(page, `id="hunt-broken" data-state="failing"`) || !strings.Contains(page, `href="/hunts/good"`) {
+		t.Errorf("GET / = %d:\n%s", code, page)
+	}
+	if code, body := httpGet(base + "/api/v1/hunts/good"); code != 200 || !strings.Contains(body, `"runs"`) {
+		t.Errorf("GET /api/v1/hunts/good = %d %s", code, body)
+	}
+	if code, body := httpGet(base + "/api/v1/runners"); code != 200 || !strings.Contains(body, `"ops-test"`) {
+		t.Errorf("GET /api/v1/runners = %d %s", code, body)
+	}
+	if code, _ := httpGet(base + "/readyz"); code != 200 {
+		t.Errorf("/readyz = %d", code)
+	}
+}

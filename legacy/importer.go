@@ -1,0 +1,483 @@
+package legacy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/google/uuid"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/schedule"
+)
+
+// KindImported is the hunt_watermark.kind of a commit row written by Import; hunt_runs shows
+// it with status "imported".
+const KindImported = "imported"
+
+// DefaultOwner is the run_owner of imported rows when Options.Owner is empty.
+const DefaultOwner = "import-legacy"
+
+// ErrSchema means a database lacks what the import reads or writes.
+var ErrSchema = errors.New("schema")
+
+// maxDateTime is the last second a DateTime column (hunt_watermark.watermark) can hold.
+const maxDateTime = 1<<32 - 1
+
+// Hunt is what the import needs of one loaded hunt. Times are whole seconds.
+type Hunt struct {
+	ID         string
+	File       string // path relative to the source root, for messages
+	Interval   int64
+	Offset     int64
+	Delay      int64 // the data window is shifted back by this much
+	MaxCatchup int64 // longest window one run covers; 0 means 24 intervals, as the runner
+	Enabled    bool
+}
+
+func (h Hunt) maxCatchup() int64 {
+	if h.MaxCatchup <= 0 {
+		return 24 * h.Interval
+	}
+	return max(h.MaxCatchup, h.Interval)
+}
+
+// Options configure Import.
+type Options struct {
+	From     string // database of the earlier runner's hunt_watermark (and hunt_state); required
+	Database string // hunt-runner's coordination database; default hunt_runner
+	DryRun   bool   // plan only: read, write nothing
+	Owner    string // run_owner of the imported rows; default DefaultOwner
+	// Broken lists files of the hunt source that did not load (relative paths), so an earlier
+	// hunt missing from the set can be traced to its file.
+	Broken []string
+}
+
+// Action is what Import does (or, dry, would do) with one hunt.
+type Action string
+
+// Actions, in the order a plan lists them.
+const (
+	ActionImport    Action = "import"    // the earlier watermark is written
+	ActionDone      Action = "done"      // an earlier import already wrote it: nothing to do
+	ActionAhead     Action = "ahead"     // hunt-runner's watermark is at or past it: left alone
+	ActionOvertaken Action = "overtaken" // a newer watermark landed while importing: left alone
+	ActionFresh     Action = "fresh"     // the earlier runner has no watermark for the hunt
+	ActionNotLoaded Action = "skip"      // in the earlier runner, not in the loaded hunts
+	ActionRefused   Action = "refused"   // the earlier value cannot be imported
+)
+
+// State is the earlier runner's hunt_state of one hunt.
+type State struct {
+	OverrunCount  uint64
+	TooAggressive bool
+}
+
+// Item is the plan for one hunt.
+type Item struct {
+	HuntID   string
+	File     string
+	LegacyID string // the earlier runner's id (the file name), when the hunt's id differs
+	Enabled  bool
+	Action   Action
+	Reason   string // for refused and skipped hunts
+
+	Legacy    int64 // the earlier runner's watermark (epoch seconds)
+	Watermark int64 // hunt-runner's watermark that continues it: Legacy + the hunt's delay
+
+	Current    int64 // hunt-runner's newest watermark before the import
+	HasCurrent bool
+
+	// The first run after the import, as of the server clock the plan was made at: it covers
+	// [FirstStart, FirstEnd) in schedule seconds, minus [GapStart, GapEnd) when that is
+	// longer than max_catchup. OffGrid: Watermark is not a fire of the hunt's schedule.
+	FirstStart, FirstEnd int64
+	GapStart, GapEnd     int64
+	OffGrid              bool
+
+	State        *State // the earlier runner's state, if it has one for the hunt
+	StateCarried bool   // a hunt_state row was (dry: would be) written
+}
+
+// Result is a whole import (or its plan).
+type Result struct {
+	Now      time.Time // server clock
+	From     string
+	Database string
+	DryRun   bool
+	HasState bool // the earlier database has hunt_state
+	Items    []Item
+}
+
+// Count returns how many items have action a.
+func (r Result) Count(a Action) int {
+	n := 0
+	for _, it := range r.Items {
+		if it.Action == a {
+			n++
+		}
+	}
+	return n
+}
+
+// Changed reports whether the import wrote (dry: would write) anything.
+func (r Result) Changed() bool {
+	for _, it := range r.Items {
+		if it.Action == ActionImport || it.StateCarried {
+			return true
+		}
+	}
+	return false
+}
+
+type legacyRow struct {
+	watermark int64
+	state     *State
+}
+
+type currentRow struct {
+	max      int64
+	imported []int64
+	overruns uint64
+	tooAggr  bool
+	hasState bool
+}
+
+// Import carries the earlier runner's watermarks (and hunt_state) in opts.From over to
+// hunt-runner's tables for every hunt of hunts. It fails only when a database cannot be read
+// or written as a whole; per-hunt outcomes are in the result.
+func Import(ctx context.Context, conn driver.Conn, hunts []Hunt, opts Options) (Result, error) {
+	if opts.Database == "" {
+		opts.Database = "hunt_runner"
+	}
+	if opts.Owner == "" {
+		opts.Owner = DefaultOwner
+	}
+	res := Result{From: opts.From, Database: opts.Database, DryRun: opts.DryRun}
+	if opts.From == "" {
+		return res, errors.New("import-legacy: no database of the earlier runner given")
+	}
+	if opts.From == opts.Database {
+		return res, fmt.Errorf("import-legacy: the earlier runner's database and hunt-runner's are both %q; both keep a table named hunt_watermark, so they must be different databases", opts.From)
+	}
+	hasState, err := checkSchema(ctx, conn, opts)
+	if err != nil {
+		return res, err
+	}
+	res.HasState = hasState
+	if err := conn.QueryRow(ctx, "SELECT now()").Scan(&res.Now); err != nil {
+		return res, fmt.Errorf("import-legacy: read the server clock: %w", err)
+	}
+	old, err := readLegacy(ctx, conn, opts.From, hasState)
+	if err != nil {
+		return res, err
+	}
+	ids := make([]string, 0, len(hunts))
+	for _, h := range hunts {
+		ids = append(ids, h.ID)
+	}
+	cur, err := readCurrent(ctx, conn, opts.Database, ids)
+	if err != nil {
+		return res, err
+	}
+	res.Items = plan(hunts, old, cur, res.Now.Unix(), opts.Broken)
+	if opts.DryRun {
+		return res, nil
+	}
+	for i := range res.Items {
+		if err := apply(ctx, conn, opts, &res.Items[i]); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// checkSchema checks that hunt-runner's schema can record an import and that the earlier
+// runner's hunt_watermark is there; it reports whether the earlier hunt_state is.
+func checkSchema(ctx context.Context, conn driver.Conn, opts Options) (hasState bool, err error) {
+	rows, err := conn.Query(ctx, `SELECT database, name, create_table_query FROM system.tables
+WHERE (database = {new:String} AND name IN ('hunt_watermark', 'hunt_state', 'hunt_runs'))
+   OR (database = {old:String} AND name IN ('hunt_watermark', 'hunt_state'))`,
+		clickhouse.Named("new", opts.Database), clickhouse.Named("old", opts.From))
+	if err != nil {
+		return false, fmt.Errorf("import-legacy: read system.tables: %w", err)
+	}
+	defer rows.Close()
+	have := map[string]string{}
+	for rows.Next() {
+		var db, name, create string
+		if err := rows.Scan(&db, &name, &create); err != nil {
+			return false, fmt.Errorf("import-legacy: read system.tables: %w", err)
+		}
+		have[db+"."+name] = create
+	}
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("import-legacy: read system.tables: %w", err)
+	}
+	if _, ok := have[opts.From+".hunt_watermark"]; !ok {
+		return false, fmt.Errorf("%w: database %q has no hunt_watermark table; --from-database names the earlier runner's database (DFE_CLICKHOUSE_DATA_DATABASE, default dfe)", ErrSchema, opts.From)
+	}
+	for _, t := range []string{"hunt_watermark", "hunt_state", "hunt_runs"} {
+		if _, ok := have[opts.Database+"."+t]; !ok {
+			return false, fmt.Errorf("%w: hunt-runner's database %q has no %s; run `hunt-runner schema` first", ErrSchema, opts.Database, t)
+		}
+	}
+	// An older hunt_runs would show imported rows as succeeded runs; views hold no data, so
+	// recreating it loses nothing.
+	if !strings.Contains(have[opts.Database+".hunt_runs"], "'"+KindImported+"'") {
+		return false, fmt.Errorf("%w: the hunt_runs view in %q predates imports (it would list them as succeeded runs); recreate it: DROP VIEW %s.hunt_runs, then `hunt-runner schema`",
+			ErrSchema, opts.Database, chstore.QuoteIdent(opts.Database))
+	}
+	_, hasState = have[opts.From+".hunt_state"]
+	return hasState, nil
+}
+
+// readLegacy reads the earlier runner's newest watermark (and state) per hunt: its tables are
+// ReplacingMergeTree(updated) read by the newest updated, as the earlier runner did.
+func readLegacy(ctx context.Context, conn driver.Conn, from string, hasState bool) (map[string]*legacyRow, error) {
+	db := chstore.QuoteIdent(from)
+	out := map[string]*legacyRow{}
+	rows, err := conn.Query(ctx, "SELECT hunt_id, toInt64(argMax(watermark, updated)) FROM "+db+".hunt_watermark GROUP BY hunt_id")
+	if err != nil {
+		return nil, fmt.Errorf("import-legacy: read %s.hunt_watermark: %w", db, err)
+	}
+	for rows.Next() {
+		var id string
+		var wm int64
+		if err := rows.Scan(&id, &wm); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("import-legacy: read %s.hunt_watermark: %w", db, err)
+		}
+		out[id] = &legacyRow{watermark: wm}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("import-legacy: read %s.hunt_watermark: %w", db, err)
+	}
+	if !hasState {
+		return out, nil
+	}
+	rows, err = conn.Query(ctx, "SELECT hunt_id, toInt64(argMax(overrun_count, updated)), toUInt8(argMax(too_aggressive, updated) != 0) FROM "+
+		db+".hunt_state GROUP BY hunt_id")
+	if err != nil {
+		return nil, fmt.Errorf("import-legacy: read %s.hunt_state: %w", db, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var n int64
+		var aggr uint8
+		if err := rows.Scan(&id, &n, &aggr); err != nil {
+			return nil, fmt.Errorf("import-legacy: read %s.hunt_state: %w", db, err)
+		}
+		// A state without a watermark is a hunt that never completed a fire: nothing to
+		// continue, and its counters alone say nothing the new runner needs.
+		if r, ok := out[id]; ok {
+			r.state = &State{OverrunCount: uint64(max(n, 0)), TooAggressive: aggr != 0}
+		}
+	}
+	return out, rows.Err()
+}
+
+func readCurrent(ctx context.Context, conn driver.Conn, database string, ids []string) (map[string]currentRow, error) {
+	db := chstore.QuoteIdent(database)
+	out := map[string]currentRow{}
+	rows, err := conn.Query(ctx, "SELECT hunt_id, toInt64(max(watermark)), groupArrayIf(toInt64(watermark), kind = {kind:String}) FROM "+
+		db+".hunt_watermark WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id",
+		clickhouse.Named("kind", KindImported), clickhouse.Named("ids", ids))
+	if err != nil {
+		return nil, fmt.Errorf("import-legacy: read %s.hunt_watermark: %w", db, err)
+	}
+	for rows.Next() {
+		var id string
+		var r currentRow
+		if err := rows.Scan(&id, &r.max, &r.imported); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("import-legacy: read %s.hunt_watermark: %w", db, err)
+		}
+		out[id] = r
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("import-legacy: read %s.hunt_watermark: %w", db, err)
+	}
+	rows, err = conn.Query(ctx, "SELECT hunt_id, toUInt64(argMax(overrun_count, updated)), argMax(too_aggressive, updated) != 0 FROM "+
+		db+".hunt_state WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id", clickhouse.Named("ids", ids))
+	if err != nil {
+		return nil, fmt.Errorf("import-legacy: read %s.hunt_state: %w", db, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var n uint64
+		var aggr bool
+		if err := rows.Scan(&id, &n, &aggr); err != nil {
+			return nil, fmt.Errorf("import-legacy: read %s.hunt_state: %w", db, err)
+		}
+		r := out[id]
+		r.overruns, r.tooAggr, r.hasState = n, aggr, true
+		out[id] = r
+	}
+	return out, rows.Err()
+}
+
+// plan decides every hunt's action from what was read; now is the server clock.
+func plan(hunts []Hunt, old map[string]*legacyRow, cur map[string]currentRow, now int64, broken []string) []Item {
+	var items []Item
+	used := map[string]bool{}
+	for _, h := range hunts {
+		it := Item{HuntID: h.ID, File: h.File, Enabled: h.Enabled}
+		c, hasCur := cur[h.ID]
+		it.Current, it.HasCurrent = c.max, hasCur
+		lid := h.ID
+		if _, ok := old[lid]; !ok {
+			// The earlier runner named a hunt by its file (it ignored id:), and read only the
+			// top directory; a file that now sets id: keeps its progress under the file name.
+			if stem := fileStem(h.File); stem != "" && stem != h.ID && !strings.Contains(h.File, "/") {
+				if _, ok := old[stem]; ok {
+					lid, it.LegacyID = stem, stem
+				}
+			}
+		}
+		o, ok := old[lid]
+		if !ok {
+			it.Action = ActionFresh
+			items = append(items, it)
+			continue
+		}
+		used[lid] = true
+		it.Legacy, it.State = o.watermark, o.state
+		it.Watermark = o.watermark + h.Delay
+		switch {
+		case h.Interval <= 0:
+			it.Action, it.Reason = ActionRefused, "the hunt has no schedule"
+		case o.watermark <= 0:
+			it.Action, it.Reason = ActionRefused, fmt.Sprintf("the earlier watermark %d is not a time; the hunt starts afresh", o.watermark)
+		case it.Watermark > maxDateTime:
+			it.Action, it.Reason = ActionRefused, fmt.Sprintf("the earlier watermark %d is beyond 2106, the last second hunt_watermark can hold", o.watermark)
+		case slices.Contains(c.imported, it.Watermark) && c.max == it.Watermark:
+			it.Action = ActionDone
+		case hasCur && c.max >= it.Watermark:
+			it.Action = ActionAhead
+		default:
+			it.Action = ActionImport
+		}
+		if it.Action == ActionImport || it.Action == ActionDone {
+			it.firstRun(h, now)
+			it.StateCarried = o.state != nil && (o.state.OverrunCount > c.overruns || (o.state.TooAggressive && !c.tooAggr))
+		}
+		items = append(items, it)
+	}
+	var rest []string
+	for id := range old {
+		if !used[id] {
+			rest = append(rest, id)
+		}
+	}
+	slices.Sort(rest)
+	for _, id := range rest {
+		it := Item{HuntID: id, Action: ActionNotLoaded, Legacy: old[id].watermark, State: old[id].state,
+			Reason: "not among the loaded hunts; nothing imported"}
+		for _, f := range broken {
+			if !strings.Contains(f, "/") && fileStem(f) == id {
+				it.Reason = fmt.Sprintf("its file %s did not load (see `hunt-runner validate`); fix it and import again", f)
+			}
+		}
+		items = append(items, it)
+	}
+	return items
+}
+
+// firstRun fills in the first run after the import: the runner owes the newest fire after
+// the watermark, so an off-grid watermark makes a first window that starts there and ends at
+// the next fire.
+func (it *Item) firstRun(h Hunt, now int64) {
+	fire := max(schedule.LatestFire(now, h.Interval, h.Offset), schedule.NextFire(it.Watermark, h.Interval, h.Offset))
+	s := schedule.RunSpan(it.Watermark, true, fire, h.Interval, h.maxCatchup())
+	it.FirstStart, it.FirstEnd = it.Watermark, s.End
+	it.GapStart, it.GapEnd = s.GapStart, s.GapEnd
+	it.OffGrid = schedule.LatestFire(it.Watermark, h.Interval, h.Offset) != it.Watermark
+}
+
+func fileStem(file string) string {
+	base := file[strings.LastIndex(file, "/")+1:]
+	for _, ext := range []string{".yaml", ".yml"} {
+		if s, ok := strings.CutSuffix(base, ext); ok {
+			return s
+		}
+	}
+	return ""
+}
+
+// runID is the same for the same import of a hunt, so a retried insert is the same row (and
+// its deduplication token the same block).
+func runID(from, hunt string, wm int64) uuid.UUID {
+	return uuid.NewSHA1(uuid.NameSpaceURL, fmt.Appendf(nil, "hunt-runner:import-legacy:%s:%s:%d", from, hunt, wm))
+}
+
+func apply(ctx context.Context, conn driver.Conn, opts Options, it *Item) error {
+	db := chstore.QuoteIdent(opts.Database)
+	if it.Action == ActionImport {
+		run := runID(opts.From, it.HuntID, it.Watermark)
+		// The WHERE is evaluated when the row is written: a runner that committed a watermark
+		// at or past the imported one since the plan was read keeps it, and the import is
+		// reported as overtaken instead of moving the hunt back.
+		q := `INSERT INTO ` + db + `.hunt_watermark (hunt_id, watermark, claim_id, updated, run_id, run_owner, run_start,
+    run_rows, run_started, gap_start, gap_end, findings_dropped, kind)
+SELECT {h:String}, toDateTime({wm:Int64}, 'UTC'), toUUID('00000000-0000-0000-0000-000000000000'), now64(6),
+    toUUID({run:String}), {owner:String}, toDateTime({wm:Int64}, 'UTC'), 0, now64(6),
+    toDateTime(0, 'UTC'), toDateTime(0, 'UTC'), 0, {kind:String}
+WHERE (SELECT count() FROM ` + db + `.hunt_watermark WHERE hunt_id = {h:String} AND watermark >= toDateTime({wm:Int64}, 'UTC')) = 0`
+		wctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
+			"async_insert": 0, "insert_deduplication_token": "import:" + run.String()}))
+		owner := opts.Owner + " from " + opts.From
+		if err := conn.Exec(wctx, q, clickhouse.Named("h", it.HuntID), clickhouse.Named("wm", it.Watermark),
+			clickhouse.Named("run", run.String()), clickhouse.Named("owner", owner), clickhouse.Named("kind", KindImported)); err != nil {
+			return fmt.Errorf("import-legacy: write the watermark of %s: %w", it.HuntID, err)
+		}
+		var n uint64
+		if err := conn.QueryRow(ctx, "SELECT count() FROM "+db+".hunt_watermark WHERE hunt_id = {h:String} AND run_id = toUUID({run:String})",
+			clickhouse.Named("h", it.HuntID), clickhouse.Named("run", run.String())).Scan(&n); err != nil {
+			return fmt.Errorf("import-legacy: read back the watermark of %s: %w", it.HuntID, err)
+		}
+		if n == 0 {
+			it.Action, it.StateCarried = ActionOvertaken, false
+			return nil
+		}
+	}
+	if it.StateCarried && it.State != nil {
+		return carryState(ctx, conn, db, it.HuntID, *it.State)
+	}
+	return nil
+}
+
+// carryState raises hunt-runner's overrun count and too_aggressive flag of a hunt to the
+// earlier runner's, keeping the rest of its newest state row. It writes only while they are
+// lower, so a second import writes nothing.
+func carryState(ctx context.Context, conn driver.Conn, db, hunt string, st State) error {
+	q := `INSERT INTO ` + db + `.hunt_state (hunt_id, status, consecutive_failures, last_error, last_fire, updated,
+    retry_after, overrun_count, too_aggressive)
+SELECT k.h, s.status, s.consecutive_failures, s.last_error, s.last_fire, now64(6), s.retry_after,
+    greatest(s.overrun_count, {n:UInt64}), greatest(s.too_aggressive, {aggr:UInt8})
+FROM (SELECT {h:String} AS h) AS k
+LEFT JOIN (SELECT hunt_id, argMax(status, updated) AS status, argMax(consecutive_failures, updated) AS consecutive_failures,
+        argMax(last_error, updated) AS last_error, argMax(last_fire, updated) AS last_fire,
+        argMax(retry_after, updated) AS retry_after, argMax(overrun_count, updated) AS overrun_count,
+        argMax(too_aggressive, updated) AS too_aggressive
+    FROM ` + db + `.hunt_state WHERE hunt_id = {h:String} GROUP BY hunt_id) AS s ON s.hunt_id = k.h
+WHERE s.overrun_count < {n:UInt64} OR s.too_aggressive < {aggr:UInt8}`
+	aggr := uint8(0)
+	if st.TooAggressive {
+		aggr = 1
+	}
+	wctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"async_insert": 0, "join_use_nulls": 0}))
+	if err := conn.Exec(wctx, q, clickhouse.Named("h", hunt), clickhouse.Named("n", st.OverrunCount), clickhouse.Named("aggr", aggr)); err != nil {
+		return fmt.Errorf("import-legacy: carry the state of %s: %w", hunt, err)
+	}
+	return nil
+}

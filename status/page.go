@@ -1,0 +1,197 @@
+package status
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+)
+
+//go:embed page.html.tmpl
+var pageSource string
+
+var pageTemplates = template.Must(template.New("page").Funcs(template.FuncMap{
+	"ago":   ago,
+	"until": until,
+	"dur":   humanDuration,
+	"clip":  clip,
+	"mul2":  func(n int64) int64 { return 2 * n },
+	"short": func(now time.Time, s string) string { return shortTime(now, s) },
+}).Parse(pageSource))
+
+// row is one hunt on the page with what the template needs precomputed.
+type row struct {
+	Hunt
+	Rank int
+	Now  time.Time
+}
+
+type indexPage struct {
+	Now      time.Time
+	Database string
+	Hunts    []row
+	Counts   []stateCount
+}
+
+type stateCount struct {
+	State string
+	N     int
+}
+
+type huntPage struct {
+	Now      time.Time
+	Database string
+	H        row
+	Runs     []Run
+}
+
+// stateRank orders the page: what needs a person comes first.
+var stateRank = map[string]int{StateFailing: 0, StateUnpublished: 1, StateNeverRun: 2, StateBehind: 3,
+	StateRunning: 4, StatePaused: 5, StateOK: 6, StateDisabled: 7}
+
+func rows(rep Report) []row {
+	out := make([]row, 0, len(rep.Hunts))
+	for _, h := range rep.Hunts {
+		out = append(out, row{Hunt: h, Rank: stateRank[h.State], Now: rep.now})
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Rank != out[j].Rank {
+			return out[i].Rank < out[j].Rank
+		}
+		return out[i].HuntID < out[j].HuntID
+	})
+	return out
+}
+
+func (w *Web) pageIndex(rw http.ResponseWriter, r *http.Request) {
+	ctx, cancel := w.ctx(r)
+	defer cancel()
+	rep, err := w.report(ctx)
+	if err != nil {
+		w.failPage(rw, r, err)
+		return
+	}
+	p := indexPage{Now: rep.now, Database: w.Database, Hunts: rows(rep)}
+	counts := map[string]int{}
+	for _, h := range rep.Hunts {
+		counts[h.State]++
+	}
+	for _, s := range []string{StateFailing, StateUnpublished, StateNeverRun, StateBehind, StateRunning, StatePaused, StateOK, StateDisabled} {
+		if counts[s] > 0 {
+			p.Counts = append(p.Counts, stateCount{s, counts[s]})
+		}
+	}
+	w.render(rw, r, "index", p)
+}
+
+func (w *Web) pageHunt(rw http.ResponseWriter, r *http.Request) {
+	ctx, cancel := w.ctx(r)
+	defer cancel()
+	rep, h, runs, err := w.hunt(ctx, r.PathValue("id"))
+	if err != nil {
+		w.failPage(rw, r, err)
+		return
+	}
+	w.render(rw, r, "hunt", huntPage{Now: rep.now, Database: w.Database,
+		H: row{Hunt: h, Rank: stateRank[h.State], Now: rep.now}, Runs: runs})
+}
+
+func (w *Web) render(rw http.ResponseWriter, r *http.Request, name string, data any) {
+	var b bytes.Buffer
+	if err := pageTemplates.ExecuteTemplate(&b, name, data); err != nil {
+		w.failPage(rw, r, err)
+		return
+	}
+	rw.Header().Set("Content-Type", "text/html; charset=utf-8")
+	rw.Header().Set("Cache-Control", "no-store")
+	_, _ = b.WriteTo(rw)
+}
+
+func (w *Web) failPage(rw http.ResponseWriter, r *http.Request, err error) {
+	code := http.StatusServiceUnavailable
+	if errors.Is(err, errNotFound) {
+		code = http.StatusNotFound
+	} else if !errors.Is(err, context.Canceled) {
+		w.log().Warn("status page failed", "path", r.URL.Path, "error", err)
+	}
+	rw.Header().Set("Content-Type", "text/html; charset=utf-8")
+	rw.WriteHeader(code)
+	_ = pageTemplates.ExecuteTemplate(rw, "error", map[string]any{"Code": code, "Error": err.Error(), "Path": r.URL.Path})
+}
+
+// humanDuration prints seconds as the two largest units: 45s, 3m20s, 2h5m, 3d4h.
+func humanDuration(sec int64) string {
+	if sec < 0 {
+		sec = -sec
+	}
+	units := []struct {
+		n    int64
+		name string
+	}{{86400, "d"}, {3600, "h"}, {60, "m"}, {1, "s"}}
+	for i, u := range units {
+		if sec >= u.n || u.n == 1 {
+			s := fmt.Sprintf("%d%s", sec/u.n, u.name)
+			if i+1 < len(units) {
+				if rest := sec % u.n / units[i+1].n; rest > 0 {
+					s += fmt.Sprintf("%d%s", rest, units[i+1].name)
+				}
+			}
+			return s
+		}
+	}
+	return "0s"
+}
+
+func parse(s string) (time.Time, bool) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return t, err == nil && s != ""
+}
+
+// ago is "3m ago" for an RFC 3339 time before now.
+func ago(now time.Time, s string) string {
+	t, ok := parse(s)
+	if !ok {
+		return ""
+	}
+	return humanDuration(int64(now.Sub(t)/time.Second)) + " ago"
+}
+
+// until is "in 3m" for a time after now ("now" when it has come).
+func until(now time.Time, s string) string {
+	t, ok := parse(s)
+	if !ok {
+		return ""
+	}
+	d := int64(t.Sub(now) / time.Second)
+	if d <= 0 {
+		return "now"
+	}
+	return "in " + humanDuration(d)
+}
+
+// shortTime drops the date when it is now's date.
+func shortTime(now time.Time, s string) string {
+	t, ok := parse(s)
+	if !ok {
+		return ""
+	}
+	t = t.UTC()
+	if t.Format(time.DateOnly) == now.UTC().Format(time.DateOnly) {
+		return t.Format("15:04:05") + "Z"
+	}
+	return t.Format("2006-01-02 15:04") + "Z"
+}
+
+func clip(n int, s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}

@@ -1,0 +1,223 @@
+package status
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
+)
+
+func table(database, name string) string {
+	return chstore.QuoteIdent(database) + "." + chstore.QuoteIdent(name)
+}
+
+type publishedEntry struct {
+	Entry
+	// firstPublished is the oldest hunt_schedule row still stored for the hunt. Merges keep
+	// only the newest row, so after one it is the last change instead: good enough to date
+	// the first owed fire of a hunt that never ran, which is all it is used for.
+	firstPublished time.Time
+}
+
+// Published reads the newest hunt_schedule row of every hunt (tombstones included, as
+// disabled entries), sorted by id.
+func Published(ctx context.Context, conn driver.Conn, database string) ([]Entry, error) {
+	m, err := readPublished(ctx, conn, database)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Entry, 0, len(m))
+	for _, p := range m {
+		out = append(out, p.Entry)
+	}
+	sortEntries(out)
+	return out, nil
+}
+
+func readPublished(ctx context.Context, conn driver.Conn, database string) (map[string]publishedEntry, error) {
+	rows, err := conn.Query(ctx, "SELECT hunt_id, argMax(interval_seconds, updated), argMax(phase_offset, updated), "+
+		"argMax(enabled, updated), min(updated) FROM "+table(database, chstore.TableSchedule)+" GROUP BY hunt_id")
+	if err != nil {
+		return nil, fmt.Errorf("read hunt_schedule: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]publishedEntry{}
+	for rows.Next() {
+		var e publishedEntry
+		var iv, off uint32
+		var en uint8
+		if err := rows.Scan(&e.HuntID, &iv, &off, &en, &e.firstPublished); err != nil {
+			return nil, fmt.Errorf("read hunt_schedule: %w", err)
+		}
+		e.Interval, e.Offset, e.Enabled = int64(iv), int64(off), en == 1
+		out[e.HuntID] = e
+	}
+	return out, rows.Err()
+}
+
+// runSummary is one hunt's aggregate over the run log.
+type runSummary struct {
+	hasLast         bool
+	status, errText string
+	finished, fire  time.Time
+	rows            uint64
+
+	hasSuccess  bool
+	lastSuccess time.Time
+
+	hasFailed       bool
+	firstFailedFire int64
+
+	gaps, findingsDay, droppedDay uint64
+}
+
+// RecentWindow is how far back status reads the run log: the last run, the last success, the
+// first failure and the gaps are those of this window. The log is kept 90 days and runners read
+// status every few ticks, so the window keeps that read proportional to a week of runs. A hunt
+// whose newest success is older is shown with its watermark as the last success instead.
+const RecentWindow = 7 * 24 * time.Hour
+
+// readRunSummaries reads, per hunt, the newest attempt (gaps aside: a gap row shares its
+// commit's time), the newest success, the oldest failed or lost fire, the number of gap rows,
+// and the findings of the last day, in one pass over RecentWindow of hunt_runs. Backfill chunks
+// are left out: they replay the past and say nothing of the hunt's live health (their progress
+// is in Hunt.Backfills).
+func readRunSummaries(ctx context.Context, conn driver.Conn, database string) (map[string]runSummary, error) {
+	q := `SELECT hunt_id,
+    countIf(status != 'gap'), argMaxIf(status, finished, status != 'gap'), argMaxIf(error, finished, status != 'gap'),
+    maxIf(finished, status != 'gap'), argMaxIf(rows_written, finished, status != 'gap'), argMaxIf(fire, finished, status != 'gap'),
+    countIf(status = 'succeeded'), maxIf(finished, status = 'succeeded'),
+    countIf(status IN ('failed', 'lost')), toInt64(minIf(fire, status IN ('failed', 'lost'))),
+    countIf(status = 'gap'),
+    sumIf(rows_written, status = 'succeeded' AND finished > now64(6) - INTERVAL 1 DAY),
+    sumIf(findings_dropped, status = 'succeeded' AND finished > now64(6) - INTERVAL 1 DAY)
+FROM ` + table(database, chstore.ViewRuns) + `
+WHERE finished > now64(6) - toIntervalSecond({window:UInt32}) AND kind != 'backfill'
+GROUP BY hunt_id`
+	rows, err := conn.Query(ctx, q, clickhouse.Named("window", uint32(RecentWindow/time.Second)))
+	if err != nil {
+		return nil, fmt.Errorf("read hunt_runs: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]runSummary{}
+	for rows.Next() {
+		var id string
+		var s runSummary
+		var nLast, nSucc, nFailed uint64
+		if err := rows.Scan(&id, &nLast, &s.status, &s.errText, &s.finished, &s.rows, &s.fire,
+			&nSucc, &s.lastSuccess, &nFailed, &s.firstFailedFire, &s.gaps, &s.findingsDay, &s.droppedDay); err != nil {
+			return nil, fmt.Errorf("read hunt_runs: %w", err)
+		}
+		s.hasLast, s.hasSuccess, s.hasFailed = nLast > 0, nSucc > 0, nFailed > 0
+		out[id] = s
+	}
+	return out, rows.Err()
+}
+
+// Run is one row of the run log (hunt_runs), newest first in Runs.
+type Run struct {
+	Fire            string `json:"fire"`
+	RunID           string `json:"run_id"`
+	Owner           string `json:"owner"`
+	Status          string `json:"status"`
+	Kind            string `json:"kind"`
+	WindowStart     string `json:"window_start"`
+	WindowEnd       string `json:"window_end"`
+	Rows            uint64 `json:"rows"`
+	FindingsDropped uint64 `json:"findings_dropped"`
+	Started         string `json:"started"`
+	Finished        string `json:"finished"`
+	Error           string `json:"error"`
+}
+
+// Runs reads the newest limit rows of hunt's run log.
+func Runs(ctx context.Context, conn driver.Conn, database, hunt string, limit int) ([]Run, error) {
+	rows, err := conn.Query(ctx, `SELECT fire, toString(run_id), owner, status, toString(kind), window_start, window_end,
+    rows_written, findings_dropped, started, finished, error
+FROM `+table(database, chstore.ViewRuns)+`
+WHERE hunt_id = {h:String}
+ORDER BY finished DESC, status DESC
+LIMIT {n:UInt32}`, clickhouse.Named("h", hunt), clickhouse.Named("n", uint32(limit)))
+	if err != nil {
+		return nil, fmt.Errorf("read hunt_runs: %w", err)
+	}
+	defer rows.Close()
+	out := []Run{}
+	for rows.Next() {
+		var r Run
+		var fire, ws, we, started, finished time.Time
+		if err := rows.Scan(&fire, &r.RunID, &r.Owner, &r.Status, &r.Kind, &ws, &we, &r.Rows, &r.FindingsDropped,
+			&started, &finished, &r.Error); err != nil {
+			return nil, fmt.Errorf("read hunt_runs: %w", err)
+		}
+		r.Fire, r.WindowStart, r.WindowEnd, r.Started, r.Finished = rfc(fire), rfc(ws), rfc(we), rfc(started), rfc(finished)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Runner is one runner seen recently.
+type Runner struct {
+	Owner string `json:"owner"`
+	// LastSeen is its newest claim or finished attempt.
+	LastSeen string `json:"last_seen"`
+	// LiveLeases counts the hunts whose newest lease it holds now.
+	LiveLeases int `json:"live_leases"`
+	// RunsInWindow counts its finished attempts (commits included) within the window.
+	RunsInWindow uint64 `json:"runs_in_window"`
+}
+
+// RunnersReport is GET /api/v1/runners.
+type RunnersReport struct {
+	Now           string   `json:"now"`
+	WindowSeconds int64    `json:"window_seconds"`
+	Source        string   `json:"source"`
+	Runners       []Runner `json:"runners"`
+}
+
+// runnersSource says where the list comes from: there is no heartbeat table yet, so a runner
+// that claimed nothing and finished nothing within the window is not listed.
+const runnersSource = "derived from lease claims (hunt_lease) and finished attempts (hunt_runs) within the window; " +
+	"there is no heartbeat table, so an idle runner is not listed"
+
+// Runners lists the owners that claimed a fire or finished an attempt within window, with the
+// leases they hold now (from the snapshot's newest lease per hunt).
+func Runners(ctx context.Context, conn driver.Conn, store Snapshotter, database string, window time.Duration) (RunnersReport, error) {
+	snap, err := store.Snapshot(ctx)
+	if err != nil {
+		return RunnersReport{}, fmt.Errorf("runners: %w", err)
+	}
+	rows, err := conn.Query(ctx, `SELECT owner, max(seen), sum(run) FROM (
+    SELECT owner, claimed AS seen, 0 AS run FROM `+table(database, chstore.TableLease)+`
+    WHERE claimed > now64(6) - toIntervalSecond({w:UInt32})
+    UNION ALL
+    SELECT owner, finished AS seen, 1 AS run FROM `+table(database, chstore.ViewRuns)+`
+    WHERE finished > now64(6) - toIntervalSecond({w:UInt32}) AND status != 'gap' AND owner != ''
+) GROUP BY owner ORDER BY owner`, clickhouse.Named("w", uint32(window/time.Second)))
+	if err != nil {
+		return RunnersReport{}, fmt.Errorf("runners: %w", err)
+	}
+	defer rows.Close()
+	live := map[string]int{}
+	for _, h := range snap.Hunts {
+		if h.HasLease && h.LeaseUntil.After(snap.Now) {
+			live[h.LeaseOwner]++
+		}
+	}
+	out := RunnersReport{Now: snap.Now.UTC().Format(time.RFC3339Nano), WindowSeconds: int64(window / time.Second),
+		Source: runnersSource, Runners: []Runner{}}
+	for rows.Next() {
+		var r Runner
+		var seen time.Time
+		if err := rows.Scan(&r.Owner, &seen, &r.RunsInWindow); err != nil {
+			return RunnersReport{}, fmt.Errorf("runners: %w", err)
+		}
+		r.LastSeen, r.LiveLeases = rfc(seen), live[r.Owner]
+		out.Runners = append(out.Runners, r)
+	}
+	return out, rows.Err()
+}

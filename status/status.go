@@ -1,0 +1,258 @@
+// Package status answers "how is every hunt doing?" for people: the `hunt-runner status`
+// command, and the runner's read-only HTTP API and status page. It only reads: the
+// coordination state through one watermark.Store snapshot, the published schedule, and the
+// run log through the hunt_runs view (succeeded and gap rows are commits in hunt_watermark,
+// failed and lost attempts are hunt_run rows). The runner's loop does not depend on it.
+package status
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/hunt-runner/hunt-runner/schedule"
+	"github.com/hunt-runner/hunt-runner/watermark"
+)
+
+// Entry is the schedule of one hunt as status shows it: from the loaded hunt files, or from
+// the published hunt_schedule table.
+type Entry struct {
+	HuntID   string
+	Interval int64
+	Offset   int64
+	Enabled  bool
+}
+
+// Snapshotter is the coordination state status reads (watermark.Store implements it).
+type Snapshotter interface {
+	Snapshot(ctx context.Context) (watermark.Snapshot, error)
+}
+
+// Hunt is one hunt's status. Times are RFC 3339 UTC; absent values are omitted from JSON.
+type Hunt struct {
+	HuntID          string `json:"hunt_id"`
+	IntervalSeconds int64  `json:"interval_seconds"`
+	OffsetSeconds   int64  `json:"offset_seconds"`
+	Enabled         bool   `json:"enabled"`
+	// Unpublished: runners have state for the hunt, or the hunt files define it, but
+	// hunt_schedule has no row for it (materialise has not published it): KEDA's backlog
+	// does not count it.
+	Unpublished bool `json:"unpublished,omitempty"`
+	// State is one word for a person: see the State* constants.
+	State         string `json:"state"`
+	LatestFire    string `json:"latest_fire,omitempty"`
+	NextFire      string `json:"next_fire,omitempty"`
+	Watermark     string `json:"watermark,omitempty"`
+	BehindSeconds int64  `json:"behind_seconds"`
+	Due           bool   `json:"due"`
+	Paused        bool   `json:"paused"`
+	Pause         *Pause `json:"pause,omitempty"`
+	// Backfills are the hunt's backfills still to run, with their progress.
+	Backfills []Backfill `json:"backfills,omitempty"`
+
+	LeaseOwner    string `json:"lease_owner,omitempty"`
+	LeaseFire     string `json:"lease_fire,omitempty"`
+	LeaseUntil    string `json:"lease_until,omitempty"`
+	LeaseLive     bool   `json:"lease_live"`
+	RequestedFire string `json:"requested_fire,omitempty"`
+
+	LastRunStatus string `json:"last_run_status,omitempty"`
+	LastRunFire   string `json:"last_run_fire,omitempty"`
+	LastRunTime   string `json:"last_run_time,omitempty"`
+	LastRunRows   uint64 `json:"last_run_rows"`
+	LastRunError  string `json:"last_run_error,omitempty"`
+	LastSuccess   string `json:"last_success,omitempty"`
+
+	ConsecutiveFailures uint32 `json:"consecutive_failures"`
+	// FindingsLastDay sums the findings of the runs that committed in the last 24 hours.
+	FindingsLastDay uint64 `json:"findings_last_day"`
+	// FindingsDroppedLastDay sums the rows past max_findings of those runs.
+	FindingsDroppedLastDay uint64 `json:"findings_dropped_last_day"`
+	Gaps                   uint64 `json:"gaps"` // gap rows (skipped ranges) recorded within RecentWindow
+	OverrunCount           uint64 `json:"overrun_count"`
+	TooAggressive          bool   `json:"too_aggressive"`
+}
+
+// States of Hunt.State, in the order the page ranks them (worst first).
+const (
+	StateFailing     = "failing"     // the newest attempt failed (consecutive_failures > 0)
+	StateUnpublished = "unpublished" // runners know it, hunt_schedule does not
+	StateNeverRun    = "never-run"   // enabled, owed, and no attempt has finished yet
+	StateBehind      = "behind"      // owes a fire older than two intervals
+	StateRunning     = "running"     // a live lease holds it
+	StatePaused      = "paused"
+	StateOK          = "ok"
+	StateDisabled    = "disabled" // disabled in the hunt files, or tombstoned by materialise
+)
+
+// Report is the whole status answer: {"now": …, "hunts": […]}.
+type Report struct {
+	Now   string `json:"now"`
+	Hunts []Hunt `json:"hunts"`
+	now   time.Time
+}
+
+// Time is the report's clock (ClickHouse's now at the snapshot).
+func (r Report) Time() time.Time { return r.now }
+
+// Get returns the hunt with id.
+func (r Report) Get(id string) (Hunt, bool) {
+	for _, h := range r.Hunts {
+		if h.HuntID == id {
+			return h, true
+		}
+	}
+	return Hunt{}, false
+}
+
+func rfc(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+func rfcSec(s int64) string  { return rfc(time.Unix(s, 0)) }
+
+// Read reports every hunt of entries, plus every hunt the coordination tables know that is
+// neither in entries nor retired by materialise (marked unpublished), sorted by id. With nil
+// entries the published schedule is the list. It costs three queries: the snapshot (which
+// carries pauses and pending backfills), the published schedule, and one aggregate over
+// hunt_runs.
+func Read(ctx context.Context, conn driver.Conn, store Snapshotter, database string, entries []Entry) (Report, error) {
+	snap, err := store.Snapshot(ctx)
+	if err != nil {
+		return Report{}, fmt.Errorf("status: %w", err)
+	}
+	published, err := readPublished(ctx, conn, database)
+	if err != nil {
+		return Report{}, fmt.Errorf("status: %w", err)
+	}
+	if entries == nil {
+		entries = make([]Entry, 0, len(published))
+		for _, p := range published {
+			entries = append(entries, p.Entry)
+		}
+	}
+	runs, err := readRunSummaries(ctx, conn, database)
+	if err != nil {
+		return Report{}, fmt.Errorf("status: %w", err)
+	}
+	pauses := pausesOf(snap)
+
+	out := Report{Now: snap.Now.UTC().Format(time.RFC3339Nano), Hunts: make([]Hunt, 0, len(entries)), now: snap.Now}
+	seen := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		seen[e.HuntID] = true
+		p, ok := published[e.HuntID]
+		// A disabled hunt is meant to be absent from (or tombstoned in) hunt_schedule.
+		out.Hunts = append(out.Hunts, build(snap, e, !ok && e.Enabled, p, runs[e.HuntID], pauses[e.HuntID]))
+	}
+	// Hunts runners ran but nobody published (or that the given files no longer define):
+	// shown so that work nobody scheduled on purpose is visible. Retired hunts stay hidden.
+	extra := map[string]bool{}
+	for id := range snap.Hunts {
+		extra[id] = true
+	}
+	for id := range runs {
+		extra[id] = true
+	}
+	for id := range extra {
+		if seen[id] {
+			continue
+		}
+		if p, ok := published[id]; ok && !p.Enabled {
+			continue
+		}
+		p, ok := published[id]
+		e := p.Entry
+		if !ok {
+			e = Entry{HuntID: id}
+		}
+		out.Hunts = append(out.Hunts, build(snap, e, !ok, p, runs[id], pauses[id]))
+	}
+	sort.Slice(out.Hunts, func(i, j int) bool { return out.Hunts[i].HuntID < out.Hunts[j].HuntID })
+	return out, nil
+}
+
+// build is one hunt's row from what was read.
+func build(snap watermark.Snapshot, e Entry, unpublished bool, pub publishedEntry, lr runSummary, pause *Pause) Hunt {
+	st := snap.Hunts[e.HuntID]
+	now := snap.Now.Unix()
+	hs := Hunt{HuntID: e.HuntID, IntervalSeconds: e.Interval, OffsetSeconds: e.Offset, Enabled: e.Enabled,
+		Unpublished: unpublished, ConsecutiveFailures: st.ConsecutiveFailures, OverrunCount: st.OverrunCount,
+		TooAggressive: st.TooAggressive, Gaps: lr.gaps, FindingsLastDay: lr.findingsDay,
+		FindingsDroppedLastDay: lr.droppedDay, Paused: pause != nil, Pause: pause, Backfills: backfillsOf(snap, e.HuntID)}
+	if st.HasWatermark {
+		hs.Watermark = rfcSec(st.Watermark)
+	}
+	if st.HasLease {
+		hs.LeaseOwner, hs.LeaseFire, hs.LeaseUntil = st.LeaseOwner, rfcSec(st.LeaseFire), rfc(st.LeaseUntil)
+		hs.LeaseLive = st.LeaseUntil.After(snap.Now)
+	}
+	if st.HasRequest {
+		hs.RequestedFire = rfcSec(st.RequestedFire)
+	}
+	if e.Enabled && e.Interval > 0 {
+		latest := schedule.LatestFire(now, e.Interval, e.Offset)
+		hs.LatestFire, hs.NextFire = rfcSec(latest), rfcSec(latest+e.Interval)
+		row := schedule.Row{HuntID: e.HuntID, IntervalSeconds: uint32(e.Interval), PhaseOffset: uint32(e.Offset), Enabled: true}
+		ss := schedule.State{Watermark: st.Watermark, HasWatermark: st.HasWatermark,
+			LeaseUntilMs: st.LeaseUntil.UnixMilli(), HasLease: st.HasLease,
+			RetryAfterMs: st.RetryAfter.UnixMilli(), HasRetryAfter: st.HasRetryAfter,
+			RequestedFire: st.RequestedFire, HasRequest: st.HasRequest}
+		ss.FirstOwed, ss.HasFirstOwed = firstOwed(e, pub, lr)
+		hs.Due = !hs.Paused && schedule.IsDue(now, row, ss)
+		hs.BehindSeconds = schedule.Behind(now, row, ss)
+	}
+	if lr.hasLast {
+		hs.LastRunStatus, hs.LastRunError, hs.LastRunRows = lr.status, lr.errText, lr.rows
+		hs.LastRunTime, hs.LastRunFire = rfc(lr.finished), rfc(lr.fire)
+	}
+	switch {
+	case lr.hasSuccess:
+		hs.LastSuccess = rfc(lr.lastSuccess)
+	case st.HasWatermark:
+		// No commit within RecentWindow: the watermark is the newest committed fire, and its
+		// run finished after it.
+		hs.LastSuccess = rfcSec(st.Watermark)
+	}
+	hs.State = stateOf(hs, lr)
+	return hs
+}
+
+// firstOwed is the oldest fire a hunt that never committed is known to owe: its first failed
+// or lost attempt, or the first fire after it was first published, whichever is older. So a
+// hunt failing since it was published counts as behind from then, not from its latest fire.
+func firstOwed(e Entry, pub publishedEntry, lr runSummary) (int64, bool) {
+	var fire int64
+	ok := false
+	if lr.hasFailed {
+		fire, ok = lr.firstFailedFire, true
+	}
+	if !pub.firstPublished.IsZero() && pub.firstPublished.Unix() > 0 {
+		f := schedule.NextFire(pub.firstPublished.Unix()-1, e.Interval, e.Offset)
+		if !ok || f < fire {
+			fire, ok = f, true
+		}
+	}
+	return fire, ok
+}
+
+// stateOf ranks what a person most needs to know about the hunt into one word.
+func stateOf(h Hunt, lr runSummary) string {
+	switch {
+	case !h.Enabled && !h.Unpublished:
+		return StateDisabled
+	case h.Paused:
+		return StatePaused
+	case h.ConsecutiveFailures > 0 || (lr.hasLast && lr.status == watermark.StatusFailed):
+		return StateFailing
+	case h.Unpublished:
+		return StateUnpublished
+	case h.Watermark == "" && !lr.hasLast && h.BehindSeconds > 0:
+		return StateNeverRun
+	case h.IntervalSeconds > 0 && h.BehindSeconds > 2*h.IntervalSeconds:
+		return StateBehind
+	case h.LeaseLive:
+		return StateRunning
+	}
+	return StateOK
+}
