@@ -3,11 +3,10 @@ package runner
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -228,32 +227,38 @@ func engineLimit(b *testing.B, e *env, n int, d time.Duration) float64 {
 
 // startRunner runs a runner with default options over n hunts of the given intervals and
 // trivial queries until the returned stop function is called.
-func startRunner(b *testing.B, e *env, n int, interval func(int) int64) (stop func()) {
+func startRunner(b *testing.B, e *env, n int, interval func(int) int64) (ids map[string]int, stop func()) {
 	e.exec("TRUNCATE TABLE hunt_lease")
 	var hunts []Hunt
+	ids = map[string]int{}
+	run := time.Now().UnixNano()
 	for i := range n {
-		hunts = append(hunts, Hunt{ID: fmt.Sprintf("tp%04d-%d", i, time.Now().UnixNano()), Interval: interval(i), Offset: int64(i) % interval(i), Query: trivialQuery})
+		hunts = append(hunts, Hunt{ID: fmt.Sprintf("tp%04d-%d", i, run), Interval: interval(i), Offset: int64(i) % interval(i), Query: trivialQuery})
+		ids[hunts[i].ID] = i
 	}
 	coord, err := lease.New(e.db.Conn, lease.Options{Owner: "bench", Database: e.db.Name})
 	if err != nil {
 		b.Fatal(err)
 	}
 	set := &HuntSet{Hash: "x", Hunts: hunts}
-	r, err := New(e.db.Conn, coord, watermark.New(e.db.Conn, e.db.Name), func() *HuntSet { return set },
-		Options{Owner: "bench", Database: e.db.Name})
+	opts := Options{Owner: "bench", Database: e.db.Name}
+	if os.Getenv("BENCH_LOG") != "" { // the runner's debug log, to see why a figure moved
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	r, err := New(e.db.Conn, coord, watermark.New(e.db.Conn, e.db.Name), func() *HuntSet { return set }, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = r.Start(ctx) }()
-	return func() { cancel(); <-done }
+	return ids, func() { cancel(); <-done }
 }
 
 // runnerThroughput returns the commits per second of one default runner over d.
 func runnerThroughput(b *testing.B, e *env, n int, interval func(int) int64, d time.Duration) float64 {
 	before := e.count("SELECT count() FROM hunt_watermark")
-	stop := startRunner(b, e, n, interval)
+	_, stop := startRunner(b, e, n, interval)
 	time.Sleep(d)
 	stop()
 	return float64(e.count("SELECT count() FROM hunt_watermark")-before) / d.Seconds()
@@ -262,7 +267,7 @@ func runnerThroughput(b *testing.B, e *env, n int, interval func(int) int64, d t
 // huntsBehind runs one default runner over n hunts for d and returns how many hunts were then
 // more than two intervals behind their latest fire.
 func huntsBehind(b *testing.B, e *env, n int, interval func(int) int64, d time.Duration) int {
-	stop := startRunner(b, e, n, interval)
+	ids, stop := startRunner(b, e, n, interval)
 	time.Sleep(d)
 	snap, err := watermark.New(e.db.Conn, e.db.Name).Snapshot(e.ctx)
 	stop()
@@ -270,11 +275,8 @@ func huntsBehind(b *testing.B, e *env, n int, interval func(int) int64, d time.D
 		b.Fatal(err)
 	}
 	behind := 0
-	for id, st := range snap.Hunts {
-		if !strings.HasPrefix(id, "tp") {
-			continue
-		}
-		i, _ := strconv.Atoi(id[2:6])
+	for id, i := range ids {
+		st := snap.Hunts[id]
 		iv := interval(i)
 		if latest := schedule.LatestFire(snap.Now.Unix(), iv, int64(i)%iv); !st.HasWatermark || latest-st.Watermark > 2*iv {
 			behind++
