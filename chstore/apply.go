@@ -106,6 +106,11 @@ func Apply(ctx context.Context, conn driver.Conn, database string, t Topology, c
 				return rep, fmt.Errorf("apply schema: %w", err)
 			}
 			rep.Upgraded = append(rep.Upgraded, added...)
+			replaced, err := refreshViews(ctx, conn, database, onCluster)
+			if err != nil {
+				return rep, fmt.Errorf("apply schema: %w", err)
+			}
+			rep.Upgraded = append(rep.Upgraded, replaced...)
 		}
 		if err := conn.Exec(ctx, s.SQL); err != nil {
 			return rep, fmt.Errorf("apply schema: create %s: %w", s.Name, err)
@@ -145,6 +150,26 @@ func Apply(ctx context.Context, conn driver.Conn, database string, t Topology, c
 		}
 	}
 	return rep, nil
+}
+
+// refreshViews drops the views of an earlier release (their definition lacks viewMarker), so
+// that the CREATE that follows makes the current ones. Views hold no data.
+func refreshViews(ctx context.Context, conn driver.Conn, database, onCluster string) ([]string, error) {
+	var did []string
+	for _, v := range []string{ViewRuns, ViewFindingsCommitted} {
+		var defs []string
+		if err := queryStrings(ctx, conn, &defs, "SELECT create_table_query FROM system.tables WHERE database = ? AND name = ?", database, v); err != nil {
+			return nil, fmt.Errorf("read view %s: %w", v, err)
+		}
+		if len(defs) == 0 || strings.Contains(defs[0], viewMarker) {
+			continue
+		}
+		if err := conn.Exec(ctx, "DROP VIEW IF EXISTS "+QuoteIdent(database)+"."+QuoteIdent(v)+onCluster); err != nil {
+			return nil, fmt.Errorf("replace view %s: %w", v, err)
+		}
+		did = append(did, "replaced view "+v+" (backfill commits shown under their hunt)")
+	}
+	return did, nil
 }
 
 // mismatched compares the engines in system.tables with the ones topology t asks for.

@@ -15,6 +15,10 @@ const (
 	TableRun       = "hunt_run"
 	TableFindings  = "hunt_findings"
 	TableRequest   = "hunt_request"
+	// TablePause holds pause and resume rows; the newest row per hunt decides.
+	TablePause = "hunt_pause"
+	// TableBackfill holds backfill requests and their cancellations; the newest row per id decides.
+	TableBackfill = "hunt_backfill"
 	// TableSchema records the schema layout versions applied (see Apply and migrate.go).
 	TableSchema = "hunt_schema"
 
@@ -201,6 +205,30 @@ var tables = []table{
 		version: "recorded", orderBy: "(hunt_id, suppress_key, fire)", ttl: "fire + INTERVAL 90 DAY",
 	},
 	{
+		// paused = 0 is a resume row. paused_until 0 means until resumed; otherwise the pause
+		// ends at paused_until (server clock) without a resume row. No TTL: an indefinite
+		// pause must outlive any retention, and merges keep one row per hunt.
+		name: TablePause, comment: "pause and resume; newest row per hunt by updated",
+		columns: []column{
+			{"hunt_id", "String"}, {"paused", "UInt8"}, {"paused_until", "DateTime64(3, 'UTC')"},
+			{"reason", "String"}, {"paused_by", "String"}, {"updated", "DateTime64(6, 'UTC')"},
+		},
+		version: "updated", orderBy: "hunt_id",
+	},
+	{
+		// A backfill's progress is not here: its chunks are claimed and committed under the
+		// coordination key BackfillKey(hunt_id, backfill_id) in hunt_lease and hunt_watermark,
+		// so the live lease and watermark are never touched. A cancellation is a newer row with
+		// state 'cancelled'.
+		name: TableBackfill, comment: "backfill requests; newest row per backfill_id by updated",
+		columns: []column{
+			{"backfill_id", "String"}, {"hunt_id", "String"}, {"range_start", "DateTime('UTC')"},
+			{"range_end", "DateTime('UTC')"}, {"chunk_seconds", "UInt32"}, {"state", "LowCardinality(String)"},
+			{"requested_by", "String"}, {"requested", "DateTime64(6, 'UTC')"}, {"updated", "DateTime64(6, 'UTC')"},
+		},
+		version: "updated", orderBy: "backfill_id",
+	},
+	{
 		name: TableSchema, comment: "schema layout versions applied by hunt-runner schema",
 		columns: []column{
 			{"version", "UInt32"}, {"applied", "DateTime64(6, 'UTC')"}, {"note", "String"},
@@ -253,12 +281,41 @@ func DDL(database string, t Topology, cluster string) []Statement {
 		Statement{Name: "table " + database + "." + ViewFindingsCommitted, SQL: findingsCommittedView(db, onCluster)})
 }
 
+// BackfillInfix joins a hunt id and a backfill id into the coordination key a backfill's chunks
+// are claimed and committed under (BackfillKey). Hunt ids cannot contain '#' (configsrc), so the
+// key never collides with a hunt and its hunt id is everything before the first '#'.
+const BackfillInfix = "#backfill-"
+
+// BackfillKey is the hunt_lease / hunt_watermark key of one backfill of huntID.
+func BackfillKey(huntID, backfillID string) string { return huntID + BackfillInfix + backfillID }
+
+// SplitBackfillKey returns the hunt and backfill ids of a BackfillKey; ok is false for a plain
+// hunt id.
+func SplitBackfillKey(key string) (huntID, backfillID string, ok bool) {
+	i := strings.Index(key, BackfillInfix)
+	if i < 0 {
+		return key, "", false
+	}
+	return key[:i], key[i+len(BackfillInfix):], true
+}
+
+// huntOfKey is SplitBackfillKey's hunt id in SQL. The views use it so that a backfill chunk's
+// commit shows under its hunt; viewMarker finds views created before it (refreshViews).
+const huntOfKey = "splitByChar('#', hunt_id)[1]"
+
+// viewMarker is a fragment of every current view's definition that the views of earlier
+// releases lack: Apply replaces a view without it (views hold no data).
+const viewMarker = "splitByChar('#', hunt_id)"
+
 // runsView is the run log: hunt_run's rows of attempts that did not commit, and for every
 // commit row of hunt_watermark a succeeded row plus a gap row when gap_end > gap_start. A
 // watermark row without a run (seeded by hand) is not a run. A row that import-legacy carried
 // over from the earlier runner (kind imported) ran nothing here: it is one imported row. Rows
 // of the first layout's hunt_run copies of commits (status succeeded or gap) are left out: the
-// upgrade moved them into hunt_watermark.
+// upgrade moved them into hunt_watermark. Commits of backfill chunks are keyed by BackfillKey
+// and shown under their hunt; they get a branch of their own so that a filter on hunt_id still
+// reaches the table's key for the live commits (a filter on the mapped id cannot). The branches
+// split on kind, not on hunt_id: in the second, hunt_id names the mapped alias.
 func runsView(db, onCluster string) string {
 	return "CREATE VIEW IF NOT EXISTS " + db + "." + QuoteIdent(ViewRuns) + onCluster + ` AS
 SELECT hunt_id, fire, run_id, owner, status, window_start, window_end, rows_written, findings_dropped,
@@ -266,8 +323,15 @@ SELECT hunt_id, fire, run_id, owner, status, window_start, window_end, rows_writ
 FROM ` + db + "." + QuoteIdent(TableRun) + `
 WHERE status NOT IN ('succeeded', 'gap')
 UNION ALL
-SELECT
-    hunt_id,
+` + commitRuns(db, "hunt_id", "kind != 'backfill'") + `
+UNION ALL
+` + commitRuns(db, huntOfKey+" AS hunt_id", "kind = 'backfill'")
+}
+
+// commitRuns is runsView's branch over hunt_watermark for the rows where holds.
+func commitRuns(db, huntID, where string) string {
+	return `SELECT
+    ` + huntID + `,
     watermark AS fire,
     run_id,
     run_owner AS owner,
@@ -283,17 +347,18 @@ SELECT
         toString(gap_end), ') skipped'), '') AS error
 FROM ` + db + "." + QuoteIdent(TableWatermark) + `
 ARRAY JOIN if(kind = 'imported', ['imported'], if(gap_end > gap_start, ['succeeded', 'gap'], ['succeeded'])) AS status
-WHERE run_id != toUUID('00000000-0000-0000-0000-000000000000')`
+WHERE run_id != toUUID('00000000-0000-0000-0000-000000000000') AND ` + where
 }
 
 // findingsCommittedView narrows hunt_findings to the runs that committed. A commit row in
 // hunt_watermark names its run_id, and only a run that passed the compare-and-set commit has
-// one.
+// one. A backfill chunk's findings are stored under its hunt and commit under BackfillKey,
+// hence the mapping.
 func findingsCommittedView(db, onCluster string) string {
 	return "CREATE VIEW IF NOT EXISTS " + db + "." + QuoteIdent(ViewFindingsCommitted) + onCluster + ` AS
 SELECT hunt_id, fire, finding_id, finding, severity, labels, run_id, found
 FROM ` + db + "." + QuoteIdent(TableFindings) + `
-WHERE (hunt_id, run_id) IN (SELECT hunt_id, run_id FROM ` + db + "." + QuoteIdent(TableWatermark) + `)`
+WHERE (hunt_id, run_id) IN (SELECT ` + huntOfKey + `, run_id FROM ` + db + "." + QuoteIdent(TableWatermark) + `)`
 }
 
 func (tb table) create(database string, t Topology, onCluster string) string {

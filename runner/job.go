@@ -35,6 +35,7 @@ type RunReport struct {
 	RunID       uuid.UUID
 	Status      string
 	Requested   bool
+	Backfill    string    // the backfill's id, for a backfill chunk
 	WindowStart time.Time // data window actually read (delay applied)
 	WindowEnd   time.Time
 	GapStart    int64 // skipped range, when GapEnd > GapStart
@@ -51,7 +52,8 @@ type job struct {
 	hunt      *Hunt
 	fire      int64
 	requested bool
-	state     watermark.HuntState // as read by the tick that claimed it
+	backfill  *backfillChunk      // nil for a live fire
+	state     watermark.HuntState // as read by the tick that claimed it (a backfill's: its key's)
 	// serverAt maps the process clock onto the server's: the tick's snapshot time and the
 	// local time it was read at. Used only to tell whether a run overran its interval.
 	snapNow, snapLocal time.Time
@@ -67,7 +69,7 @@ type job struct {
 
 func (r *Runner) newJob(d dueFire, l lease.Lease, st watermark.HuntState, snapNow, snapLocal time.Time) *job {
 	ctx, cancel := context.WithCancel(r.runCtx)
-	return &job{r: r, hunt: d.Hunt, fire: d.Fire, requested: d.Requested, state: st, lease: l,
+	return &job{r: r, hunt: d.Hunt, fire: d.Fire, requested: d.Requested, backfill: d.Backfill, state: st, lease: l,
 		snapNow: snapNow, snapLocal: snapLocal,
 		ctx: ctx, cancel: cancel, stopCh: make(chan struct{})}
 }
@@ -161,6 +163,9 @@ func (r *Runner) execute(j *job) {
 	// The window starts where the claim's verify read saw progress, not where the tick's
 	// snapshot did: a peer may have committed in between, and the commit compares against it.
 	w := runWindow(h, l.Watermark, l.HasWatermark, j.fire)
+	if j.backfill != nil {
+		w = backfillWindow(h, j.backfill, l, j.fire)
+	}
 	runID := uuid.New()
 	ctx, span := r.opts.Tracer.Start(j.ctx, "hunt-runner.run")
 	defer span.End()
@@ -174,6 +179,9 @@ func (r *Runner) execute(j *job) {
 		WindowStart: w.Start, WindowEnd: w.End, Started: startedLocal.UTC(), Kind: watermark.KindScheduled}
 	if j.requested {
 		run.Kind = watermark.KindRequest
+	}
+	if j.backfill != nil {
+		run.Kind = watermark.KindBackfill
 	}
 	if w.hasGap() {
 		run.GapStart, run.GapEnd = w.GapStart, w.GapEnd
@@ -190,6 +198,9 @@ func (r *Runner) execute(j *job) {
 	rep := RunReport{HuntID: h.ID, Fire: j.fire, RunID: runID, Requested: j.requested, Status: run.Status, Err: err,
 		WindowStart: w.DataStart, WindowEnd: w.DataEnd, Rows: run.RowsWritten, Dropped: run.FindingsDropped,
 		Duration: time.Since(startedLocal)}
+	if j.backfill != nil {
+		rep.Backfill = j.backfill.ID
+	}
 	if w.hasGap() {
 		rep.GapStart, rep.GapEnd = w.GapStart, w.GapEnd
 	}
@@ -257,6 +268,10 @@ func (r *Runner) commit(ctx context.Context, log logger, j *job, run watermark.R
 // record writes what follows an outcome: release, hunt state, the audit row of an attempt
 // that did not commit, and the log line.
 func (r *Runner) record(ctx context.Context, log logger, span trace.Span, j *job, run watermark.Run, rep RunReport) {
+	if j.backfill != nil {
+		r.recordBackfill(ctx, log, span, j, run, rep)
+		return
+	}
 	h, l := j.hunt, j.currentLease()
 	switch rep.Status {
 	case StatusSucceeded:

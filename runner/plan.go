@@ -13,9 +13,10 @@ import (
 type dueFire struct {
 	Hunt      *Hunt
 	Fire      int64
-	Requested bool  // a run-now request, not a scheduled fire
-	Overdue   int64 // seconds since the oldest fire this run settles became owed
-	FirstRun  bool  // the hunt has never committed a fire
+	Requested bool           // a run-now request, not a scheduled fire
+	Overdue   int64          // seconds since the oldest fire this run settles became owed
+	FirstRun  bool           // the hunt has never committed a fire
+	Backfill  *backfillChunk // a backfill's chunk (backfill.go), claimed under its own key
 }
 
 // plan is the outcome of planning one tick.
@@ -25,6 +26,7 @@ type plan struct {
 	Behind   map[string]int64 // hunt id → seconds behind (0 when caught up)
 	Leased   int              // hunts owed but leased by someone (peer or an earlier fire)
 	BackOff  int              // hunts owed but in backoff
+	Paused   int              // hunts owed but paused
 	Busy     int              // hunts owed but already held by this runner
 }
 
@@ -88,6 +90,10 @@ func scheduleState(st watermark.HuntState) schedule.State {
 		LeaseUntilMs: st.LeaseUntil.UnixMilli(), HasLease: st.HasLease,
 		RetryAfterMs: st.RetryAfter.UnixMilli(), HasRetryAfter: st.HasRetryAfter,
 		RequestedFire: st.RequestedFire, HasRequest: st.HasRequest,
+		Paused: st.Paused, PausedUntilMs: st.PausedUntil.UnixMilli(),
+	}
+	if st.PausedUntil.IsZero() {
+		out.PausedUntilMs = 0 // until resumed (time.Time's zero is not the epoch)
 	}
 	if !st.HasWatermark && st.ConsecutiveFailures > 0 && st.LastFire > 0 {
 		out.FirstOwed, out.HasFirstOwed = st.LastFire, true
@@ -130,6 +136,10 @@ func (p *planner) plan(snap watermark.Snapshot, set *HuntSet, _ time.Time, busy 
 		// hunt as held while the runner already sees it free; the runner is never the stricter.
 		if schedule.DueAt(nowMs, row, st) {
 			out.Due = append(out.Due, df)
+			continue
+		}
+		if st.PausedAt(nowMs) {
+			out.Paused++
 			continue
 		}
 		if !st.LeaseFreeAt(nowMs) {

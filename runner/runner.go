@@ -278,7 +278,7 @@ func (r *Runner) drain(cancelRuns context.CancelFunc) {
 	queued := r.queue
 	r.queue = nil
 	for _, j := range queued {
-		delete(r.held, j.hunt.ID)
+		delete(r.held, j.key())
 	}
 	running := len(r.held)
 	r.mu.Unlock()
@@ -361,6 +361,8 @@ func (r *Runner) tick(ctx context.Context) error {
 	if len(p.Due) > capacity {
 		p.Due = p.Due[:max(capacity, 0)] // most overdue first: the rest waits for a slot
 	}
+	p.Due = append(p.Due, r.planBackfills(snap, set, capacity-len(p.Due))...) // below live fires
+
 	if len(p.Due) == 0 {
 		r.log.Debug("tick: nothing due", "hunts", len(set.Hunts), "leased", p.Leased, "backoff", p.BackOff, "busy", p.Busy)
 		return nil
@@ -369,7 +371,7 @@ func (r *Runner) tick(ctx context.Context) error {
 	fires := make([]lease.Fire, len(p.Due))
 	byKey := make(map[lease.Fire]dueFire, len(p.Due))
 	for i, d := range p.Due {
-		fires[i] = lease.Fire{HuntID: d.Hunt.ID, Fire: d.Fire}
+		fires[i] = lease.Fire{HuntID: d.key(), Fire: d.Fire}
 		byKey[fires[i]] = d
 	}
 	// A claim cut by shutdown mid-settle would leave rows that hold their hunts until the
@@ -416,7 +418,7 @@ func (r *Runner) tick(ctx context.Context) error {
 			continue
 		}
 		d := byKey[f]
-		jobs = append(jobs, r.newJob(d, l, snap.Hunts[d.Hunt.ID], snap.Now, snapLocal))
+		jobs = append(jobs, r.newJob(d, l, stateOf(snap, d), snap.Now, snapLocal))
 	}
 	r.enqueue(jobs)
 	return nil
@@ -480,10 +482,11 @@ func (r *Runner) enqueue(jobs []*job) {
 		return
 	}
 	for _, j := range jobs {
-		r.held[j.hunt.ID] = j
+		r.held[j.key()] = j
 		r.queue = append(r.queue, j)
 		j.startRenewal()
 	}
+	liveFirst(r.queue)
 	r.mu.Unlock()
 	r.dispatch()
 }
@@ -514,7 +517,7 @@ func (r *Runner) dispatch() {
 			started := time.Now()
 			r.execute(j)
 			r.mu.Lock()
-			delete(r.held, j.hunt.ID)
+			delete(r.held, j.key())
 			r.runAvg = ewma(r.runAvg, time.Since(started))
 			// Claim again once a good part of a batch is free: a claim costs a settle whatever
 			// its size, so claiming for every single finished run would cap throughput at one

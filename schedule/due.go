@@ -21,6 +21,12 @@ type State struct {
 	RequestedFire int64 // the greatest hunt_request.requested_fire
 	HasRequest    bool
 
+	// Paused is true when the newest hunt_pause row of the hunt pauses it (a resume row, or no
+	// row, leaves it false). PausedUntilMs is that row's paused_until in ms, 0 for a pause
+	// until resumed. A paused hunt is not due (PausedAt).
+	Paused        bool
+	PausedUntilMs int64
+
 	// FirstOwed is, for a hunt that never committed, the oldest fire it is known to owe; only
 	// Behind reads it. Without it a never-committed hunt counts as behind from its latest fire
 	// only, which understates how long a hunt that has failed since it was published is behind.
@@ -54,6 +60,13 @@ func (s State) BackingOffAt(nowMs int64) bool {
 	return s.HasRetryAfter && s.RetryAfterMs > nowMs
 }
 
+// PausedAt reports whether a pause holds at nowMs: the newest pause row pauses the hunt until
+// resumed, or until a paused_until still ahead. At paused_until exactly the hunt is free again,
+// as with a lease.
+func (s State) PausedAt(nowMs int64) bool {
+	return s.Paused && (s.PausedUntilMs == 0 || s.PausedUntilMs > nowMs)
+}
+
 // Owed is the fire a worker owes at now, whatever leases and backoff say: the latest fire while
 // the watermark is below it (or absent); otherwise a pending run-now request whose fire has
 // come (watermark < requested fire <= now), with requested set. A request for a later fire
@@ -70,7 +83,7 @@ func Owed(now int64, row Row, st State) (fire int64, requested, ok bool) {
 }
 
 // IsDue is the due predicate, identical to DueCountSQL: the row is live (enabled, positive
-// interval), a fire is owed (Owed), no live lease holds it and it is not in backoff.
+// interval), a fire is owed (Owed), no live lease holds it, it is not in backoff and not paused.
 func IsDue(now int64, row Row, st State) bool { return DueAt(now*1000, row, st) }
 
 // DueAt is IsDue at an instant in milliseconds: the fire arithmetic uses its whole second, the
@@ -78,7 +91,7 @@ func IsDue(now int64, row Row, st State) bool { return DueAt(now*1000, row, st) 
 // frees a lease or backoff that ends within the second sooner than the SQL (which compares
 // with the whole-second now()), so a runner is never stricter than the backlog count.
 func DueAt(nowMs int64, row Row, st State) bool {
-	if !row.Live() || !st.LeaseFreeAt(nowMs) || st.BackingOffAt(nowMs) {
+	if !row.Live() || !st.LeaseFreeAt(nowMs) || st.BackingOffAt(nowMs) || st.PausedAt(nowMs) {
 		return false
 	}
 	_, _, ok := Owed(floorDiv(nowMs, 1000), row, st)

@@ -48,6 +48,12 @@ func TestBackoffAndLeaseBounds(t *testing.T) {
 		{"backoff ends a millisecond after now", State{RetryAfterMs: now*1000 + 1, HasRetryAfter: true}, false},
 		{"lease ends a millisecond after now", State{LeaseUntilMs: now*1000 + 1, HasLease: true}, false},
 		{"backoff holds a request too", State{Watermark: now - 54, HasWatermark: true, RequestedFire: now, HasRequest: true, RetryAfterMs: now*1000 + 1, HasRetryAfter: true}, false},
+		{"paused until resumed", State{Paused: true}, false},
+		{"pause ended before now", State{Paused: true, PausedUntilMs: now*1000 - 1}, true},
+		{"pause ends at now", State{Paused: true, PausedUntilMs: now * 1000}, true},
+		{"pause ends a millisecond after now", State{Paused: true, PausedUntilMs: now*1000 + 1}, false},
+		{"resumed (a resume row: not paused)", State{Paused: false, PausedUntilMs: now*1000 + 1}, true},
+		{"a pause holds a request too", State{Watermark: now - 54, HasWatermark: true, RequestedFire: now, HasRequest: true, Paused: true}, false},
 	} {
 		if got := IsDue(now, row, tc.st); got != tc.due {
 			t.Errorf("%s: IsDue = %v, want %v", tc.name, got, tc.due)

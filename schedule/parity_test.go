@@ -44,6 +44,12 @@ type stateRow struct {
 	updated      time.Time
 }
 
+type pauseRow struct {
+	paused  bool
+	untilMs int64 // 0: until resumed
+	updated time.Time
+}
+
 type parityHunt struct {
 	id         string
 	schedule   []scheduleRow
@@ -51,6 +57,7 @@ type parityHunt struct {
 	leases     []leaseRow
 	states     []stateRow
 	requests   []int64
+	pauses     []pauseRow
 }
 
 // newest resolves the hunt's rows the way docs/contracts.md defines "newest", independently of
@@ -73,6 +80,12 @@ func (h parityHunt) newest() (Row, State) {
 	for i, s := range h.states {
 		if i == 0 || s.updated.After(stAt) {
 			st.RetryAfterMs, st.HasRetryAfter, stAt = s.retryAfterMs, s.retryAfterMs > 0, s.updated
+		}
+	}
+	var pauseAt time.Time
+	for i, p := range h.pauses {
+		if i == 0 || p.updated.After(pauseAt) {
+			st.Paused, st.PausedUntilMs, pauseAt = p.paused, p.untilMs, p.updated
 		}
 	}
 	var bestLease leaseRow
@@ -172,13 +185,31 @@ func parityCases(wallNow time.Time) (hunts []parityHunt, nows []int64) {
 					// on the candidates.
 					{"far-then-cleared", []int64{far * 1000, 0}}, {"far-then-at", []int64{far * 1000, nowMs}},
 				}
+				type pz struct {
+					paused  bool
+					untilMs int64
+				}
+				pauses := []struct {
+					name string
+					rows []pz // oldest first
+				}{
+					{"none", nil}, {"indefinite", []pz{{true, 0}}},
+					{"before", []pz{{true, nowMs - 1}}}, {"at", []pz{{true, nowMs}}}, {"after", []pz{{true, nowMs + 1}}},
+					{"resumed", []pz{{true, 0}, {false, 0}}},
+					{"resumed-then-paused", []pz{{true, 0}, {false, 0}, {true, far * 1000}}},
+					{"until-then-resumed", []pz{{true, far * 1000}, {false, 0}}},
+					// The newest pause ends exactly at now under an older longer one: the bound
+					// holds on the newest row, not on any row.
+					{"far-then-at", []pz{{true, far * 1000}, {true, nowMs}}},
+				}
 				for _, wm := range wms {
 					for _, ls := range leases {
 						for _, sc := range []string{"live", "tombstoned", "revived", "disabled", "zero-interval"} {
 							for _, rq := range reqs {
 								n++
 								sts := states[n%len(states)]
-								h := parityHunt{id: fmt.Sprintf("n%03d|%s|I%d|wm=%s|lease=%s|%s|req=%s|state=%s|%d", ni, id, iv, wm.name, ls.name, sc, rq.name, sts.name, n)}
+								pzs := pauses[n%len(pauses)] // 9 histories, prime to 7 and to the other dimensions
+								h := parityHunt{id: fmt.Sprintf("n%03d|%s|I%d|wm=%s|lease=%s|%s|req=%s|state=%s|pause=%s|%d", ni, id, iv, wm.name, ls.name, sc, rq.name, sts.name, pzs.name, n)}
 								live := Row{HuntID: h.id, IntervalSeconds: uint32(iv), PhaseOffset: uint32(p), Enabled: true, ConfigHash: "c1"}
 								tomb := Tombstone(h.id)
 								switch sc {
@@ -213,6 +244,9 @@ func parityCases(wallNow time.Time) (hunts []parityHunt, nows []int64) {
 								for k, ms := range sts.ms {
 									h.states = append(h.states, stateRow{ms, at(30 + k)})
 								}
+								for k, p := range pzs.rows {
+									h.pauses = append(h.pauses, pauseRow{p.paused, p.untilMs, at(40 + k)})
+								}
 								h.requests = rq.rf
 								hunts = append(hunts, h)
 							}
@@ -232,7 +266,7 @@ func parityCases(wallNow time.Time) (hunts []parityHunt, nows []int64) {
 func insertParity(ctx context.Context, t testing.TB, conn driver.Conn, database string, hunts []parityHunt) {
 	t.Helper()
 	db := chstore.QuoteIdent(database)
-	for _, table := range []string{chstore.TableSchedule, chstore.TableWatermark, chstore.TableLease, chstore.TableState} {
+	for _, table := range []string{chstore.TableSchedule, chstore.TableWatermark, chstore.TableLease, chstore.TableState, chstore.TablePause} {
 		if err := conn.Exec(ctx, "SYSTEM STOP MERGES "+db+"."+table); err != nil {
 			t.Fatalf("stop merges on %s: %v", table, err)
 		}
@@ -307,6 +341,16 @@ func insertParity(ctx context.Context, t testing.TB, conn driver.Conn, database 
 		for _, h := range hunts {
 			for _, rf := range h.requests {
 				if err := b.Append(h.id, time.Unix(rf, 0).UTC(), uuid.New(), "test", time.Now().UTC()); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	batch(chstore.TablePause, "hunt_id, paused, paused_until, updated", func(b driver.Batch) error {
+		for _, h := range hunts {
+			for _, p := range h.pauses {
+				if err := b.Append(h.id, boolToUInt8(p.paused), time.UnixMilli(p.untilMs).UTC(), p.updated); err != nil {
 					return err
 				}
 			}

@@ -86,6 +86,13 @@ func fireSQL(now string) string {
     if(%[1]s >= cur, cur, cur - iv) AS fire`, now)
 }
 
+// pausedSQL lists the hunts paused at now: the newest hunt_pause row (FINAL: the WHERE applies
+// to the merged newest row) pauses the hunt until resumed (paused_until 0) or until a
+// paused_until still ahead. Pauses are a row per hunt ever paused: a NOT IN set.
+func pausedSQL(db, now string) string {
+	return `SELECT hunt_id FROM ` + db + `.` + chstore.TablePause + ` FINAL WHERE paused = 1 AND (toUnixTimestamp64Milli(paused_until) = 0 OR toUnixTimestamp64Milli(paused_until) > ` + now + ` * 1000)`
+}
+
 // joinedDue resolves every table per hunt with p and joins them all.
 func joinedDue(db, now string, p dueParts) string {
 	t := func(name string) string { return db + "." + name }
@@ -104,7 +111,8 @@ func joinedDue(db, now string, p dueParts) string {
 )
 WHERE (has_lease = 0 OR lu_ms <= %[6]s * 1000)
   AND (has_st = 0 OR ra_ms <= %[6]s * 1000)
-  AND %[7]s`, p.sched, wm, p.lease, req, fireSQL(now), now, owed, p.state)
+  AND %[7]s
+  AND hunt_id NOT IN (%[9]s)`, p.sched, wm, p.lease, req, fireSQL(now), now, owed, p.state, pausedSQL(db, now))
 }
 
 // liveDue is formLive.
@@ -141,7 +149,8 @@ SELECT hunt_id, fire, has_wm, wm, toUInt8(0) AS has_lease, toInt64(0) AS lu_ms, 
   WHERE i > 0
 )
 WHERE held = 0 AND (has_wm = 0 OR wm < fire OR (rf0 > wm AND rf0 <= %[7]s))
-  AND hunt_id NOT IN (%[8]s)`, sched, wm, reqs, fire, held, noRequest, now, backoff)
+  AND hunt_id NOT IN (%[8]s)
+  AND hunt_id NOT IN (%[9]s)`, sched, wm, reqs, fire, held, noRequest, now, backoff, pausedSQL(db, now))
 }
 
 // dueSettings is the SETTINGS clause a form needs on the outermost query. The FINAL forms pin

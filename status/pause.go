@@ -1,25 +1,61 @@
 package status
 
 import (
-	"context"
 	"sort"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/hunt-runner/hunt-runner/watermark"
 )
 
-// Pause is why and until when a hunt is paused.
+// Pause is who paused a hunt, why, since and until when (hunt-runner pause).
 type Pause struct {
 	By     string `json:"by"`
 	Reason string `json:"reason,omitempty"`
+	Since  string `json:"since,omitempty"`
 	Until  string `json:"until,omitempty"` // RFC 3339; empty: until resumed
 }
 
-// readPauses is the seam for pause and resume (issue 15): it returns the hunts paused now,
-// by id. Pausing is not built yet, so no hunt is paused and every status, API answer and page
-// says "paused": false. When pauses land in ClickHouse, read them here; Read, the API and the
-// page already carry Hunt.Paused and Hunt.Pause, and a paused hunt is shown as not due.
-func readPauses(_ context.Context, _ driver.Conn, _ string) (map[string]*Pause, error) {
-	return nil, nil
+// pausesOf returns the hunts paused at the snapshot's now, by id. Pause state travels in the
+// snapshot (watermark.HuntState.Paused…), the same read the runners plan from, so status and
+// the runners agree on it; a pause whose end has passed is not listed.
+func pausesOf(snap watermark.Snapshot) map[string]*Pause {
+	out := map[string]*Pause{}
+	for id, st := range snap.Hunts {
+		if !st.PausedAt(snap.Now) {
+			continue
+		}
+		p := &Pause{By: st.PausedBy, Reason: st.PauseReason, Since: rfc(st.PausedSince)}
+		if !st.PausedUntil.IsZero() {
+			p.Until = rfc(st.PausedUntil)
+		}
+		out[id] = p
+	}
+	return out
+}
+
+// Backfill is the progress of one backfill still to run: its chunks cover [From, Done).
+type Backfill struct {
+	ID           string `json:"id"`
+	From         string `json:"from"`
+	To           string `json:"to"`
+	Done         string `json:"done"`
+	ChunkSeconds int64  `json:"chunk_seconds"`
+	Chunks       int64  `json:"chunks"`
+	ChunksDone   int64  `json:"chunks_done"`
+	RequestedBy  string `json:"requested_by"`
+}
+
+// backfillsOf lists the pending backfills of hunt in the snapshot, oldest request first.
+func backfillsOf(snap watermark.Snapshot, hunt string) []Backfill {
+	var out []Backfill
+	for _, b := range snap.Backfills {
+		if b.HuntID != hunt {
+			continue
+		}
+		ceil := func(n int64) int64 { return (n + b.Chunk - 1) / b.Chunk }
+		out = append(out, Backfill{ID: b.ID, From: rfcSec(b.From), To: rfcSec(b.To), Done: rfcSec(b.Done()),
+			ChunkSeconds: b.Chunk, Chunks: ceil(b.To - b.From), ChunksDone: ceil(b.Done() - b.From), RequestedBy: b.RequestedBy})
+	}
+	return out
 }
 
 func sortEntries(es []Entry) {

@@ -83,7 +83,9 @@ const RecentWindow = 7 * 24 * time.Hour
 
 // readRunSummaries reads, per hunt, the newest attempt (gaps aside: a gap row shares its
 // commit's time), the newest success, the oldest failed or lost fire, the number of gap rows,
-// and the findings of the last day, in one pass over RecentWindow of hunt_runs.
+// and the findings of the last day, in one pass over RecentWindow of hunt_runs. Backfill chunks
+// are left out: they replay the past and say nothing of the hunt's live health (their progress
+// is in Hunt.Backfills).
 func readRunSummaries(ctx context.Context, conn driver.Conn, database string) (map[string]runSummary, error) {
 	q := `SELECT hunt_id,
     countIf(status != 'gap'), argMaxIf(status, finished, status != 'gap'), argMaxIf(error, finished, status != 'gap'),
@@ -94,7 +96,7 @@ func readRunSummaries(ctx context.Context, conn driver.Conn, database string) (m
     sumIf(rows_written, status = 'succeeded' AND finished > now64(6) - INTERVAL 1 DAY),
     sumIf(findings_dropped, status = 'succeeded' AND finished > now64(6) - INTERVAL 1 DAY)
 FROM ` + table(database, chstore.ViewRuns) + `
-WHERE finished > now64(6) - toIntervalSecond({window:UInt32})
+WHERE finished > now64(6) - toIntervalSecond({window:UInt32}) AND kind != 'backfill'
 GROUP BY hunt_id`
 	rows, err := conn.Query(ctx, q, clickhouse.Named("window", uint32(RecentWindow/time.Second)))
 	if err != nil {

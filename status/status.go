@@ -50,6 +50,8 @@ type Hunt struct {
 	Due           bool   `json:"due"`
 	Paused        bool   `json:"paused"`
 	Pause         *Pause `json:"pause,omitempty"`
+	// Backfills are the hunt's backfills still to run, with their progress.
+	Backfills []Backfill `json:"backfills,omitempty"`
 
 	LeaseOwner    string `json:"lease_owner,omitempty"`
 	LeaseFire     string `json:"lease_fire,omitempty"`
@@ -111,8 +113,9 @@ func rfcSec(s int64) string  { return rfc(time.Unix(s, 0)) }
 
 // Read reports every hunt of entries, plus every hunt the coordination tables know that is
 // neither in entries nor retired by materialise (marked unpublished), sorted by id. With nil
-// entries the published schedule is the list. It costs four queries: the snapshot, the
-// published schedule, one aggregate over hunt_runs, and the pauses.
+// entries the published schedule is the list. It costs three queries: the snapshot (which
+// carries pauses and pending backfills), the published schedule, and one aggregate over
+// hunt_runs.
 func Read(ctx context.Context, conn driver.Conn, store Snapshotter, database string, entries []Entry) (Report, error) {
 	snap, err := store.Snapshot(ctx)
 	if err != nil {
@@ -132,10 +135,7 @@ func Read(ctx context.Context, conn driver.Conn, store Snapshotter, database str
 	if err != nil {
 		return Report{}, fmt.Errorf("status: %w", err)
 	}
-	pauses, err := readPauses(ctx, conn, database)
-	if err != nil {
-		return Report{}, fmt.Errorf("status: %w", err)
-	}
+	pauses := pausesOf(snap)
 
 	out := Report{Now: snap.Now.UTC().Format(time.RFC3339Nano), Hunts: make([]Hunt, 0, len(entries)), now: snap.Now}
 	seen := make(map[string]bool, len(entries))
@@ -179,7 +179,7 @@ func build(snap watermark.Snapshot, e Entry, unpublished bool, pub publishedEntr
 	hs := Hunt{HuntID: e.HuntID, IntervalSeconds: e.Interval, OffsetSeconds: e.Offset, Enabled: e.Enabled,
 		Unpublished: unpublished, ConsecutiveFailures: st.ConsecutiveFailures, OverrunCount: st.OverrunCount,
 		TooAggressive: st.TooAggressive, Gaps: lr.gaps, FindingsLastDay: lr.findingsDay,
-		FindingsDroppedLastDay: lr.droppedDay, Paused: pause != nil, Pause: pause}
+		FindingsDroppedLastDay: lr.droppedDay, Paused: pause != nil, Pause: pause, Backfills: backfillsOf(snap, e.HuntID)}
 	if st.HasWatermark {
 		hs.Watermark = rfcSec(st.Watermark)
 	}

@@ -69,7 +69,7 @@ func TestUnpublishedHuntsAreShownAndRetiredOnesHidden(t *testing.T) {
 		}
 		for _, h := range rep.Hunts {
 			if h.Paused {
-				t.Errorf("%s: %s paused before pausing exists", name, h.HuntID)
+				t.Errorf("%s: %s paused, and the fixture pauses nothing", name, h.HuntID)
 			}
 		}
 	}

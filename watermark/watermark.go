@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -27,6 +28,32 @@ var ErrFenced = lease.ErrFenced
 type Snapshot struct {
 	Now   time.Time // server clock, read in the same round trip
 	Hunts map[string]HuntState
+	// Backfills are the backfills still to run (active, not cancelled, not finished), oldest
+	// request first, each with the state of its coordination key. Keys are never in Hunts.
+	Backfills []Backfill
+}
+
+// Backfill is one backfill still to run: its request and its progress.
+type Backfill struct {
+	ID, HuntID  string
+	From, To    int64 // the range [From, To), epoch seconds
+	Chunk       int64 // seconds per chunk (the last may be shorter)
+	RequestedBy string
+	Requested   time.Time
+	// Progress is the newest watermark, lease and hunt_state row of Key(): chunks commit there,
+	// so Progress.Watermark is where the next chunk starts (From while none has committed).
+	Progress HuntState
+}
+
+// Key is the coordination key the backfill's chunks are claimed and committed under.
+func (b Backfill) Key() string { return chstore.BackfillKey(b.HuntID, b.ID) }
+
+// Done is how far the backfill has got: chunks cover [From, Done()).
+func (b Backfill) Done() int64 {
+	if b.Progress.HasWatermark && b.Progress.Watermark > b.From {
+		return min(b.Progress.Watermark, b.To)
+	}
+	return b.From
 }
 
 // HuntState is the newest watermark, lease, state and pending request of one hunt.
@@ -53,6 +80,20 @@ type HuntState struct {
 	HasRetryAfter bool
 	OverrunCount  uint64
 	TooAggressive bool
+
+	// Paused is set when the hunt's newest hunt_pause row pauses it, whether or not that pause
+	// has run out by now (PausedAt decides): who paused it, why, since when (server clock) and
+	// until when (zero: until resumed).
+	Paused      bool
+	PausedBy    string
+	PauseReason string
+	PausedSince time.Time
+	PausedUntil time.Time
+}
+
+// PausedAt reports whether the hunt is paused at now (schedule.State.PausedAt's rule).
+func (h HuntState) PausedAt(now time.Time) bool {
+	return h.Paused && (h.PausedUntil.IsZero() || h.PausedUntil.After(now))
 }
 
 // Run statuses for hunt_run.
@@ -126,6 +167,7 @@ func (s *Store) Snapshot(ctx context.Context) (Snapshot, error) {
 
 func (s *Store) snapshot(ctx context.Context, how newest) (Snapshot, error) {
 	snap := Snapshot{Hunts: map[string]HuntState{}}
+	keys := map[string]HuntState{} // backfill coordination keys
 	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"join_use_nulls": 0}))
 	rows, err := s.conn.Query(ctx, snapshotSQL(s.database, how))
 	if err != nil {
@@ -146,7 +188,11 @@ func (s *Store) snapshot(ctx context.Context, how newest) (Snapshot, error) {
 			snap.Now = now
 			continue
 		}
-		h := snap.Hunts[hunt]
+		states := snap.Hunts
+		if strings.Contains(hunt, chstore.BackfillInfix) {
+			states = keys
+		}
+		h := states[hunt]
 		switch kind {
 		case "watermark":
 			h.Watermark, h.HasWatermark = n1, true
@@ -161,8 +207,17 @@ func (s *Store) snapshot(ctx context.Context, how newest) (Snapshot, error) {
 			}
 		case "request":
 			h.RequestedFire, h.HasRequest = n1, true
+		case "pause":
+			h.Paused, h.PausedBy, h.PauseReason, h.PausedSince = true, s1, s2, now
+			if ts.UnixMilli() > 0 {
+				h.PausedUntil = ts
+			}
+		case "backfill":
+			snap.Backfills = append(snap.Backfills, Backfill{ID: s1, HuntID: hunt, From: n1, To: n2, Chunk: n3,
+				RequestedBy: s2, Requested: ts})
+			continue
 		}
-		snap.Hunts[hunt] = h
+		states[hunt] = h
 	}
 	if err := rows.Err(); err != nil {
 		return snap, fmt.Errorf("watermark: snapshot: %w", err)
@@ -170,6 +225,16 @@ func (s *Store) snapshot(ctx context.Context, how newest) (Snapshot, error) {
 	if snap.Now.IsZero() {
 		return snap, errors.New("watermark: snapshot: no clock row")
 	}
+	for i := range snap.Backfills {
+		snap.Backfills[i].Progress = keys[snap.Backfills[i].Key()]
+	}
+	sort.Slice(snap.Backfills, func(i, j int) bool {
+		a, b := snap.Backfills[i], snap.Backfills[j]
+		if !a.Requested.Equal(b.Requested) {
+			return a.Requested.Before(b.Requested)
+		}
+		return a.ID < b.ID
+	})
 	return snap, nil
 }
 
@@ -225,6 +290,9 @@ func snapshotSQL(database string, how newest) string {
 	ls := newestRows(database, "hunt_lease", []string{"fire", "owner", "claim_id", "claimed", "lease_until"}, leaseVersion, leaseHow)
 	st := newestRows(database, "hunt_state", []string{"status", "consecutive_failures", "last_error", "last_fire", "updated",
 		"retry_after", "overrun_count", "too_aggressive"}, "updated", how)
+	// A pause row is read even when its paused_until has passed: the predicate decides at
+	// the snapshot's now, and status shows the pause that ran out.
+	pz := newestRows(database, chstore.TablePause, []string{"paused", "paused_until", "reason", "paused_by", "updated"}, "updated", how)
 	const nilID = "toUUID('00000000-0000-0000-0000-000000000000')"
 	const zeroTS = "toDateTime64(0, 6, 'UTC')"
 	return `SELECT 'now' AS kind, '' AS hunt_id, toInt64(0) AS n1, toInt64(0) AS n2, toInt64(0) AS n3, '' AS s1, '' AS s2,
@@ -245,7 +313,18 @@ SELECT 'request', r.hunt_id, toInt64(max(r.requested_fire)), 0, 0, '', '', ` + n
 FROM ` + chstore.QuoteIdent(database) + `.hunt_request AS r
 LEFT JOIN (` + wm + `) AS w ON w.hunt_id = r.hunt_id
 WHERE r.requested_fire > w.watermark
-GROUP BY r.hunt_id`
+GROUP BY r.hunt_id
+UNION ALL
+SELECT 'pause', hunt_id, 0, 0, 0, paused_by, reason, ` + nilID + `, toDateTime64(paused_until, 6, 'UTC'),
+       toDateTime64(updated, 6, 'UTC')
+FROM (` + pz + `)
+WHERE paused = 1
+UNION ALL
+SELECT 'backfill', b.hunt_id, toInt64(b.range_start), toInt64(b.range_end), toInt64(b.chunk_seconds), b.backfill_id,
+       b.requested_by, ` + nilID + `, toDateTime64(b.requested, 6, 'UTC'), ` + zeroTS + `
+FROM (SELECT * FROM ` + chstore.QuoteIdent(database) + `.` + chstore.TableBackfill + ` FINAL) AS b
+LEFT JOIN (` + wm + `) AS w ON w.hunt_id = concat(b.hunt_id, ` + "'" + chstore.BackfillInfix + "'" + `, b.backfill_id)
+WHERE b.state = '` + BackfillActive + `' AND toInt64(w.watermark) < toInt64(b.range_end)`
 }
 
 // Advance commits run with a compare-and-set: one row lands in hunt_watermark, moving the

@@ -172,6 +172,37 @@ ORDER BY (hunt_id, suppress_key, fire)
 TTL fire + INTERVAL 90 DAY
 COMMENT 'notified suppression keys per hunt';
 
+-- table hunt_runner.hunt_pause
+CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_pause` ON CLUSTER 'default'
+(
+    hunt_id      String,
+    paused       UInt8,
+    paused_until DateTime64(3, 'UTC'),
+    reason       String,
+    paused_by    String,
+    updated      DateTime64(6, 'UTC')
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/hunt_runner/hunt_pause', '{replica}', updated)
+ORDER BY hunt_id
+COMMENT 'pause and resume; newest row per hunt by updated';
+
+-- table hunt_runner.hunt_backfill
+CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_backfill` ON CLUSTER 'default'
+(
+    backfill_id   String,
+    hunt_id       String,
+    range_start   DateTime('UTC'),
+    range_end     DateTime('UTC'),
+    chunk_seconds UInt32,
+    state         LowCardinality(String),
+    requested_by  String,
+    requested     DateTime64(6, 'UTC'),
+    updated       DateTime64(6, 'UTC')
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/hunt_runner/hunt_backfill', '{replica}', updated)
+ORDER BY backfill_id
+COMMENT 'backfill requests; newest row per backfill_id by updated';
+
 -- table hunt_runner.hunt_schema
 CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_schema` ON CLUSTER 'default'
 (
@@ -207,10 +238,29 @@ SELECT
         toString(gap_end), ') skipped'), '') AS error
 FROM `hunt_runner`.`hunt_watermark`
 ARRAY JOIN if(kind = 'imported', ['imported'], if(gap_end > gap_start, ['succeeded', 'gap'], ['succeeded'])) AS status
-WHERE run_id != toUUID('00000000-0000-0000-0000-000000000000');
+WHERE run_id != toUUID('00000000-0000-0000-0000-000000000000') AND kind != 'backfill'
+UNION ALL
+SELECT
+    splitByChar('#', hunt_id)[1] AS hunt_id,
+    watermark AS fire,
+    run_id,
+    run_owner AS owner,
+    status,
+    if(status = 'gap', gap_start, run_start) AS window_start,
+    if(status = 'gap', gap_end, watermark) AS window_end,
+    if(status = 'gap', 0, run_rows) AS rows_written,
+    if(status = 'gap', 0, findings_dropped) AS findings_dropped,
+    kind,
+    run_started AS started,
+    updated AS finished,
+    if(status = 'gap', concat('outage longer than max_catchup: [', toString(gap_start), ', ',
+        toString(gap_end), ') skipped'), '') AS error
+FROM `hunt_runner`.`hunt_watermark`
+ARRAY JOIN if(kind = 'imported', ['imported'], if(gap_end > gap_start, ['succeeded', 'gap'], ['succeeded'])) AS status
+WHERE run_id != toUUID('00000000-0000-0000-0000-000000000000') AND kind = 'backfill';
 
 -- table hunt_runner.hunt_findings_committed
 CREATE VIEW IF NOT EXISTS `hunt_runner`.`hunt_findings_committed` ON CLUSTER 'default' AS
 SELECT hunt_id, fire, finding_id, finding, severity, labels, run_id, found
 FROM `hunt_runner`.`hunt_findings`
-WHERE (hunt_id, run_id) IN (SELECT hunt_id, run_id FROM `hunt_runner`.`hunt_watermark`);
+WHERE (hunt_id, run_id) IN (SELECT splitByChar('#', hunt_id)[1], run_id FROM `hunt_runner`.`hunt_watermark`);

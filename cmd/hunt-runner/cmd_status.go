@@ -149,6 +149,23 @@ func printStatus(w io.Writer, rep status.Report) {
 			h.ConsecutiveFailures, strings.ReplaceAll(errText, "\n", " "))
 	}
 	tw.Flush()
+	for _, h := range rep.Hunts {
+		if p := h.Pause; p != nil {
+			until := "until resumed"
+			if p.Until != "" {
+				until = "until " + short(p.Until)
+			}
+			fmt.Fprintf(w, "paused %s: by %s since %s, %s", h.HuntID, p.By, short(p.Since), until)
+			if p.Reason != "" {
+				fmt.Fprintf(w, ": %s", strings.ReplaceAll(p.Reason, "\n", " "))
+			}
+			fmt.Fprintln(w)
+		}
+		for _, b := range h.Backfills {
+			fmt.Fprintf(w, "backfill %s of %s: %d/%d chunks, [%s, %s) done to %s (requested by %s)\n",
+				b.ID, h.HuntID, b.ChunksDone, b.Chunks, short(b.From), short(b.To), short(b.Done), b.RequestedBy)
+		}
+	}
 }
 
 func duration(seconds int64) string {

@@ -19,8 +19,10 @@ GRANT
   SELECT ON `hunt_runner`.`hunt_request`,
   SELECT ON `hunt_runner`.`hunt_delivery`,
   SELECT ON `hunt_runner`.`hunt_suppress`,
+  SELECT ON `hunt_runner`.`hunt_pause`,
+  SELECT ON `hunt_runner`.`hunt_backfill`,
   SELECT ON `hunt_runner`.`hunt_schema`,
   SELECT ON system.`databases`,
   SELECT ON system.`replicas`
 TO `hunt_runner` WITH REPLACE OPTION;
--- sha256: 8912cbf699f233adcacc3d9e787437afb29439023b2bd18e3cf3d5297af254a3
+-- sha256: 8d176d37a18f8d784b738f20618a851f799c744ed159ceb6b2416b0d607e7edf

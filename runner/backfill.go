@@ -1,0 +1,178 @@
+package runner
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/hunt-runner/hunt-runner/lease"
+	"github.com/hunt-runner/hunt-runner/schedule"
+	"github.com/hunt-runner/hunt-runner/watermark"
+)
+
+// Backfills replay a past range of a hunt in chunks (hunt-runner backfill). A backfill's
+// chunks are claimed and committed under its own coordination key (watermark.Backfill.Key:
+// "<hunt>#backfill-<id>") in hunt_lease and hunt_watermark, so the claim protocol and the
+// compare-and-set commit apply unchanged, and the live lease and watermark are never read or
+// written by them: the key's watermark is the backfill's progress, moving from the range's start
+// to its end one chunk at a time, and the chunks tile the range exactly because each starts
+// where the key's verified watermark stands. Findings are stored under the hunt itself, with
+// the chunk's run id (hunt_findings_committed maps the key back to the hunt), and each chunk's
+// audit row has kind 'backfill'.
+//
+// A backfill ranks below live fires: it takes only the claim capacity a tick leaves after
+// them, at most backfillShare of the run slots across all backfills, and its queued chunks
+// wait behind queued live fires. A failed chunk backs off like a hunt (retry_after in
+// hunt_state, under the key, so every pod honours it) without touching the hunt's own health.
+// A paused hunt's backfills wait too.
+
+// backfillChunk is the backfill a won fire belongs to.
+type backfillChunk struct {
+	ID   string
+	Key  string
+	From int64 // the backfill's range start: the first chunk's start
+}
+
+// backfillShare is how many runs of this pod backfills may hold at once: a quarter of the
+// slots, at least one.
+func backfillShare(concurrency int) int { return max(1, concurrency/4) }
+
+// key is the lease key a due fire is claimed under: the hunt's id, or its backfill's key.
+func (d dueFire) key() string {
+	if d.Backfill != nil {
+		return d.Backfill.Key
+	}
+	return d.Hunt.ID
+}
+
+// key is the lease key of a job (see dueFire.key); Runner.held is keyed by it, so a backfill
+// chunk in flight never makes the hunt's live fires look busy.
+func (j *job) key() string {
+	if j.backfill != nil {
+		return j.backfill.Key
+	}
+	return j.hunt.ID
+}
+
+// heldBackfills counts the backfill chunks this runner holds (r.mu held).
+func (r *Runner) heldBackfills() int {
+	n := 0
+	for _, j := range r.held {
+		if j.backfill != nil {
+			n++
+		}
+	}
+	return n
+}
+
+// planBackfills returns the next chunk of up to room backfills, oldest request first, for hunts
+// that are loaded and not paused, whose key is free, not in backoff and not held here.
+func (r *Runner) planBackfills(snap watermark.Snapshot, set *HuntSet, room int) []dueFire {
+	if len(snap.Backfills) == 0 || room <= 0 {
+		return nil
+	}
+	r.mu.Lock()
+	room = min(room, backfillShare(r.opts.Concurrency)-r.heldBackfills())
+	r.mu.Unlock()
+	nowMs := snap.Now.UnixMilli()
+	var out []dueFire
+	for _, b := range snap.Backfills {
+		if len(out) >= room {
+			break
+		}
+		h := set.find(b.HuntID)
+		if h == nil || snap.Hunts[b.HuntID].PausedAt(snap.Now) || r.isHeld(b.Key()) {
+			continue
+		}
+		st := schedule.State{LeaseUntilMs: b.Progress.LeaseUntil.UnixMilli(), HasLease: b.Progress.HasLease,
+			RetryAfterMs: b.Progress.RetryAfter.UnixMilli(), HasRetryAfter: b.Progress.HasRetryAfter}
+		if !st.LeaseFreeAt(nowMs) || st.BackingOffAt(nowMs) {
+			continue
+		}
+		start := b.Done()
+		if start >= b.To {
+			continue
+		}
+		out = append(out, dueFire{Hunt: h, Fire: min(start+b.Chunk, b.To),
+			Backfill: &backfillChunk{ID: b.ID, Key: b.Key(), From: b.From}})
+	}
+	return out
+}
+
+// find returns the loaded hunt id, or nil (Hunts is sorted by id).
+func (s *HuntSet) find(id string) *Hunt {
+	i := sort.Search(len(s.Hunts), func(i int) bool { return s.Hunts[i].ID >= id })
+	if i < len(s.Hunts) && s.Hunts[i].ID == id {
+		return &s.Hunts[i]
+	}
+	return nil
+}
+
+// stateOf is the coordination state a won fire was planned on: the hunt's, or its backfill key's.
+func stateOf(snap watermark.Snapshot, d dueFire) watermark.HuntState {
+	if d.Backfill == nil {
+		return snap.Hunts[d.Hunt.ID]
+	}
+	for _, b := range snap.Backfills {
+		if b.ID == d.Backfill.ID {
+			return b.Progress
+		}
+	}
+	return watermark.HuntState{}
+}
+
+// backfillWindow is a chunk's window: from where its claim's verify read saw the backfill's
+// progress (its range start before any chunk committed) to the chunk's end. No catch-up cap
+// applies: the chunk size is the operator's.
+func backfillWindow(h *Hunt, b *backfillChunk, l lease.Lease, end int64) window {
+	start := b.From
+	if l.HasWatermark {
+		start = l.Watermark
+	}
+	start = min(start, end)
+	return window{Span: schedule.Span{Start: start, End: end},
+		DataStart: time.Unix(start, 0).UTC().Add(-h.Delay), DataEnd: time.Unix(end, 0).UTC().Add(-h.Delay)}
+}
+
+// recordBackfill is record for a backfill chunk: the hunt's health (hunt_state) and overrun
+// count are left alone; a failure backs the key off instead.
+func (r *Runner) recordBackfill(ctx context.Context, log logger, span trace.Span, j *job, run watermark.Run, rep RunReport) {
+	h, l := j.hunt, j.currentLease()
+	switch rep.Status {
+	case StatusSucceeded:
+		r.release(ctx, log, l)
+		if j.state.ConsecutiveFailures != 0 || j.state.HasRetryAfter {
+			r.setState(ctx, log, watermark.State{HuntID: j.key(), Status: StatusSucceeded, LastFire: j.fire})
+		}
+		log.Info("backfill chunk succeeded", "backfill_id", j.backfill.ID, "findings", rep.Rows,
+			"window_start", rep.WindowStart, "window_end", rep.WindowEnd, "duration_seconds", rep.Duration.Seconds())
+	case StatusFailed:
+		failures := j.state.ConsecutiveFailures + 1
+		d := backoffDelay(r.opts.Tick, h.Interval, failures)
+		r.setState(ctx, log, watermark.State{HuntID: j.key(), Status: StatusFailed, ConsecutiveFailures: failures,
+			LastError: run.Error, LastFire: j.fire, Backoff: d})
+		r.release(ctx, log, l)
+		run.Finished = time.Now().UTC()
+		r.recordRun(ctx, log, run)
+		span.SetStatus(codes.Error, "failed")
+		span.RecordError(rep.Err)
+		log.Error("backfill chunk failed", "backfill_id", j.backfill.ID, "error", rep.Err,
+			"consecutive_failures", failures, "backoff", d.String())
+	case StatusLost:
+		run.Finished = time.Now().UTC()
+		r.recordRun(ctx, log, run)
+		span.SetStatus(codes.Error, "lost")
+		log.Warn("backfill chunk lost its lease; nothing committed", "backfill_id", j.backfill.ID, "error", rep.Err)
+	case StatusCancelled:
+		span.SetStatus(codes.Error, "cancelled")
+		log.Warn("backfill chunk cancelled by shutdown; nothing committed, the lease will expire", "backfill_id", j.backfill.ID)
+	}
+}
+
+// liveFirst orders a queue so that live fires run before backfill chunks (stable otherwise).
+func liveFirst(q []*job) {
+	sort.SliceStable(q, func(a, b int) bool { return q[a].backfill == nil && q[b].backfill != nil })
+}

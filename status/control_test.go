@@ -1,0 +1,60 @@
+package status
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/watermark"
+)
+
+// A paused hunt reads as paused (who, why, until when) and not due; a pending backfill shows
+// its progress; a backfill chunk's failure says nothing of the hunt's live health.
+func TestPauseAndBackfillInStatus(t *testing.T) {
+	db := chtest.NewWithSchema(t)
+	ctx := context.Background()
+	store := watermark.New(db.Conn, db.Name)
+	for _, q := range []string{
+		`INSERT INTO ` + db.Name + `.hunt_schedule VALUES ('held', 60, 0, 1, 'h', now64(6)), ('replayed', 60, 0, 1, 'h', now64(6))`,
+		// replayed committed its latest fire; a backfill chunk of it failed after that.
+		`INSERT INTO ` + db.Name + `.hunt_watermark (hunt_id, watermark, claim_id, updated, run_id, run_owner, run_start, kind)
+		 SELECT 'replayed', toStartOfMinute(now()), generateUUIDv4(), now64(6) - INTERVAL 1 SECOND, generateUUIDv4(), 'pod-a',
+		   toStartOfMinute(now()) - 60, 'scheduled'`,
+		`INSERT INTO ` + db.Name + `.hunt_run (hunt_id, fire, run_id, owner, status, window_start, window_end, started, finished, error, kind)
+		 SELECT 'replayed', toStartOfHour(now()) - 3000, generateUUIDv4(), 'pod-b', 'failed', toStartOfHour(now()) - 3600,
+		   toStartOfHour(now()) - 3000, now64(6), now64(6), 'boom', 'backfill'`,
+	} {
+		if err := db.Conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%v\n%s", err, q)
+		}
+	}
+	if err := store.Pause(ctx, watermark.Pause{HuntID: "held", For: time.Hour, Reason: "tuning", By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	var now uint32
+	if err := db.Conn.QueryRow(ctx, "SELECT toUnixTimestamp(now())").Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	id, err := store.RequestBackfill(ctx, watermark.BackfillRequest{HuntID: "replayed", From: int64(now) - 3600, To: int64(now) - 600, Chunk: 600, By: "bob"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Read(ctx, db.Conn, store, db.Name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := mustGet(t, rep, "held")
+	if !h.Paused || h.State != StatePaused || h.Due || h.Pause == nil || h.Pause.By != "alice" || h.Pause.Reason != "tuning" ||
+		h.Pause.Until == "" || h.Pause.Since == "" {
+		t.Errorf("held = %+v (pause %+v)", h, h.Pause)
+	}
+	r := mustGet(t, rep, "replayed")
+	if r.Paused || r.State == StateFailing || r.LastRunStatus != "succeeded" {
+		t.Errorf("replayed = %+v: a backfill chunk's failure must not read as the hunt's", r)
+	}
+	if len(r.Backfills) != 1 || r.Backfills[0].ID != id || r.Backfills[0].Chunks != 5 || r.Backfills[0].ChunksDone != 0 ||
+		r.Backfills[0].RequestedBy != "bob" {
+		t.Errorf("replayed backfills %+v", r.Backfills)
+	}
+}
