@@ -6,9 +6,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/lease"
+	"github.com/hunt-runner/hunt-runner/runner"
+	"github.com/hunt-runner/hunt-runner/schedule"
+	"github.com/hunt-runner/hunt-runner/watermark"
 )
 
 // createLayout runs a past layout's DDL script (testdata/layouts/vN/topology.sql) for database.
@@ -112,5 +119,72 @@ func TestApplyUpgradesEveryPastLayout(t *testing.T) {
 				t.Errorf("second Apply copied again: %d watermark rows, want 2", got)
 			}
 		})
+	}
+}
+
+// After the upgrade of the first layout, a runner runs a hunt on it: it continues from the
+// copied watermark, commits, and its findings are visible through the committed view.
+func TestUpgradedLayoutRunsAHunt(t *testing.T) {
+	db := chtest.New(t)
+	ctx := context.Background()
+	name := freshDatabase(t, db)
+	createLayout(t, db, "testdata/layouts/v1/single.sql", name)
+	var now int64
+	if err := db.Conn.QueryRow(ctx, "SELECT toInt64(toUnixTimestamp(now()))").Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	const interval = 3600
+	offset := ((now-interval/2)%interval + interval) % interval // the latest fire half an hour back
+	fire := schedule.LatestFire(now, interval, offset)
+	// Progress of the first layout: a commit one interval before the fire (through its view).
+	if err := db.Conn.Exec(ctx, "INSERT INTO "+chstore.QuoteIdent(name)+".hunt_watermark (hunt_id, watermark, claim_id, updated, run_id, run_owner, run_start, run_rows, run_started) "+
+		"SELECT 'old', toDateTime(?, 'UTC'), generateUUIDv4(), now64(6), generateUUIDv4(), 'v1-pod', toDateTime(?, 'UTC'), 0, now64(6)", fire-interval, fire-2*interval); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chstore.Apply(ctx, db.Conn, name, chstore.TopologySingle, ""); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := chtest.Options(db.URL, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := clickhouse.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	coord, err := lease.New(conn, lease.Options{Owner: "v2-pod", Database: name, Lease: 6 * time.Second, Settle: 400 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := &runner.HuntSet{Hash: "x", Hunts: []runner.Hunt{{ID: "old", Interval: interval, Offset: offset,
+		Query: "SELECT arrayJoin([1, 2, 3]) AS n WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}}}
+	r, err := runner.New(conn, coord, watermark.New(conn, name), func() *runner.HuntSet { return set },
+		runner.Options{Owner: "v2-pod", Database: name, Tick: 200 * time.Millisecond, Lease: 6 * time.Second, Settle: 400 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Start(rctx) }()
+	defer func() { cancel(); <-done }()
+	count := func(sql string, args ...any) uint64 {
+		var n uint64
+		if err := db.Conn.QueryRow(ctx, strings.ReplaceAll(sql, "DB", chstore.QuoteIdent(name)), args...).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for deadline := time.Now().Add(time.Minute); count("SELECT count() FROM DB.hunt_runs WHERE hunt_id = 'old' AND status = 'succeeded' AND toInt64(fire) = ?", fire) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the runner never committed on the upgraded layout")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := count("SELECT count() FROM DB.hunt_runs WHERE hunt_id = 'old' AND status = 'succeeded' AND toInt64(window_start) = ? AND toInt64(fire) = ?", fire-interval, fire); n != 1 {
+		t.Fatalf("the first run after the upgrade does not continue from the copied watermark (%d rows)", n)
+	}
+	if n := count("SELECT count() FROM DB.hunt_findings_committed WHERE hunt_id = 'old'"); n != 3 {
+		t.Fatalf("%d committed findings, want 3", n)
 	}
 }

@@ -77,6 +77,9 @@ type decoder struct {
 	lines    []string
 	fraction float64
 	problems []Problem
+	// scheduleReported: the schedule: block already has a problem, so a missing schedule is
+	// not reported a second time.
+	scheduleReported bool
 }
 
 func (d *decoder) addf(line, col int, format string, args ...any) {
@@ -365,7 +368,7 @@ func (d *decoder) hunt(root *yaml.Node, stem string) (parsed, bool) {
 	// Schedule: exactly one of interval / cron (top level or under schedule:).
 	switch len(scheds) {
 	case 0:
-		if !d.hasProblemMentioning("schedule") {
+		if !d.scheduleReported {
 			d.at(root, "no schedule: add interval: (e.g. interval: 5m) or cron: (e.g. cron: \"*/5 * * * *\")")
 		}
 	case 1:
@@ -435,17 +438,10 @@ func (d *decoder) hunt(root *yaml.Node, stem string) (parsed, bool) {
 	return p, true
 }
 
-func (d *decoder) hasProblemMentioning(s string) bool {
-	for _, p := range d.problems {
-		if strings.Contains(p.Message, s) {
-			return true
-		}
-	}
-	return false
-}
-
 // schedule reads the earlier runner's schedule: {mode: rate, interval|cron} mapping.
 func (d *decoder) schedule(v *yaml.Node) []schedSource {
+	before := len(d.problems)
+	defer func() { d.scheduleReported = d.scheduleReported || len(d.problems) > before }()
 	if v.Kind != yaml.MappingNode {
 		d.at(v, "schedule must be a mapping such as {mode: rate, interval: 5m}, not %s; or write interval: 5m at the top level", kindName(v))
 		return nil
@@ -475,7 +471,7 @@ func (d *decoder) schedule(v *yaml.Node) []schedSource {
 			d.unknownKey(k, "schedule.", []string{"mode", "interval", "cron"})
 		}
 	}
-	if len(out) == 0 && len(order) > 0 && !d.hasProblemMentioning("schedule") {
+	if len(out) == 0 && len(order) > 0 && len(d.problems) == before {
 		d.at(v, "schedule has no interval or cron; add interval: 5m")
 	}
 	return out

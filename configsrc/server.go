@@ -77,6 +77,37 @@ func CheckWithServer(ctx context.Context, conn driver.Conn, h Hunt, p Policy) er
 	return nil
 }
 
+// ResolveWithServer has the server resolve every name the hunt's statement uses (databases,
+// tables, columns, functions) without running it: EXPLAIN QUERY TREE of the exact statement,
+// analysed as the connection's user. validate runs it after CheckWithServer, as an operator
+// with read access to the sources; the runner does not (its coordination identity cannot read
+// source tables, and a table created after the hunt must not make the hunt invalid). A server
+// refusal (an unknown table or column, say) is a RefusedError placed in the query.
+func ResolveWithServer(ctx context.Context, conn driver.Conn, h Hunt) error {
+	stmt, subs, err := substituteParams(FindingsQuery(h.Query))
+	if err != nil {
+		return refused("%v", err)
+	}
+	rows, err := conn.Query(ctx, resolvePrefix+stmt)
+	if err == nil {
+		for rows.Next() {
+		}
+		err = rows.Err()
+		rows.Close()
+	}
+	if err == nil {
+		return nil
+	}
+	if !isServerException(err) {
+		return fmt.Errorf("ask the server to resolve the query's names: %w", err)
+	}
+	r := serverRefusal(err, subs, findingsHeadLen()-len(explainPrefix)+len(resolvePrefix), h.Query).(*RefusedError)
+	r.Msg = strings.Replace(r.Msg, "the server's parser says: ", "the server says: ", 1)
+	return r
+}
+
+const resolvePrefix = "EXPLAIN QUERY TREE "
+
 // identifiersReadable refuses quoted identifiers the server's EXPLAIN output could not show on
 // one line: an escaped newline in a name would print as lines of its own, and a hunt could
 // forge tree nodes with it.

@@ -135,3 +135,34 @@ func TestPolicyWidens(t *testing.T) {
 		t.Error("a call was accepted as a table function name")
 	}
 }
+
+// validate resolves names with the server: an unknown table or column is a problem, a query
+// over existing ones is not. (CheckWithServer only parses, so both pass it.)
+func TestResolveWithServer(t *testing.T) {
+	db := chtest.New(t)
+	ctx := context.Background()
+	if err := db.Conn.Exec(ctx, "CREATE TABLE "+db.Name+".ev (ts DateTime64(3, 'UTC'), user String) ENGINE = MergeTree ORDER BY ts"); err != nil {
+		t.Fatal(err)
+	}
+	win := " WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}"
+	for _, tc := range []struct {
+		query, want string
+	}{
+		{"SELECT user FROM " + db.Name + ".ev" + win, ""},
+		{"SELECT user FROM " + db.Name + ".no_such_table" + win, "no_such_table"},
+		{"SELECT no_such_column FROM " + db.Name + ".ev" + win, "no_such_column"},
+	} {
+		h := Hunt{ID: "h", Query: tc.query}
+		if err := CheckWithServer(ctx, db.Conn, h, Policy{}); err != nil {
+			t.Fatalf("%s: the parse check refused it: %v", tc.query, err)
+		}
+		err := ResolveWithServer(ctx, db.Conn, h)
+		var r *RefusedError
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.query, err)
+		case tc.want != "" && (!errors.As(err, &r) || !strings.Contains(r.Msg, tc.want)):
+			t.Errorf("%s: %v, want a refusal naming %s", tc.query, err, tc.want)
+		}
+	}
+}

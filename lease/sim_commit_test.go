@@ -177,6 +177,45 @@ func TestSimulationExactlyOnceProvisional(t *testing.T) {
 	}
 }
 
+// TestSimulationQuorumModeAnyLag: replication lag of up to three settles on hunt_lease and two
+// to four on hunt_watermark, far beyond both bounds. Without quorum the simulation finds
+// overlapping or doubled commits in these scenarios; with --consistency quorum (acknowledged
+// only once a quorum has the row, sequentially consistent reads) every invariant holds.
+func TestSimulationQuorumModeAnyLag(t *testing.T) {
+	t.Parallel()
+	gen := func(quorum bool) func(*rand.Rand) simParams {
+		return func(rng *rand.Rand) simParams {
+			p := genCommitParams(rng, 0, simSettle/2, 0)
+			p.replicas = 2 + rng.IntN(2)
+			p.skew = make([]time.Duration, p.replicas)
+			p.lag = lagMatrix(rng, p.replicas, 3*simSettle)
+			p.wmLag = lagMatrix(rng, p.replicas, 2*simSettle)
+			for i := range p.wmLag {
+				for j := range p.wmLag[i] {
+					if i != j {
+						p.wmLag[i][j] += 2 * simSettle
+					}
+				}
+			}
+			p.quorum = quorum
+			return p
+		}
+	}
+	without := playCommits(t, 1000, 9_000_000, 0x0F0, 0, true, gen(false)) // stops at the first failure
+	if without.violating == 0 {
+		t.Fatalf("no scenario of %d broke an invariant without quorum: the lags are not large enough to matter", without.scenarios)
+	}
+	t.Logf("without quorum, seed %d (after %d): %s", without.firstSeed, without.scenarios, without.first)
+	st := playCommits(t, scenarioCount(300), 9_000_000, 0x0F0, 0, true, gen(true))
+	st.log(t, "quorum mode, lag up to 3-4 settles")
+	if st.violating > 0 {
+		t.Fatalf("quorum mode, seed %d: %s", st.firstSeed, st.first)
+	}
+	if st.progressed < st.hunts*4/5 {
+		t.Fatalf("only %d of %d hunts reached their last fire", st.progressed, st.hunts)
+	}
+}
+
 // TestSimulationWatermarkLagsLease: with hunt_watermark replicating one to two settles behind
 // (hunt_lease below the bound) all four invariants still hold. A peer that claims after a
 // release may verify on a replica without the released run's commit and run a stale window,

@@ -128,6 +128,10 @@ type simParams struct {
 	startSpread time.Duration // each round starts after a random wait below this; 0 = 2×settle
 	stalls      bool          // 2% of network legs stall up to 2×settle more (GC, CPU starvation)
 	provisional time.Duration // claim rows' provisional lease, extended by the winner; 0 = none
+	// quorum models --consistency quorum: inserts are acknowledged only once a quorum has them
+	// and reads are sequentially consistent, so a committed row is visible to every read
+	// whatever the replication lag (lag then only delays what no reader is allowed to see).
+	quorum bool
 
 	lease        time.Duration // 0 = simLease
 	commitMax    time.Duration // a commit's compare → its row landing; 0 = one instant
@@ -276,10 +280,16 @@ type simWorld struct {
 }
 
 func (w *simWorld) visible(origin int, commit time.Time, replica int, at time.Time) bool {
+	if w.p.quorum {
+		return !at.Before(commit)
+	}
 	return !at.Before(commit.Add(w.p.lag[origin][replica]))
 }
 
 func (w *simWorld) wmVisible(m simCommit, replica int, at time.Time) bool {
+	if w.p.quorum {
+		return !at.Before(m.commit)
+	}
 	lag := w.p.lag
 	if w.p.wmLag != nil {
 		lag = w.p.wmLag
@@ -291,6 +301,9 @@ func (w *simWorld) wmVisible(m simCommit, replica int, at time.Time) bool {
 func (w *simWorld) rowVisible(row *simRow, r int, at time.Time) bool {
 	if !w.visible(row.origin, row.commit, r, at) {
 		return false
+	}
+	if w.p.quorum {
+		return !row.gone || at.Before(row.goneAt)
 	}
 	return !row.gone || at.Before(row.goneAt.Add(w.p.lag[row.goneBy][r]))
 }

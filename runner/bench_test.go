@@ -3,11 +3,10 @@ package runner
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/schedule"
@@ -228,32 +228,38 @@ func engineLimit(b *testing.B, e *env, n int, d time.Duration) float64 {
 
 // startRunner runs a runner with default options over n hunts of the given intervals and
 // trivial queries until the returned stop function is called.
-func startRunner(b *testing.B, e *env, n int, interval func(int) int64) (stop func()) {
+func startRunner(b *testing.B, e *env, n int, interval func(int) int64) (ids map[string]int, stop func()) {
 	e.exec("TRUNCATE TABLE hunt_lease")
 	var hunts []Hunt
+	ids = map[string]int{}
+	run := time.Now().UnixNano()
 	for i := range n {
-		hunts = append(hunts, Hunt{ID: fmt.Sprintf("tp%04d-%d", i, time.Now().UnixNano()), Interval: interval(i), Offset: int64(i) % interval(i), Query: trivialQuery})
+		hunts = append(hunts, Hunt{ID: fmt.Sprintf("tp%04d-%d", i, run), Interval: interval(i), Offset: int64(i) % interval(i), Query: trivialQuery})
+		ids[hunts[i].ID] = i
 	}
 	coord, err := lease.New(e.db.Conn, lease.Options{Owner: "bench", Database: e.db.Name})
 	if err != nil {
 		b.Fatal(err)
 	}
 	set := &HuntSet{Hash: "x", Hunts: hunts}
-	r, err := New(e.db.Conn, coord, watermark.New(e.db.Conn, e.db.Name), func() *HuntSet { return set },
-		Options{Owner: "bench", Database: e.db.Name})
+	opts := Options{Owner: "bench", Database: e.db.Name}
+	if os.Getenv("BENCH_LOG") != "" { // the runner's debug log, to see why a figure moved
+		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	r, err := New(e.db.Conn, coord, watermark.New(e.db.Conn, e.db.Name), func() *HuntSet { return set }, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = r.Start(ctx) }()
-	return func() { cancel(); <-done }
+	return ids, func() { cancel(); <-done }
 }
 
 // runnerThroughput returns the commits per second of one default runner over d.
 func runnerThroughput(b *testing.B, e *env, n int, interval func(int) int64, d time.Duration) float64 {
 	before := e.count("SELECT count() FROM hunt_watermark")
-	stop := startRunner(b, e, n, interval)
+	_, stop := startRunner(b, e, n, interval)
 	time.Sleep(d)
 	stop()
 	return float64(e.count("SELECT count() FROM hunt_watermark")-before) / d.Seconds()
@@ -262,7 +268,7 @@ func runnerThroughput(b *testing.B, e *env, n int, interval func(int) int64, d t
 // huntsBehind runs one default runner over n hunts for d and returns how many hunts were then
 // more than two intervals behind their latest fire.
 func huntsBehind(b *testing.B, e *env, n int, interval func(int) int64, d time.Duration) int {
-	stop := startRunner(b, e, n, interval)
+	ids, stop := startRunner(b, e, n, interval)
 	time.Sleep(d)
 	snap, err := watermark.New(e.db.Conn, e.db.Name).Snapshot(e.ctx)
 	stop()
@@ -270,15 +276,85 @@ func huntsBehind(b *testing.B, e *env, n int, interval func(int) int64, d time.D
 		b.Fatal(err)
 	}
 	behind := 0
-	for id, st := range snap.Hunts {
-		if !strings.HasPrefix(id, "tp") {
-			continue
-		}
-		i, _ := strconv.Atoi(id[2:6])
+	for id, i := range ids {
+		st := snap.Hunts[id]
 		iv := interval(i)
 		if latest := schedule.LatestFire(snap.Now.Unix(), iv, int64(i)%iv); !st.HasWatermark || latest-st.Watermark > 2*iv {
 			behind++
 		}
 	}
 	return behind
+}
+
+// BenchmarkLateAcknowledgements runs two default runners over 16 hunts of 5–8 s for a minute on
+// an engine that answers 40% of INSERTs 450 ms late (rows landed, answers slow; settle 300 ms),
+// and again with no fault, side by side, and reports the longest any hunt went without a commit
+// in each. A late claim costs its hunt the provisional lease (3 s here), not the 20 s lease.
+func BenchmarkLateAcknowledgements(b *testing.B) {
+	const window = time.Minute
+	var clean, late float64
+	for b.Loop() {
+		clean = longestWithoutCommit(b, nil, window)
+		late = longestWithoutCommit(b, []ctl.FaultRule{{Name: "late-insert", Kind: ctl.KindInsert, Probability: 0.4,
+			Effect: ctl.DelayAnswer, Delay: 450 * time.Millisecond}}, window)
+	}
+	b.ReportMetric(clean, "clean-max-s-without-commit")
+	b.ReportMetric(late, "late-acks-max-s-without-commit")
+	b.ReportMetric(late/clean, "late/clean")
+}
+
+// longestWithoutCommit runs two runners for d on a fresh private engine with the given faults
+// and returns the longest gap, in seconds, between consecutive commits of any hunt (counting
+// from the start and up to the end).
+func longestWithoutCommit(b *testing.B, faults []ctl.FaultRule, d time.Duration) float64 {
+	e := newPrivateEnv(b)
+	if len(faults) > 0 {
+		e.srv.SetFaults(b, faults...)
+	}
+	var hunts []Hunt
+	for i := range 16 {
+		iv := int64(5 + i%4)
+		hunts = append(hunts, Hunt{ID: fmt.Sprintf("late%02d", i), Interval: iv, Offset: int64(i) % iv, Query: trivialQuery})
+	}
+	set := &HuntSet{Hash: "x", Hunts: hunts}
+	ctx, cancel := context.WithCancel(e.ctx)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for _, owner := range []string{"pod-a", "pod-b"} {
+		coord, err := lease.New(e.db.Conn, lease.Options{Owner: owner, Lease: 20 * time.Second, Settle: 300 * time.Millisecond, Database: e.db.Name})
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := New(e.db.Conn, coord, watermark.New(e.db.Conn, e.db.Name), func() *HuntSet { return set },
+			Options{Owner: owner, Database: e.db.Name, Lease: 20 * time.Second, Settle: 300 * time.Millisecond, Tick: time.Second})
+		if err != nil {
+			b.Fatal(err)
+		}
+		wg.Go(func() { _ = r.Start(ctx) })
+	}
+	time.Sleep(d)
+	cancel()
+	wg.Wait()
+	if len(faults) > 0 {
+		e.srv.ClearFaults(b)
+	}
+	longest := 0.0
+	for _, h := range hunts {
+		rows, err := e.db.Conn.Query(e.ctx, "SELECT updated FROM hunt_watermark WHERE hunt_id = ? ORDER BY updated", h.ID)
+		if err != nil {
+			b.Fatal(err)
+		}
+		prev := start
+		for rows.Next() {
+			var t time.Time
+			if err := rows.Scan(&t); err != nil {
+				b.Fatal(err)
+			}
+			longest = max(longest, t.Sub(prev).Seconds())
+			prev = t
+		}
+		rows.Close()
+		longest = max(longest, start.Add(d).Sub(prev).Seconds())
+	}
+	return longest
 }

@@ -187,6 +187,9 @@ func New(conn driver.Conn, claimer Claimer, store StateStore, source Source, opt
 	return r, nil
 }
 
+// Tick is the effective tick (Options.Tick after defaults).
+func (r *Runner) Tick() time.Duration { return r.opts.Tick }
+
 // Ready reports why the runner is not ready, or nil: hunts must be loaded and ClickHouse must
 // have answered a snapshot within the last three ticks.
 func (r *Runner) Ready() error {

@@ -23,7 +23,8 @@ func BenchmarkSnapshot(b *testing.B) {
 			   generateUUIDv4(), now64(6) + toIntervalSecond({p:UInt32}), now64(3) + toIntervalSecond({p:UInt32}) FROM numbers({n:UInt64})`,
 			`INSERT INTO ` + db.Name + `.hunt_watermark (hunt_id, watermark, claim_id, updated) SELECT concat('h', toString(number)), toDateTime(1700000000 + 60 * {p:UInt32}, 'UTC'),
 			   generateUUIDv4(), now64(6) + toIntervalSecond({p:UInt32}) FROM numbers({n:UInt64})`,
-			`INSERT INTO ` + db.Name + `.hunt_state SELECT concat('h', toString(number)), 'ok', {p:UInt32}, '', toDateTime(1700000000, 'UTC'),
+			`INSERT INTO ` + db.Name + `.hunt_state (hunt_id, status, consecutive_failures, last_error, last_fire, updated)
+			   SELECT concat('h', toString(number)), 'ok', {p:UInt32}, '', toDateTime(1700000000, 'UTC'),
 			   now64(6) + toIntervalSecond({p:UInt32}) FROM numbers({n:UInt64})`,
 			`INSERT INTO ` + db.Name + `.hunt_request SELECT concat('h', toString(number * 10)), toDateTime(1700000000 + 60 * {p:UInt32} + 30, 'UTC'),
 			   generateUUIDv4(), 'bench', now64(6) FROM numbers({n:UInt64} / 10)`,
@@ -38,17 +39,14 @@ func BenchmarkSnapshot(b *testing.B) {
 	s := New(db.Conn, db.Name)
 	// The test machine is shared and noisy: run the forms interleaved and report each one's
 	// minimum and median, which load inflates far less than the mean.
-	forms := []struct {
-		name string
-		how  newest
-	}{{"argMax", newestArgMax}, {"FINAL", newestFinal}, {"LIMIT_1_BY", newestLimitBy}, {"FINAL+lease_LIMIT_1_BY", newestMixed}}
+	forms := snapshotForms
 	took := make([][]time.Duration, len(forms))
 	round := 0
 	for b.Loop() {
 		for k := range forms {
 			i := (k + round) % len(forms)
 			start := time.Now()
-			snap, err := s.snapshot(ctx, forms[i].how)
+			snap, err := s.snapshot(ctx, forms[i].form)
 			took[i] = append(took[i], time.Since(start))
 			if err != nil {
 				b.Fatal(err)

@@ -165,7 +165,7 @@ func (s *Store) Snapshot(ctx context.Context) (Snapshot, error) {
 	return s.snapshot(ctx, snapshotNewest)
 }
 
-func (s *Store) snapshot(ctx context.Context, how newest) (Snapshot, error) {
+func (s *Store) snapshot(ctx context.Context, how snapshotForm) (Snapshot, error) {
 	snap := Snapshot{Hunts: map[string]HuntState{}}
 	keys := map[string]HuntState{} // backfill coordination keys
 	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"join_use_nulls": 0}))
@@ -238,61 +238,42 @@ func (s *Store) snapshot(ctx context.Context, how newest) (Snapshot, error) {
 	return snap, nil
 }
 
-// newest names how a snapshot picks the newest row per key; the benchmark compares them and
-// Snapshot uses the winner.
-type newest int
+// rowsForm builds a subquery with columns hunt_id and cols: the newest row per hunt_id of a
+// table by version (an ORDER BY list; the table's ReplacingMergeTree version leads it).
+type rowsForm func(database, table string, cols []string, version string) string
 
-const (
-	newestArgMax  newest = iota // argMax(tuple, version) GROUP BY hunt_id
-	newestFinal                 // FROM t FINAL (ties on the version resolved by insert order)
-	newestLimitBy               // ORDER BY version DESC LIMIT 1 BY hunt_id
-	newestMixed                 // FINAL, except LIMIT 1 BY for hunt_lease (exact claim_id tie-break)
-)
+// snapshotForm is how a snapshot picks the newest rows: one form for hunt_lease, one for the
+// other ReplacingMergeTree tables. BenchmarkSnapshot (bench_test.go) compares alternatives.
+type snapshotForm struct{ lease, other rowsForm }
 
 // snapshotNewest is the form Snapshot uses. BenchmarkSnapshot (10,000 hunts, 5 unmerged
 // parts, chDB, interleaved, median): FINAL 78 ms, FINAL with LIMIT 1 BY for the lease 73 ms,
 // LIMIT 1 BY 86 ms, argMax 96 ms. FINAL alone breaks ties on the version by insert order;
 // LIMIT 1 BY on (claimed, claim_id) keeps the lease order every claimer uses, at no cost.
-const snapshotNewest = newestMixed
+var snapshotNewest = snapshotForm{lease: limitByRows, other: finalRows}
 
-// newestRows returns a subquery with columns hunt_id and the named cols of the newest row
-// per hunt_id of table by version (a tuple expression for ties).
-func newestRows(database, table string, cols []string, version string, how newest) string {
-	tbl := chstore.QuoteIdent(database) + "." + table
-	list := strings.Join(cols, ", ")
-	switch how {
-	case newestFinal, newestMixed:
-		return "SELECT hunt_id, " + list + " FROM " + tbl + " FINAL"
-	case newestLimitBy:
-		return "SELECT hunt_id, " + list + " FROM " + tbl + " ORDER BY hunt_id, " + version + " DESC LIMIT 1 BY hunt_id"
-	}
-	sel := make([]string, len(cols))
-	for i, c := range cols {
-		sel[i] = fmt.Sprintf("t.%d AS %s", i+1, c)
-	}
-	return "SELECT hunt_id, " + strings.Join(sel, ", ") + " FROM (SELECT hunt_id, argMax((" + list + "), " +
-		version + ") AS t FROM " + tbl + " GROUP BY hunt_id)"
+// finalRows reads the table with FINAL: the newest row by its version column.
+func finalRows(database, table string, cols []string, _ string) string {
+	return "SELECT hunt_id, " + strings.Join(cols, ", ") + " FROM " + chstore.QuoteIdent(database) + "." + table + " FINAL"
+}
+
+// limitByRows keeps the first row per hunt_id in version order.
+func limitByRows(database, table string, cols []string, version string) string {
+	return "SELECT hunt_id, " + strings.Join(cols, ", ") + " FROM " + chstore.QuoteIdent(database) + "." + table +
+		" ORDER BY hunt_id, " + version + " LIMIT 1 BY hunt_id"
 }
 
 // snapshotSQL is one statement of tagged rows: (kind, hunt_id, n1, n2, n3, s1, s2, id, ts, now).
-func snapshotSQL(database string, how newest) string {
+func snapshotSQL(database string, how snapshotForm) string {
 	// Commits only raise a hunt's watermark, so its newest is the greatest (the table's
 	// projection answers this without reading every commit).
 	wm := "SELECT hunt_id, max(watermark) AS watermark FROM " + chstore.QuoteIdent(database) + "." + chstore.TableWatermark + " GROUP BY hunt_id"
-	leaseVersion := "(claimed, claim_id)"
-	if how == newestLimitBy {
-		leaseVersion = "claimed DESC, claim_id"
-	}
-	leaseHow := how
-	if how == newestMixed {
-		leaseHow, leaseVersion = newestLimitBy, "claimed DESC, claim_id"
-	}
-	ls := newestRows(database, "hunt_lease", []string{"fire", "owner", "claim_id", "claimed", "lease_until"}, leaseVersion, leaseHow)
-	st := newestRows(database, "hunt_state", []string{"status", "consecutive_failures", "last_error", "last_fire", "updated",
-		"retry_after", "overrun_count", "too_aggressive"}, "updated", how)
+	ls := how.lease(database, chstore.TableLease, []string{"fire", "owner", "claim_id", "claimed", "lease_until"}, "claimed DESC, claim_id DESC")
+	st := how.other(database, chstore.TableState, []string{"status", "consecutive_failures", "last_error", "last_fire", "updated",
+		"retry_after", "overrun_count", "too_aggressive"}, "updated DESC")
 	// A pause row is read even when its paused_until has passed: the predicate decides at
 	// the snapshot's now, and status shows the pause that ran out.
-	pz := newestRows(database, chstore.TablePause, []string{"paused", "paused_until", "reason", "paused_by", "updated"}, "updated", how)
+	pz := how.other(database, chstore.TablePause, []string{"paused", "paused_until", "reason", "paused_by", "updated"}, "updated DESC")
 	const nilID = "toUUID('00000000-0000-0000-0000-000000000000')"
 	const zeroTS = "toDateTime64(0, 6, 'UTC')"
 	return `SELECT 'now' AS kind, '' AS hunt_id, toInt64(0) AS n1, toInt64(0) AS n2, toInt64(0) AS n3, '' AS s1, '' AS s2,

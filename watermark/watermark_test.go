@@ -260,10 +260,10 @@ func TestSnapshot(t *testing.T) {
 	}
 
 	var snaps []Snapshot
-	for _, how := range []newest{newestArgMax, newestFinal, newestLimitBy, newestMixed} {
-		snap, err := s.snapshot(ctx, how)
+	for _, f := range snapshotForms {
+		snap, err := s.snapshot(ctx, f.form)
 		if err != nil {
-			t.Fatalf("strategy %d: %v", how, err)
+			t.Fatalf("form %s: %v", f.name, err)
 		}
 		snaps = append(snaps, snap)
 	}

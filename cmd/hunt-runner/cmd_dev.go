@@ -16,11 +16,9 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/configsrc"
-	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/runner"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/shim"
-	"github.com/hunt-runner/hunt-runner/watermark"
 )
 
 func devCommand() *cli.Command {
@@ -102,7 +100,22 @@ func devAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	loader := configsrc.NewLoader(src, c.Duration("reload-interval"), log, configsrc.WithServerCheck(conn, policy))
+	owner := "dev"
+	if h, err := os.Hostname(); err == nil {
+		owner = h + "-dev"
+	}
+	printer := &runPrinter{w: out, conn: conn, db: db, show: c.Int("show")}
+	w, err := buildWorker(ctx, workerConfig{
+		conn: conn, database: db, consistency: string(consistency.Mode), owner: owner, service: "hunt-runner-dev",
+		src: src, policy: policy, reload: c.Duration("reload-interval"), listen: c.String("listen"),
+		loop:  runner.Options{Tick: c.Duration("tick"), Concurrency: c.Int("concurrency")},
+		onRun: printer.print,
+	}, log)
+	if err != nil {
+		return cli.Exit(err.Error(), exitError)
+	}
+	defer w.close()
+	loader := w.loader
 	set, _, err := loader.Load(ctx)
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("load hunts from %s: %v", src, err), exitError)
@@ -130,54 +143,17 @@ func devAction(c *cli.Context) error {
 	materialise(set)
 	printHunts(out, set)
 
-	owner := "dev"
-	if h, err := os.Hostname(); err == nil {
-		owner = h + "-dev"
-	}
-	coord, err := lease.New(conn, lease.Options{Owner: owner, Database: db, Logger: log})
-	if err != nil {
-		return err
-	}
-	tel, err := runnerTelemetry(ctx, "hunt-runner-dev")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tel.Shutdown(context.Background()) }()
-	metrics, err := runner.NewMetrics(tel.Meter, coord.Options().Settle)
-	if err != nil {
-		return err
-	}
-	metrics.SetConsistency(string(consistency.Mode))
-	adapter := &setAdapter{current: loader.Current}
-	printer := &runPrinter{w: out, conn: conn, db: db, show: c.Int("show")}
-	r, err := runner.New(conn, coord, watermark.New(conn, db), adapter.Source(), runner.Options{
-		Owner: owner, Database: db, Tick: c.Duration("tick"), Concurrency: c.Int("concurrency"),
-		Settle: coord.Options().Settle, Lease: coord.Options().Lease, Logger: log, Metrics: metrics, Tracer: tel.Tracer,
-		PublishedHash: func(ctx context.Context) (string, error) { return schedule.PublishedSetHash(ctx, conn, db) },
-		OnRun:         printer.print,
-	})
-	if err != nil {
-		return err
-	}
-	o := &ops{conn: conn, database: db, loader: loader, metrics: metrics, tick: c.Duration("tick"), log: log}
-	httpSrv := o.server(c.String("listen"), tel, r.Ready)
-	if err := httpSrv.Listen(); err != nil {
-		return cli.Exit(err.Error(), exitError)
-	}
-	notifiers, err := devNotify(c, out, conn, db, owner, loader.Current, tel.Meter, log)
+	notifiers, err := devNotify(c, out, conn, db, owner, loader.Current, w.tel.Meter, log)
 	if err != nil {
 		return err
 	}
 
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return loader.Start(gctx) })
+	w.start(g, gctx)
 	g.Go(func() error { return gen.Start(gctx) })
-	g.Go(func() error { return r.Start(gctx) })
-	g.Go(func() error { return httpSrv.Start(gctx) })
 	for _, start := range notifiers {
 		g.Go(func() error { return start(gctx) })
 	}
-	g.Go(func() error { return o.watchHealth(gctx) })
 	g.Go(func() error { // re-materialise whenever the loader picks up a change
 		for {
 			select {
@@ -197,7 +173,7 @@ func devAction(c *cli.Context) error {
 		g.Go(func() error { return sh.Start(gctx) })
 		fmt.Fprintf(out, "KEDA shim at http://%s/keda/hunt-backlog\n", addr)
 	}
-	fmt.Fprintf(out, "status page at http://%s/ and runner metrics at /metrics\n", httpSrv.BoundAddr())
+	fmt.Fprintf(out, "status page at http://%s/ and runner metrics at /metrics\n", w.server.BoundAddr())
 	printFindingsHowTo(out, srv.URL(), db, selfCommand())
 	fmt.Fprint(out, "Ctrl-C to stop\n\n")
 	err = g.Wait()

@@ -11,11 +11,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
-	"github.com/hunt-runner/hunt-runner/configsrc"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/runner"
-	"github.com/hunt-runner/hunt-runner/schedule"
-	"github.com/hunt-runner/hunt-runner/watermark"
 )
 
 // runFlags are the worker loop's own flags.
@@ -77,37 +74,6 @@ func runAction(c *cli.Context) error {
 	}
 	defer conn.Close()
 
-	coord, err := lease.New(conn, lease.Options{Owner: owner, Lease: c.Duration("lease"), Settle: c.Duration("settle"),
-		Database: chOpts.Database, Logger: log})
-	if err != nil {
-		return cli.Exit(err.Error(), exitUsage)
-	}
-	tel, err := runnerTelemetry(ctx, "hunt-runner")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = tel.Shutdown(sctx)
-	}()
-	metrics, err := runner.NewMetrics(tel.Meter, c.Duration("settle"))
-	if err != nil {
-		return err
-	}
-	metrics.SetConsistency(string(chOpts.Consistency))
-
-	policy, err := huntPolicy(c)
-	if err != nil {
-		return err
-	}
-	loader := configsrc.NewLoader(countingSource{src, metrics}, c.Duration("reload-interval"), log, configsrc.WithServerCheck(conn, policy))
-	if _, _, err := loader.Load(ctx); err != nil {
-		// Not fatal: the loader retries every --reload-interval and the runner stays unready.
-		log.Error("hunt definitions could not be loaded yet; retrying", "source", src.String(), "error", err)
-	}
-	adapter := &setAdapter{current: loader.Current}
-
 	huntConn, err := openHuntsClickHouse(c, log)
 	if err != nil {
 		return err
@@ -115,44 +81,44 @@ func runAction(c *cli.Context) error {
 	if huntConn != nil {
 		defer huntConn.Close()
 	}
-	r, err := runner.New(conn, coord, watermark.New(conn, chOpts.Database), adapter.Source(), runner.Options{
-		HuntConn: huntConn, Owner: owner, Database: chOpts.Database, Tick: c.Duration("tick"), Concurrency: c.Int("concurrency"),
-		MaxQueued: c.Int("max-queued"), Lease: c.Duration("lease"), Grace: c.Duration("grace"), Settle: c.Duration("settle"),
-		Logger: log, Metrics: metrics, Tracer: tel.Tracer,
-		PublishedHash: func(ctx context.Context) (string, error) {
-			return schedule.PublishedSetHash(ctx, conn, chOpts.Database)
-		},
-		ReplicaDelay: coord.ReplicaDelay,
-	})
+	policy, err := huntPolicy(c)
+	if err != nil {
+		return err
+	}
+	w, err := buildWorker(ctx, workerConfig{
+		conn: conn, huntConn: huntConn, database: chOpts.Database, consistency: string(chOpts.Consistency),
+		owner: owner, service: "hunt-runner", src: src, policy: policy, reload: c.Duration("reload-interval"),
+		listen: c.String("listen"), replicas: true,
+		lease: lease.Options{Lease: c.Duration("lease"), Settle: c.Duration("settle")},
+		loop: runner.Options{Tick: c.Duration("tick"), Concurrency: c.Int("concurrency"), MaxQueued: c.Int("max-queued"),
+			Grace: c.Duration("grace")},
+	}, log)
 	if err != nil {
 		return cli.Exit(err.Error(), exitUsage)
 	}
-	disp, err := newNotifyDispatcher(notifyCfg, conn, chOpts.Database, owner, loader.Current, tel.Meter, log, 0)
+	defer w.close()
+	if _, _, err := w.loader.Load(ctx); err != nil {
+		// Not fatal: the loader retries every --reload-interval and the runner stays unready.
+		log.Error("hunt definitions could not be loaded yet; retrying", "source", src.String(), "error", err)
+	}
+	disp, err := newNotifyDispatcher(notifyCfg, conn, chOpts.Database, owner, w.loader.Current, w.tel.Meter, log, 0)
 	if err != nil {
 		return cli.Exit(err.Error(), exitUsage)
-	}
-	o := &ops{conn: conn, database: chOpts.Database, loader: loader, metrics: metrics, tick: c.Duration("tick"), log: log}
-	srv := o.server(c.String("listen"), tel, r.Ready)
-	if err := srv.Listen(); err != nil {
-		return cli.Exit(err.Error(), exitError)
 	}
 	// Flat, readable attributes: the redacted URL and the user, not a dump of the options struct.
 	log.Info("hunt-runner run starting", "version", buildVersion(), "owner", owner,
 		"clickhouse_url", chstore.Redact(chOpts.URL), "clickhouse_user", chOpts.User, "database", chOpts.Database,
 		"source", src.String(), "tick", c.Duration("tick").String(), "concurrency", c.Int("concurrency"),
 		"lease", c.Duration("lease").String(), "settle", c.Duration("settle").String(), "grace", c.Duration("grace").String(),
-		"listen", srv.BoundAddr(), "otlp", tel.OTLP)
+		"listen", w.server.BoundAddr(), "otlp", w.tel.OTLP)
 
 	// controller-runtime style: every long-lived part is Start(ctx) error under one errgroup;
 	// the signal is handled once, in main.
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return loader.Start(gctx) })
-	g.Go(func() error { return r.Start(gctx) })
-	g.Go(func() error { return srv.Start(gctx) })
+	w.start(g, gctx)
 	if disp != nil { // notify: decoupled from the runner, it reads committed runs from ClickHouse
 		g.Go(func() error { return disp.Start(gctx) })
 	}
-	g.Go(func() error { return o.watchHealth(gctx) })
 	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
 		return cli.Exit(fmt.Sprintf("run: %v", err), exitError)
 	}

@@ -22,12 +22,17 @@ func validateCommand() *cli.Command {
 			"(one read-only SELECT over {window_start}/{window_end}, no table functions reaching off the\n" +
 			"server). DIR defaults to --hunts-dir; --git-url validates a branch, tag or commit instead.\n" +
 			"When --clickhouse-url is given explicitly, the exact statement the runner sends for each query is also\n" +
-			"parsed by the server (EXPLAIN AST) and checked against the same rules (docs/hunts.md).\n\n" +
+			"parsed by the server (EXPLAIN AST) and checked against the same rules (docs/hunts.md), and\n" +
+			"the server resolves its names (EXPLAIN QUERY TREE): an unknown database, table or column is a\n" +
+			"problem. --resolve-names=false skips that, e.g. against a CI server without the source tables.\n" +
+			"Without --clickhouse-url the SQL is only checked offline: a typo the parser would catch passes.\n\n" +
 			"Exit status: 0 all valid, 1 any problem or no hunt file at all (a wrong path must not pass CI),\n" +
 			"2 usage. Example, in CI: hunt-runner validate hunts/",
 		Flags: concat(
 			[]cli.Flag{&cli.BoolFlag{Name: "json", EnvVars: envFor("json"), Usage: "print hunts and errors as JSON"},
-				&cli.BoolFlag{Name: "legacy-report", Usage: "list what in the earlier (Python) runner's hunt files does not carry over, and what to write instead"}},
+				&cli.BoolFlag{Name: "legacy-report", Usage: "list what in the earlier (Python) runner's hunt files does not carry over, and what to write instead"},
+				&cli.BoolFlag{Name: "resolve-names", Value: true, EnvVars: envFor("resolve-names"),
+					Usage: "with --clickhouse-url, have the server resolve every database, table and column the queries use"}},
 			sourceFlags(), clickhouseFlags(), []cli.Flag{notifyConfigFlag}),
 		Action: validateAction,
 	}
@@ -90,6 +95,10 @@ func validateAction(c *cli.Context) error {
 		}
 		for _, h := range set.Hunts {
 			err := configsrc.CheckWithServer(c.Context, conn, h, policy)
+			if err == nil && c.Bool("resolve-names") {
+				// The shape is safe; now the names must exist (tables, columns, functions).
+				err = configsrc.ResolveWithServer(c.Context, conn, h)
+			}
 			var refusal *configsrc.RefusedError
 			switch {
 			case err == nil:

@@ -149,9 +149,15 @@ func TestValidateGit(t *testing.T) {
 // TestValidateWithServer: with --clickhouse-url the server's parser is asked as well.
 func TestValidateWithServer(t *testing.T) {
 	db := chtest.New(t)
-	out, err := runApp(t, "validate", "--clickhouse-url", db.URL, filepath.Join(corpusDir, "good"))
+	// The corpus reads tables this server does not have: parse only.
+	out, err := runApp(t, "validate", "--clickhouse-url", db.URL, "--resolve-names=false", filepath.Join(corpusDir, "good"))
 	if err != nil {
 		t.Fatalf("good corpus on the server: %v\n%s", err, out)
+	}
+	// Names are resolved by default: the same corpus names tables the server does not know.
+	out, err = runApp(t, "validate", "--clickhouse-url", db.URL, filepath.Join(corpusDir, "good"))
+	if exitCode(err) != exitError || !strings.Contains(out, "the server says:") {
+		t.Errorf("unresolvable names passed: exit %d\n%s", exitCode(err), out)
 	}
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "typo.yaml"), []byte("interval: 5m\nquery: |\n  SELECT count() + FROM sample.auth_events\n  WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}\n"), 0o644)

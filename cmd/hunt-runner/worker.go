@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/internal/serve"
+	"github.com/hunt-runner/hunt-runner/lease"
+	"github.com/hunt-runner/hunt-runner/runner"
+	"github.com/hunt-runner/hunt-runner/schedule"
+	"github.com/hunt-runner/hunt-runner/watermark"
+)
+
+// workerConfig is what `run` and `dev` choose differently for the one worker they both start:
+// the loader, the loop and the --listen server, built by buildWorker.
+type workerConfig struct {
+	conn        driver.Conn
+	huntConn    driver.Conn // nil: hunts run on conn
+	database    string
+	consistency string // resolved mode, for the metric
+	owner       string
+	service     string // telemetry service name
+	src         configsrc.Source
+	policy      configsrc.Policy
+	reload      time.Duration
+	listen      string
+	loop        runner.Options // timing and sizing; owner, database, connections and telemetry are set here
+	lease       lease.Options  // Lease and Settle; the rest is set here
+	onRun       func(runner.RunReport)
+	replicas    bool // export the replica delay (run); dev has one node
+}
+
+// worker is one assembled runner process: hunt loading with the server check, the loop, and
+// the probes, metrics, status API and page on --listen.
+type worker struct {
+	loader  *configsrc.Loader
+	runner  *runner.Runner
+	server  *serve.Server
+	ops     *ops
+	tel     *serve.Telemetry
+	metrics *runner.Metrics
+	coord   *lease.Coordinator
+}
+
+// buildWorker assembles a worker; nothing runs until start. The caller loads hunts first
+// (worker.loader.Load) as it sees fit, and closes the telemetry (worker.close) when done.
+func buildWorker(ctx context.Context, cfg workerConfig, log *slog.Logger) (*worker, error) {
+	lo := cfg.lease
+	lo.Owner, lo.Database, lo.Logger = cfg.owner, cfg.database, log
+	coord, err := lease.New(cfg.conn, lo)
+	if err != nil {
+		return nil, err
+	}
+	tel, err := runnerTelemetry(ctx, cfg.service)
+	if err != nil {
+		return nil, err
+	}
+	w := &worker{tel: tel, coord: coord}
+	if w.metrics, err = runner.NewMetrics(tel.Meter, coord.Options().Settle); err != nil {
+		w.close()
+		return nil, err
+	}
+	w.metrics.SetConsistency(cfg.consistency)
+	w.loader = configsrc.NewLoader(countingSource{cfg.src, w.metrics}, cfg.reload, log, configsrc.WithServerCheck(cfg.conn, cfg.policy))
+	adapter := &setAdapter{current: w.loader.Current}
+	opts := cfg.loop
+	conn, db := cfg.conn, cfg.database
+	opts.HuntConn, opts.Owner, opts.Database = cfg.huntConn, cfg.owner, db
+	opts.Lease, opts.Settle = coord.Options().Lease, coord.Options().Settle
+	opts.Logger, opts.Metrics, opts.Tracer, opts.OnRun = log, w.metrics, tel.Tracer, cfg.onRun
+	opts.PublishedHash = func(ctx context.Context) (string, error) { return schedule.PublishedSetHash(ctx, conn, db) }
+	if cfg.replicas {
+		opts.ReplicaDelay = coord.ReplicaDelay
+	}
+	if w.runner, err = runner.New(conn, coord, watermark.New(conn, db), adapter.Source(), opts); err != nil {
+		w.close()
+		return nil, err
+	}
+	w.ops = &ops{conn: conn, database: db, loader: w.loader, metrics: w.metrics, tick: w.runner.Tick(), log: log}
+	w.server = w.ops.server(cfg.listen, tel, w.runner.Ready)
+	if err := w.server.Listen(); err != nil {
+		w.close()
+		return nil, err
+	}
+	return w, nil
+}
+
+// start runs every part of the worker under g until ctx ends.
+func (w *worker) start(g *errgroup.Group, ctx context.Context) {
+	g.Go(func() error { return w.loader.Start(ctx) })
+	g.Go(func() error { return w.runner.Start(ctx) })
+	g.Go(func() error { return w.server.Start(ctx) })
+	g.Go(func() error { return w.ops.watchHealth(ctx) })
+}
+
+// close flushes the telemetry.
+func (w *worker) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = w.tel.Shutdown(ctx)
+}
