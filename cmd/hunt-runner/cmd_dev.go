@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -54,15 +55,91 @@ type embeddedEngine interface {
 	Close() error
 }
 
-func devAction(c *cli.Context) error {
-	out := c.App.Writer
-	level := "warn" // keep the terminal for runs and findings; --log-level info shows everything
+// devEngine is the embedded ClickHouse with the schema and the sample data generator.
+type devEngine struct {
+	srv         embeddedEngine
+	conn        driver.Conn
+	consistency chstore.ConsistencyReport
+	gen         *sampleGenerator
+}
+
+func (e *devEngine) close() {
+	e.conn.Close()
+	e.srv.Close()
+}
+
+// startDevEngine starts chDB, applies the schema to db and sets up the sample data.
+func startDevEngine(ctx context.Context, c *cli.Context, out io.Writer, db string, log *slog.Logger) (*devEngine, error) {
+	fmt.Fprintln(out, "starting embedded ClickHouse (chDB)…")
+	srv, err := startEmbedded(ctx, c.String("chdb-lib"), c.String("clickhouse-listen"), c.String("data"), log)
+	if err != nil {
+		return nil, err
+	}
+	conn, consistency, err := chstore.OpenConsistent(ctx, chstore.Options{URL: srv.URL(), Database: "default"}, log)
+	if err != nil {
+		srv.Close()
+		return nil, cli.Exit(fmt.Sprintf("connect to the embedded ClickHouse: %v", err), exitError)
+	}
+	e := &devEngine{srv: srv, conn: conn, consistency: consistency}
+	if _, err := applySchema(ctx, conn, db, chstore.TopologySingle, ""); err != nil {
+		e.close()
+		return nil, cli.Exit(err.Error(), exitError)
+	}
+	e.gen = &sampleGenerator{conn: conn, log: log, every: c.Duration("sample-every"), backfill: c.Duration("backfill")}
+	if err := e.gen.setup(ctx); err != nil {
+		e.close()
+		return nil, cli.Exit(err.Error(), exitError)
+	}
+	fmt.Fprintf(out, "ClickHouse at %s (database %s, sample data in `sample`)\n", srv.URL(), db)
+	return e, nil
+}
+
+// devLogLevel keeps the terminal for runs and findings (warn) unless --log-level says otherwise.
+func devLogLevel(c *cli.Context) string {
 	for _, lc := range c.Lineage() {
 		if lc.IsSet("log-level") {
-			level = lc.String("log-level")
+			return lc.String("log-level")
 		}
 	}
-	log := buildLogger(os.Stderr, level, "text")
+	return "warn"
+}
+
+// devPublisher publishes the loaded schedule the way `materialise` would, after every reload,
+// so the backlog the embedded shim serves is always the loaded set's.
+type devPublisher struct {
+	out   io.Writer
+	store *schedule.ClickHouseStore
+}
+
+func (p *devPublisher) materialise(ctx context.Context, s *configsrc.Set) {
+	diff, err := schedule.Materialise(ctx, p.store, devScheduleRows(s), s.Hash,
+		schedule.MaterialiseOptions{AllowEmpty: true, Source: s.Source})
+	if err != nil {
+		fmt.Fprintf(p.out, "materialise failed: %v\n", err)
+		return
+	}
+	if diff.HasChanges() {
+		fmt.Fprintf(p.out, "materialised %d hunts: %d added, %d changed, %d tombstoned\n",
+			len(s.Hunts), len(diff.Added), len(diff.Changed), len(diff.Tombstoned))
+	}
+}
+
+// follow re-materialises whenever the loader picks up a change, until ctx ends.
+func (p *devPublisher) follow(ctx context.Context, loader *configsrc.Loader) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case s := <-loader.Changes():
+			fmt.Fprintf(p.out, "hunts reloaded (%d hunts, %d problems)\n", len(s.Hunts), len(s.Problems))
+			p.materialise(ctx, s)
+		}
+	}
+}
+
+func devAction(c *cli.Context) error {
+	out := c.App.Writer
+	log := buildLogger(os.Stderr, devLogLevel(c), "text")
 	ctx := c.Context
 
 	if !c.IsSet("hunts-dir") && !c.IsSet("git-url") {
@@ -75,26 +152,13 @@ func devAction(c *cli.Context) error {
 		return err
 	}
 
-	fmt.Fprintln(out, "starting embedded ClickHouse (chDB)…")
-	srv, err := startEmbedded(ctx, c.String("chdb-lib"), c.String("clickhouse-listen"), c.String("data"), log)
+	db := c.String("database")
+	eng, err := startDevEngine(ctx, c, out, db, log)
 	if err != nil {
 		return err
 	}
-	defer srv.Close()
-	db := c.String("database")
-	conn, consistency, err := chstore.OpenConsistent(ctx, chstore.Options{URL: srv.URL(), Database: "default"}, log)
-	if err != nil {
-		return cli.Exit(fmt.Sprintf("connect to the embedded ClickHouse: %v", err), exitError)
-	}
-	defer conn.Close()
-	if _, err := applySchema(ctx, conn, db, chstore.TopologySingle, ""); err != nil {
-		return cli.Exit(err.Error(), exitError)
-	}
-	gen := &sampleGenerator{conn: conn, log: log, every: c.Duration("sample-every"), backfill: c.Duration("backfill")}
-	if err := gen.setup(ctx); err != nil {
-		return cli.Exit(err.Error(), exitError)
-	}
-	fmt.Fprintf(out, "ClickHouse at %s (database %s, sample data in `sample`)\n", srv.URL(), db)
+	defer eng.close()
+	srv, conn, consistency, gen := eng.srv, eng.conn, eng.consistency, eng.gen
 
 	policy, err := huntPolicy(c)
 	if err != nil {
@@ -127,20 +191,8 @@ func devAction(c *cli.Context) error {
 	for _, p := range set.Problems {
 		fmt.Fprintf(out, "hunt file problem: %s\n", p.Error())
 	}
-	pub := schedule.NewClickHouseStore(conn, db)
-	materialise := func(s *configsrc.Set) {
-		diff, err := schedule.Materialise(ctx, pub, devScheduleRows(s), s.Hash,
-			schedule.MaterialiseOptions{AllowEmpty: true, Source: s.Source})
-		if err != nil {
-			fmt.Fprintf(out, "materialise failed: %v\n", err)
-			return
-		}
-		if diff.HasChanges() {
-			fmt.Fprintf(out, "materialised %d hunts: %d added, %d changed, %d tombstoned\n",
-				len(s.Hunts), len(diff.Added), len(diff.Changed), len(diff.Tombstoned))
-		}
-	}
-	materialise(set)
+	pub := &devPublisher{out: out, store: schedule.NewClickHouseStore(conn, db)}
+	pub.materialise(ctx, set)
 	printHunts(out, set)
 
 	notifiers, err := devNotify(c, out, conn, db, owner, loader.Current, w.tel.Meter, log)
@@ -154,17 +206,7 @@ func devAction(c *cli.Context) error {
 	for _, start := range notifiers {
 		g.Go(func() error { return start(gctx) })
 	}
-	g.Go(func() error { // re-materialise whenever the loader picks up a change
-		for {
-			select {
-			case <-gctx.Done():
-				return nil
-			case s := <-loader.Changes():
-				fmt.Fprintf(out, "hunts reloaded (%d hunts, %d problems)\n", len(s.Hunts), len(s.Problems))
-				materialise(s)
-			}
-		}
-	})
+	g.Go(func() error { return pub.follow(gctx, loader) })
 	if addr := c.String("shim-listen"); addr != "" {
 		sh, err := shim.New(shim.Options{Conn: conn, Database: db, Listen: addr, Logger: log})
 		if err != nil {
