@@ -11,6 +11,7 @@ import (
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/schedule"
+	"github.com/hunt-runner/hunt-runner/watermark"
 )
 
 // earlierDDL is the earlier runner's coordination tables, as its schema code created them.
@@ -199,7 +200,7 @@ func TestImportOnEngine(t *testing.T) {
 		t.Errorf("the second import wrote %d rows", after-before)
 	}
 	// The state write re-checks on the server too: carrying what is already there writes nothing.
-	if err := carryState(f.ctx, f.cur.Conn, chstore.QuoteIdent(f.cur.Name), "ongrid", State{OverrunCount: 3, TooAggressive: true}); err != nil {
+	if err := watermark.New(f.cur.Conn, f.cur.Name).RaiseOverruns(f.ctx, "ongrid", 3, true); err != nil {
 		t.Fatal(err)
 	}
 	if n := f.count("SELECT count() FROM hunt_state"); n != 1 {

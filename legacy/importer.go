@@ -14,11 +14,12 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/schedule"
+	"github.com/hunt-runner/hunt-runner/watermark"
 )
 
 // KindImported is the hunt_watermark.kind of a commit row written by Import; hunt_runs shows
 // it with status "imported".
-const KindImported = "imported"
+const KindImported = watermark.KindImported
 
 // DefaultOwner is the run_owner of imported rows when Options.Owner is empty.
 const DefaultOwner = "import-legacy"
@@ -421,63 +422,24 @@ func runID(from, hunt string, wm int64) uuid.UUID {
 }
 
 func apply(ctx context.Context, conn driver.Conn, opts Options, it *Item) error {
-	db := chstore.QuoteIdent(opts.Database)
+	store := watermark.New(conn, opts.Database)
 	if it.Action == ActionImport {
-		run := runID(opts.From, it.HuntID, it.Watermark)
-		// The WHERE is evaluated when the row is written: a runner that committed a watermark
-		// at or past the imported one since the plan was read keeps it, and the import is
-		// reported as overtaken instead of moving the hunt back.
-		q := `INSERT INTO ` + db + `.hunt_watermark (hunt_id, watermark, claim_id, updated, run_id, run_owner, run_start,
-    run_rows, run_started, gap_start, gap_end, findings_dropped, kind)
-SELECT {h:String}, toDateTime({wm:Int64}, 'UTC'), toUUID('00000000-0000-0000-0000-000000000000'), now64(6),
-    toUUID({run:String}), {owner:String}, toDateTime({wm:Int64}, 'UTC'), 0, now64(6),
-    toDateTime(0, 'UTC'), toDateTime(0, 'UTC'), 0, {kind:String}
-WHERE (SELECT count() FROM ` + db + `.hunt_watermark WHERE hunt_id = {h:String} AND watermark >= toDateTime({wm:Int64}, 'UTC')) = 0`
-		wctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
-			"async_insert": 0, "insert_deduplication_token": "import:" + run.String()}))
-		owner := opts.Owner + " from " + opts.From
-		if err := conn.Exec(wctx, q, clickhouse.Named("h", it.HuntID), clickhouse.Named("wm", it.Watermark),
-			clickhouse.Named("run", run.String()), clickhouse.Named("owner", owner), clickhouse.Named("kind", KindImported)); err != nil {
-			return fmt.Errorf("import-legacy: write the watermark of %s: %w", it.HuntID, err)
+		// Conditional on the server: a runner that committed a watermark at or past the
+		// imported one since the plan was read keeps it, and the import is reported as
+		// overtaken instead of moving the hunt back.
+		landed, err := store.Import(ctx, it.HuntID, it.Watermark, runID(opts.From, it.HuntID, it.Watermark), opts.Owner+" from "+opts.From)
+		if err != nil {
+			return fmt.Errorf("import-legacy: %w", err)
 		}
-		var n uint64
-		if err := conn.QueryRow(ctx, "SELECT count() FROM "+db+".hunt_watermark WHERE hunt_id = {h:String} AND run_id = toUUID({run:String})",
-			clickhouse.Named("h", it.HuntID), clickhouse.Named("run", run.String())).Scan(&n); err != nil {
-			return fmt.Errorf("import-legacy: read back the watermark of %s: %w", it.HuntID, err)
-		}
-		if n == 0 {
+		if !landed {
 			it.Action, it.StateCarried = ActionOvertaken, false
 			return nil
 		}
 	}
 	if it.StateCarried && it.State != nil {
-		return carryState(ctx, conn, db, it.HuntID, *it.State)
-	}
-	return nil
-}
-
-// carryState raises hunt-runner's overrun count and too_aggressive flag of a hunt to the
-// earlier runner's, keeping the rest of its newest state row. It writes only while they are
-// lower, so a second import writes nothing.
-func carryState(ctx context.Context, conn driver.Conn, db, hunt string, st State) error {
-	q := `INSERT INTO ` + db + `.hunt_state (hunt_id, status, consecutive_failures, last_error, last_fire, updated,
-    retry_after, overrun_count, too_aggressive)
-SELECT k.h, s.status, s.consecutive_failures, s.last_error, s.last_fire, now64(6), s.retry_after,
-    greatest(s.overrun_count, {n:UInt64}), greatest(s.too_aggressive, {aggr:UInt8})
-FROM (SELECT {h:String} AS h) AS k
-LEFT JOIN (SELECT hunt_id, argMax(status, updated) AS status, argMax(consecutive_failures, updated) AS consecutive_failures,
-        argMax(last_error, updated) AS last_error, argMax(last_fire, updated) AS last_fire,
-        argMax(retry_after, updated) AS retry_after, argMax(overrun_count, updated) AS overrun_count,
-        argMax(too_aggressive, updated) AS too_aggressive
-    FROM ` + db + `.hunt_state WHERE hunt_id = {h:String} GROUP BY hunt_id) AS s ON s.hunt_id = k.h
-WHERE s.overrun_count < {n:UInt64} OR s.too_aggressive < {aggr:UInt8}`
-	aggr := uint8(0)
-	if st.TooAggressive {
-		aggr = 1
-	}
-	wctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"async_insert": 0, "join_use_nulls": 0}))
-	if err := conn.Exec(wctx, q, clickhouse.Named("h", hunt), clickhouse.Named("n", st.OverrunCount), clickhouse.Named("aggr", aggr)); err != nil {
-		return fmt.Errorf("import-legacy: carry the state of %s: %w", hunt, err)
+		if err := store.RaiseOverruns(ctx, it.HuntID, it.State.OverrunCount, it.State.TooAggressive); err != nil {
+			return fmt.Errorf("import-legacy: %w", err)
+		}
 	}
 	return nil
 }
