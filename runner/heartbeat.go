@@ -32,7 +32,8 @@ type heartbeatState struct {
 // heartbeat starts a beat when HeartbeatEvery has passed since the last one. The insert runs
 // beside the tick, never in it: a slow or failing ClickHouse must not delay claims, and a
 // failure is only counted and logged at debug (the next beat retries; status shows the gap).
-// At most one beat is in flight; it ends with ctx or after a tick, whichever is first.
+// At most one beat is in flight; it ends with ctx or after max(HeartbeatEvery, 5s), when the
+// next beat is due anyway.
 func (r *Runner) heartbeat(ctx context.Context, set *HuntSet) {
 	hb, ok := r.store.(Heartbeater)
 	if !ok {
@@ -54,7 +55,7 @@ func (r *Runner) heartbeat(ctx context.Context, set *HuntSet) {
 	r.mu.Unlock()
 	go func() {
 		defer r.wg.Done()
-		bctx, cancel := context.WithTimeout(ctx, max(r.opts.Tick, time.Second))
+		bctx, cancel := context.WithTimeout(ctx, max(r.opts.HeartbeatEvery, 5*time.Second))
 		err := hb.Heartbeat(bctx, beat)
 		cancel()
 		r.mu.Lock()
