@@ -8,6 +8,8 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/serve"
+	"github.com/hunt-runner/hunt-runner/status"
+	"github.com/hunt-runner/hunt-runner/watermark"
 )
 
 // waitUntil polls cond until it holds or the test's budget runs out.
@@ -67,7 +69,13 @@ func TestHeartbeatFreshAndFailureHarmless(t *testing.T) {
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan error, 1)
 	go func() { done <- r.Start(ctx) }()
-	defer func() { cancel(); <-done }()
+	stopped := false
+	defer func() {
+		if !stopped {
+			cancel()
+			<-done
+		}
+	}()
 
 	waitUntil(t, "the heartbeat appears", func() bool { return e.beat("pod-hb").n > 0 })
 	first := e.beat("pod-hb")
@@ -126,6 +134,25 @@ func TestHeartbeatFreshAndFailureHarmless(t *testing.T) {
 	for _, id := range []string{"a", "b"} {
 		waitUntil(t, "hunt "+id+" commits", func() bool { _, ok := e.watermarkOf(id); return ok })
 	}
+
+	// status lists the running runner; once stopped, it drops out of the live list.
+	rep, err := status.Read(e.ctx, e.db.Conn, watermark.New(e.db.Conn, e.db.Name), e.db.Name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Runners) != 1 || rep.Runners[0].Owner != "pod-hb" || rep.Runners[0].Version != "v1.2.3-test" || rep.Runners[0].Hunts != 2 {
+		t.Errorf("status runners %+v, want pod-hb", rep.Runners)
+	}
+	cancel()
+	<-done
+	stopped = true
+	waitUntil(t, "the stopped runner drops out of the live list", func() bool {
+		live, err := status.LiveRunners(e.ctx, e.db.Conn, e.db.Name, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(live) == 0
+	})
 }
 
 // Options default to the default hunt set and a 30 s heartbeat; a runner beats at most once

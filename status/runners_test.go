@@ -22,9 +22,11 @@ func TestRunnersFromHeartbeats(t *testing.T) {
 		Hunts: 4, Started: started, Beat: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	// pod-old stopped ten minutes ago: in the API's 15-minute window, not live.
+	// pod-old stopped ten minutes ago: in the API's 15-minute window, not live; pod-gone
+	// stopped half an hour ago: outside it.
 	if err := db.Conn.Exec(ctx, "INSERT INTO "+db.Name+".hunt_runner_heartbeat VALUES "+
-		"('pod-old', 'v0.9.0', 'default', 'old', 3, now64(3) - INTERVAL 10 MINUTE, now64(3) - INTERVAL 1 DAY)"); err != nil {
+		"('pod-old', 'v0.9.0', 'default', 'old', 3, now64(3) - INTERVAL 10 MINUTE, now64(3) - INTERVAL 1 DAY), "+
+		"('pod-gone', 'v0.9.0', 'default', 'old', 3, now64(3) - INTERVAL 30 MINUTE, now64(3) - INTERVAL 1 DAY)"); err != nil {
 		t.Fatal(err)
 	}
 	rep := read(t, db, fixtureEntries())
