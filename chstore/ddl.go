@@ -21,6 +21,9 @@ const (
 	TableBackfill = "hunt_backfill"
 	// TableSchema records the schema layout versions applied (see Apply and migrate.go).
 	TableSchema = "hunt_schema"
+	// TableHeartbeat holds one row per runner (owner), rewritten as it ticks; status lists the
+	// runners whose last_tick is recent (docs/operations.md, Heartbeat).
+	TableHeartbeat = "hunt_runner_heartbeat"
 
 	// TableDelivery and TableSuppress are written only by notify (docs/findings.md).
 	TableDelivery = "hunt_delivery"
@@ -234,6 +237,16 @@ var tables = []table{
 			{"version", "UInt32"}, {"applied", "DateTime64(6, 'UTC')"}, {"note", "String"},
 		},
 		orderBy: "version",
+	},
+	{
+		// Written by runners at most every 30 s (watermark.Store.Heartbeat); merges keep the
+		// newest row per owner, and a runner gone for a day drops out of the table.
+		name: TableHeartbeat, comment: "runner heartbeats; newest row per owner by last_tick",
+		columns: []column{
+			{"owner", "String"}, {"version", "String"}, {"hunt_set", "String"}, {"set_hash", "String"},
+			{"hunts", "UInt32"}, {"last_tick", "DateTime64(3, 'UTC')"}, {"started", "DateTime64(3, 'UTC')"},
+		},
+		version: "last_tick", orderBy: "owner", ttl: "toDateTime(last_tick) + INTERVAL 1 DAY",
 	},
 }
 

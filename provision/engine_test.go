@@ -146,6 +146,9 @@ func TestRunnerApplyTwiceOnEngine(t *testing.T) {
 	if err := conn.Exec(ctx, "INSERT INTO "+db.Name+".hunt_state (hunt_id) VALUES ('x')"); err != nil {
 		t.Errorf("runner cannot write hunt_state: %v", err)
 	}
+	if err := conn.Exec(ctx, "INSERT INTO "+db.Name+".hunt_runner_heartbeat (owner) VALUES ('x')"); err != nil {
+		t.Errorf("runner cannot write its heartbeat: %v", err)
+	}
 	for _, refused := range []string{
 		"INSERT INTO " + db.Name + ".hunt_request (hunt_id) VALUES ('x')",
 		"INSERT INTO " + db.Name + ".hunt_schedule (hunt_id) VALUES ('x')",

@@ -263,7 +263,8 @@ var runnerSystemTables = []string{"databases", "replicas"}
 
 // Which coordination tables each role writes; the runner reads the rest.
 var (
-	runnerWrites       = []string{chstore.TableLease, chstore.TableWatermark, chstore.TableState, chstore.TableRun, chstore.TableFindings}
+	runnerWrites = []string{chstore.TableLease, chstore.TableWatermark, chstore.TableState, chstore.TableRun, chstore.TableFindings,
+		chstore.TableHeartbeat}
 	materialiserWrites = []string{chstore.TableSchedule, chstore.TablePublish, chstore.TableRequest}
 )
 

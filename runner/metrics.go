@@ -23,7 +23,7 @@ import (
 //	hunt_runner_findings_dropped_total{hunt_id}
 //	hunt_runner_overruns_total{hunt_id}
 //	hunt_runner_tick_duration_seconds
-//	hunt_runner_clickhouse_errors_total{stage}          snapshot|claim|renew|run|commit|release|…
+//	hunt_runner_clickhouse_errors_total{stage}          snapshot|claim|renew|run|commit|release|heartbeat|…
 //	hunt_runner_loaded_set_info{hash}                   1 for the loaded set's hash
 //	hunt_runner_published_set_mismatch                  1 while the loaded hash ≠ materialise's
 //	hunt_runner_replica_delay_seconds, hunt_runner_settle_seconds

@@ -62,6 +62,12 @@ type Options struct {
 	// Settle is the lease protocol's settle, exported next to the observed replica delay.
 	Settle time.Duration
 
+	// Version and HuntSet go into the runner's heartbeat (heartbeat.go); HuntSet defaults to
+	// DefaultHuntSet. HeartbeatEvery is the least time between beats; default HeartbeatEvery.
+	Version        string
+	HuntSet        string
+	HeartbeatEvery time.Duration
+
 	Logger  *slog.Logger
 	Metrics *Metrics         // nil: no metrics
 	Tracer  trace.Tracer     // nil: no traces
@@ -96,6 +102,12 @@ func (o *Options) setDefaults() error {
 	}
 	if o.CheckEvery == 0 {
 		o.CheckEvery = 12
+	}
+	if o.HuntSet == "" {
+		o.HuntSet = DefaultHuntSet
+	}
+	if o.HeartbeatEvery <= 0 {
+		o.HeartbeatEvery = HeartbeatEvery
 	}
 	switch {
 	case o.Tick < 0:
@@ -155,6 +167,7 @@ type Runner struct {
 	runAvg   time.Duration // moving average of a run, start to commit
 	tickAvg  time.Duration // moving average of a tick that claimed (snapshot + claim)
 
+	hb           heartbeatState
 	ticks        int
 	mismatchLogd string // the published hash already logged as a mismatch
 	outage       bool
@@ -343,6 +356,7 @@ func (r *Runner) tick(ctx context.Context) error {
 	if stopping {
 		return nil
 	}
+	r.heartbeat(ctx, set)
 
 	p := r.planner.plan(snap, set, r.opts.Clock(), r.isHeld)
 	r.mu.Lock()

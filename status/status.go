@@ -88,11 +88,14 @@ const (
 	StateDisabled    = "disabled" // disabled in the hunt files, or tombstoned by materialise
 )
 
-// Report is the whole status answer: {"now": …, "hunts": […]}.
+// Report is the whole status answer: {"now": …, "hunts": […], "runners": […]}.
 type Report struct {
 	Now   string `json:"now"`
 	Hunts []Hunt `json:"hunts"`
-	now   time.Time
+	// Runners are the live runners (LiveRule says which), by owner.
+	Runners     []Runner `json:"runners"`
+	RunnersLive string   `json:"runners_live"`
+	now         time.Time
 }
 
 // Time is the report's clock (ClickHouse's now at the snapshot).
@@ -113,9 +116,9 @@ func rfcSec(s int64) string  { return rfc(time.Unix(s, 0)) }
 
 // Read reports every hunt of entries, plus every hunt the coordination tables know that is
 // neither in entries nor retired by materialise (marked unpublished), sorted by id. With nil
-// entries the published schedule is the list. It costs three queries: the snapshot (which
-// carries pauses and pending backfills), the published schedule, and one aggregate over
-// hunt_runs.
+// entries the published schedule is the list. It costs four queries: the snapshot (which
+// carries pauses and pending backfills), the published schedule, one aggregate over
+// hunt_runs and one over the runners' heartbeats.
 func Read(ctx context.Context, conn driver.Conn, store Snapshotter, database string, entries []Entry) (Report, error) {
 	snap, err := store.Snapshot(ctx)
 	if err != nil {
@@ -136,8 +139,13 @@ func Read(ctx context.Context, conn driver.Conn, store Snapshotter, database str
 		return Report{}, fmt.Errorf("status: %w", err)
 	}
 	pauses := pausesOf(snap)
+	runners, err := LiveRunners(ctx, conn, database, LiveWithin)
+	if err != nil {
+		return Report{}, fmt.Errorf("status: %w", err)
+	}
 
-	out := Report{Now: snap.Now.UTC().Format(time.RFC3339Nano), Hunts: make([]Hunt, 0, len(entries)), now: snap.Now}
+	out := Report{Now: snap.Now.UTC().Format(time.RFC3339Nano), Hunts: make([]Hunt, 0, len(entries)),
+		Runners: runners, RunnersLive: LiveRule, now: snap.Now}
 	seen := make(map[string]bool, len(entries))
 	for _, e := range entries {
 		seen[e.HuntID] = true

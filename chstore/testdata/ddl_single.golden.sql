@@ -214,6 +214,22 @@ ENGINE = MergeTree
 ORDER BY version
 COMMENT 'schema layout versions applied by hunt-runner schema';
 
+-- table hunt_runner.hunt_runner_heartbeat
+CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_runner_heartbeat`
+(
+    owner     String,
+    version   String,
+    hunt_set  String,
+    set_hash  String,
+    hunts     UInt32,
+    last_tick DateTime64(3, 'UTC'),
+    started   DateTime64(3, 'UTC')
+)
+ENGINE = ReplacingMergeTree(last_tick)
+ORDER BY owner
+TTL toDateTime(last_tick) + INTERVAL 1 DAY
+COMMENT 'runner heartbeats; newest row per owner by last_tick';
+
 -- table hunt_runner.hunt_runs
 CREATE VIEW IF NOT EXISTS `hunt_runner`.`hunt_runs` AS
 SELECT hunt_id, fire, run_id, owner, status, window_start, window_end, rows_written, findings_dropped,

@@ -22,8 +22,8 @@ func provisionCommand() *cli.Command {
 of the text above it (check with: head -n -1 provision.sql | sha256sum); --expect-sha256 refuses
 to apply anything but the reviewed text.
 
-  runner        SELECT, INSERT on hunt_lease, hunt_watermark, hunt_state, hunt_run and
-                hunt_findings (ALTER DELETE on findings); SELECT on hunt_schedule, hunt_publish and
+  runner        SELECT, INSERT on hunt_lease, hunt_watermark, hunt_state, hunt_run,
+                hunt_findings (ALTER DELETE on findings) and hunt_runner_heartbeat; SELECT on hunt_schedule, hunt_publish and
                 hunt_request; SELECT on system.databases and system.replicas. No source data.
   materialiser  SELECT, INSERT on hunt_schedule, hunt_publish and hunt_request (materialise,
                 trigger); nothing else.

@@ -25,7 +25,9 @@ func statusCommand() *cli.Command {
 		Description: "Hunts come from --hunts-dir/--git-url when given, otherwise from the published schedule\n" +
 			"(hunt_schedule). Times are UTC, read from ClickHouse's clock. --json prints\n" +
 			`{"now": …, "hunts": [{"hunt_id", "interval_seconds", "offset_seconds", "enabled", "latest_fire", ` + "\n" +
-			`"next_fire", "watermark", "behind_seconds", "lease_owner", "lease_until", "last_run_status", …}]}.`,
+			`"next_fire", "watermark", "behind_seconds", "lease_owner", "lease_until", "last_run_status", …}],` + "\n" +
+			`"runners": [{"owner", "version", "hunt_set", "set_hash", "hunts", "last_seen", "started", …}], "runners_live": …}` + "\n" +
+			"with the runners whose heartbeat is under two minutes old.",
 		Flags: concat(interactiveClickhouseFlags(), sourceFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
 		}),
@@ -166,6 +168,22 @@ func printStatus(w io.Writer, rep status.Report) {
 				b.ID, h.HuntID, b.ChunksDone, b.Chunks, short(b.From), short(b.To), short(b.Done), b.RequestedBy)
 		}
 	}
+	if len(rep.Runners) == 0 {
+		fmt.Fprintf(w, "runners: none live (%s)\n", rep.RunnersLive)
+		return
+	}
+	fmt.Fprintf(w, "runners (%s):\n", rep.RunnersLive)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  RUNNER\tVERSION\tHUNT SET\tHUNTS\tSET HASH\tLAST TICK\tSTARTED")
+	for _, r := range rep.Runners {
+		hash := r.SetHash
+		if len(hash) > 12 {
+			hash = hash[:12]
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.Owner, r.Version, r.HuntSet, r.Hunts, hash,
+			short(r.LastSeen), short(r.Started))
+	}
+	tw.Flush()
 }
 
 func duration(seconds int64) string {

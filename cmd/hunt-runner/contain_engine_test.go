@@ -105,6 +105,9 @@ func TestRunExecutesNoHostileHunt(t *testing.T) {
 		if table == chstore.TableSchedule || table == chstore.TablePublish || table == chstore.TableSchema {
 			continue // materialise's and schema's tables; run never writes them
 		}
+		if table == chstore.TableHeartbeat {
+			continue // keyed by runner, not by hunt
+		}
 		rows, err := db.Conn.Query(ctx, fmt.Sprintf("SELECT DISTINCT hunt_id FROM %s.%s WHERE hunt_id != 'good'", chstore.QuoteIdent(db.Name), chstore.QuoteIdent(table)))
 		if err != nil {
 			t.Fatal(err)

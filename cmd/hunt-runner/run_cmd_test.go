@@ -86,6 +86,11 @@ func TestRunTriggerStatusOnEngine(t *testing.T) {
 		h.LastRunRows != 3 || h.Watermark == "" || h.LeaseLive || h.Due {
 		t.Fatalf("status %+v", h)
 	}
+	// The run's heartbeat, seconds old, lists it as live with the binary's version.
+	if len(rep.Runners) != 1 || rep.Runners[0].Owner != "cmd-test" || rep.Runners[0].Version != buildVersion() ||
+		rep.Runners[0].Hunts != 1 || rep.Runners[0].HuntSet != "default" || !rep.Runners[0].Live {
+		t.Errorf("status runners %+v, want cmd-test at version %s with 1 hunt", rep.Runners, buildVersion())
+	}
 	if wm, _ := time.Parse(time.RFC3339, h.Watermark); wm.Unix() < int64(now) {
 		t.Fatalf("watermark %s is before the request at %d: the request was not served", h.Watermark, now)
 	}
@@ -96,7 +101,7 @@ func TestRunTriggerStatusOnEngine(t *testing.T) {
 		}
 	}
 	text, err := runApp(t, append([]string{"status", "--hunts-dir", dir}, common...)...)
-	if err != nil || !strings.Contains(text, "three") || !strings.Contains(text, "succeeded") {
+	if err != nil || !strings.Contains(text, "three") || !strings.Contains(text, "succeeded") || !strings.Contains(text, "  cmd-test ") {
 		t.Fatalf("status table: %v\n%s", err, text)
 	}
 }

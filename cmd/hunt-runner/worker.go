@@ -72,6 +72,7 @@ func buildWorker(ctx context.Context, cfg workerConfig, log *slog.Logger) (*work
 	conn, db := cfg.conn, cfg.database
 	opts.HuntConn, opts.Owner, opts.Database = cfg.huntConn, cfg.owner, db
 	opts.Lease, opts.Settle = coord.Options().Lease, coord.Options().Settle
+	opts.Version = buildVersion() // recorded in the heartbeat
 	opts.Logger, opts.Metrics, opts.Tracer, opts.OnRun = log, w.metrics, tel.Tracer, cfg.onRun
 	opts.PublishedHash = func(ctx context.Context) (string, error) { return schedule.PublishedSetHash(ctx, conn, db) }
 	if cfg.replicas {

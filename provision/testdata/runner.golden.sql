@@ -22,7 +22,8 @@ GRANT
   SELECT ON `hunt_runner`.`hunt_pause`,
   SELECT ON `hunt_runner`.`hunt_backfill`,
   SELECT ON `hunt_runner`.`hunt_schema`,
+  SELECT, INSERT ON `hunt_runner`.`hunt_runner_heartbeat`,
   SELECT ON system.`databases`,
   SELECT ON system.`replicas`
 TO `hunt_runner` WITH REPLACE OPTION;
--- sha256: 8d176d37a18f8d784b738f20618a851f799c744ed159ceb6b2416b0d607e7edf
+-- sha256: 4792bc1b1c7c010f4920b6155ca95b47a3889906ea9868249087d75668baba6f
