@@ -103,6 +103,9 @@ var tables = []table{
 		columns: []column{
 			{"hunt_id", "String"}, {"interval_seconds", "UInt32"}, {"phase_offset", "UInt32"},
 			{"enabled", "UInt8"}, {"config_hash", "String"}, {"updated", "DateTime64(6, 'UTC')"},
+			// The DEFAULT makes rows written before hunt sets existed read as the default set,
+			// both after `schema` adds the column and from writers that do not name it.
+			{"hunt_set", "LowCardinality(String) DEFAULT 'default'"},
 		},
 		version: "updated", orderBy: "hunt_id",
 	},
@@ -111,6 +114,7 @@ var tables = []table{
 		columns: []column{
 			{"set_hash", "String"}, {"hunt_count", "UInt32"}, {"source", "String"},
 			{"published", "DateTime64(6, 'UTC')"},
+			{"hunt_set", "LowCardinality(String) DEFAULT 'default'"},
 		},
 		orderBy: "published",
 	},

@@ -32,8 +32,8 @@ func (f sqlForm) countSQL(database, nowExpr string) string {
 }
 
 var (
-	liveForm   = sqlForm{"live", func(d, n string) string { return dueCore(formLive, d, n) }, dueSettings(formLive)}
-	finalForm  = sqlForm{"final", func(d, n string) string { return dueCore(formFinal, d, n) }, dueSettings(formFinal)}
+	liveForm   = sqlForm{"live", func(d, n string) string { return dueCore(formLive, d, n, "") }, dueSettings(formLive)}
+	finalForm  = sqlForm{"final", func(d, n string) string { return dueCore(formFinal, d, n, "") }, dueSettings(formFinal)}
 	argMaxForm = sqlForm{"argmax", func(d, n string) string {
 		db := chstore.QuoteIdent(d)
 		return joinedDue(db, "toInt64("+n+")", argMaxParts(db))

@@ -22,9 +22,9 @@ var ErrInvalidRow = errors.New("invalid schedule row")
 // Store is where Materialise reads the published schedule and publishes a new one.
 // ClickHouseStore is the implementation; the interface keeps the diffing logic free of SQL.
 type Store interface {
-	// Published returns the newest hunt_schedule row of every hunt ever published
-	// (tombstones included) and the server clock.
-	Published(ctx context.Context) (Published, error)
+	// Published returns the newest hunt_schedule row of every hunt ever published by any set
+	// (tombstones included), the server clock and set's newest published hash.
+	Published(ctx context.Context, set string) (Published, error)
 	// Publish inserts rows into hunt_schedule and then the record into hunt_publish, all with
 	// the version rec.At. The record is written only after the rows, so a runner that sees the
 	// new set hash also sees the rows.
@@ -33,14 +33,15 @@ type Store interface {
 
 // Published is the current state of hunt_schedule.
 type Published struct {
-	Rows    map[string]Row // newest row per hunt
+	Rows    map[string]Row // newest row per hunt, of every set
 	Newest  time.Time      // greatest updated in the table (zero if empty)
 	Now     time.Time      // server clock
-	SetHash string         // newest hunt_publish.set_hash, "" if never published
+	SetHash string         // newest hunt_publish.set_hash of the set asked for, "" if never published
 }
 
 // Publication is one hunt_publish row.
 type Publication struct {
+	Set       string // the hunt set; its rows are written with it too
 	SetHash   string
 	HuntCount uint32 // enabled hunts in the set
 	Source    string
@@ -49,6 +50,9 @@ type Publication struct {
 
 // MaterialiseOptions tune Materialise. The zero value writes, and refuses an empty set.
 type MaterialiseOptions struct {
+	// Set is the hunt set published (DefaultHuntSet when empty). Only its hunts are
+	// tombstoned; a hunt id live in another set is refused (ErrSetConflict).
+	Set        string
 	DryRun     bool   // compute and return the diff, write nothing
 	AllowEmpty bool   // publish an empty set (tombstoning every published hunt)
 	Source     string // recorded in hunt_publish.source, e.g. "dir:/hunts" or "git:…@<commit>"
@@ -177,7 +181,19 @@ func short(h string) string {
 // every hunt of the set: enabled rows (NewRow) and, for disabled hunts, rows with Enabled false
 // (their interval is ignored). The set hash goes to hunt_publish when anything was written or
 // it differs from the recorded one, so a second run with the same set writes nothing.
+//
+// Only hunts of opts.Set are compared and tombstoned, so sets published by other teams or
+// releases into the same database are left alone. A hunt id whose newest row is live in
+// another set is refused with ErrSetConflict naming both sets; one that set tombstoned may be
+// taken over.
 func Materialise(ctx context.Context, store Store, rows []Row, setHash string, opts MaterialiseOptions) (Diff, error) {
+	set := opts.Set
+	if set == "" {
+		set = DefaultHuntSet
+	}
+	if err := ValidateHuntSet(set); err != nil {
+		return Diff{}, err
+	}
 	if len(rows) == 0 && !opts.AllowEmpty {
 		return Diff{}, ErrEmptySet
 	}
@@ -197,13 +213,33 @@ func Materialise(ctx context.Context, store Store, rows []Row, setHash string, o
 			}
 			enabled++
 		}
+		r.Set = set
 		want[r.HuntID] = r
 	}
-	pub, err := store.Published(ctx)
+	pub, err := store.Published(ctx, set)
 	if err != nil {
 		return Diff{}, fmt.Errorf("materialise: read published schedule: %w", err)
 	}
-	d := diff(pub.Rows, want, opts.KeepAbsent)
+	own := make(map[string]Row, len(pub.Rows))
+	var conflicts []string
+	for id, old := range pub.Rows {
+		switch {
+		case old.Set == set:
+			own[id] = old
+		case !old.Live():
+			// Retired by its set: free to be taken over, and never this set's to tombstone.
+		default:
+			if _, ok := want[id]; ok {
+				conflicts = append(conflicts, fmt.Sprintf("hunt %q is published by hunt set %q, not %q", id, old.Set, set))
+			}
+		}
+	}
+	if len(conflicts) > 0 {
+		slices.Sort(conflicts)
+		return Diff{}, fmt.Errorf("%w: %s; rename the hunt or retire it from its set first; nothing written",
+			ErrSetConflict, strings.Join(conflicts, "; "))
+	}
+	d := diff(own, want, opts.KeepAbsent, set)
 	d.SetHash, d.PublishedHash, d.DryRun = setHash, pub.SetHash, opts.DryRun
 	if opts.DryRun || !d.HasChanges() {
 		return d, nil
@@ -214,7 +250,7 @@ func Materialise(ctx context.Context, store Store, rows []Row, setHash string, o
 		at = pub.Newest.Add(time.Microsecond)
 	}
 	out := d.Rows()
-	rec := Publication{SetHash: setHash, HuntCount: uint32(enabled), Source: opts.Source, At: at}
+	rec := Publication{Set: set, SetHash: setHash, HuntCount: uint32(enabled), Source: opts.Source, At: at}
 	if err := store.Publish(ctx, out, rec); err != nil {
 		return d, fmt.Errorf("materialise: publish %d row(s): %w", len(out), err)
 	}
@@ -223,14 +259,15 @@ func Materialise(ctx context.Context, store Store, rows []Row, setHash string, o
 }
 
 // diff compares the published newest rows with the wanted ones.
-func diff(published, want map[string]Row, keepAbsent bool) Diff {
+func diff(published, want map[string]Row, keepAbsent bool, set string) Diff {
+	tomb := func(id string) Row { r := Tombstone(id); r.Set = set; return r }
 	var d Diff
 	for id, w := range want {
 		old, seen := published[id]
 		switch {
 		case !w.Enabled:
 			if seen && old.Live() {
-				d.Tombstoned = append(d.Tombstoned, Change{Old: old, New: Tombstone(id), Reason: "disabled"})
+				d.Tombstoned = append(d.Tombstoned, Change{Old: old, New: tomb(id), Reason: "disabled"})
 			} else {
 				d.Unchanged++
 			}
@@ -250,7 +287,7 @@ func diff(published, want map[string]Row, keepAbsent bool) Diff {
 			d.Kept = append(d.Kept, id)
 			continue
 		}
-		d.Tombstoned = append(d.Tombstoned, Change{Old: old, New: Tombstone(id), Reason: "removed"})
+		d.Tombstoned = append(d.Tombstoned, Change{Old: old, New: tomb(id), Reason: "removed"})
 	}
 	slices.Sort(d.Kept)
 	byID := func(a, b Change) int { return strings.Compare(a.New.HuntID, b.New.HuntID) }
@@ -283,12 +320,12 @@ func (s *ClickHouseStore) table(name string) string {
 
 // Published implements Store. FINAL leaves the newest row per hunt (ReplacingMergeTree by
 // updated).
-func (s *ClickHouseStore) Published(ctx context.Context) (Published, error) {
+func (s *ClickHouseStore) Published(ctx context.Context, set string) (Published, error) {
 	p := Published{Rows: map[string]Row{}}
 	if err := queryOne(ctx, s.conn, "SELECT now64(6)", &p.Now); err != nil {
 		return p, err
 	}
-	rows, err := s.conn.Query(ctx, "SELECT hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated FROM "+s.table(chstore.TableSchedule)+" FINAL")
+	rows, err := s.conn.Query(ctx, "SELECT hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated, hunt_set FROM "+s.table(chstore.TableSchedule)+" FINAL")
 	if err != nil {
 		return p, err
 	}
@@ -299,7 +336,7 @@ func (s *ClickHouseStore) Published(ctx context.Context) (Published, error) {
 			enabled uint8
 			updated time.Time
 		)
-		if err := rows.Scan(&r.HuntID, &r.IntervalSeconds, &r.PhaseOffset, &enabled, &r.ConfigHash, &updated); err != nil {
+		if err := rows.Scan(&r.HuntID, &r.IntervalSeconds, &r.PhaseOffset, &enabled, &r.ConfigHash, &updated, &r.Set); err != nil {
 			return p, err
 		}
 		r.Enabled = enabled == 1
@@ -311,19 +348,19 @@ func (s *ClickHouseStore) Published(ctx context.Context) (Published, error) {
 	if err := rows.Err(); err != nil {
 		return p, err
 	}
-	p.SetHash, err = PublishedSetHash(ctx, s.conn, s.database)
+	p.SetHash, err = PublishedSetHash(ctx, s.conn, s.database, set)
 	return p, err
 }
 
 // Publish implements Store.
 func (s *ClickHouseStore) Publish(ctx context.Context, rows []Row, rec Publication) error {
 	if len(rows) > 0 {
-		b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table(chstore.TableSchedule)+" (hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated)")
+		b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table(chstore.TableSchedule)+" (hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated, hunt_set)")
 		if err != nil {
 			return err
 		}
 		for _, r := range rows {
-			if err := b.Append(r.HuntID, r.IntervalSeconds, r.PhaseOffset, boolToUInt8(r.Enabled), r.ConfigHash, rec.At); err != nil {
+			if err := b.Append(r.HuntID, r.IntervalSeconds, r.PhaseOffset, boolToUInt8(r.Enabled), r.ConfigHash, rec.At, rec.Set); err != nil {
 				_ = b.Abort()
 				return err
 			}
@@ -332,11 +369,11 @@ func (s *ClickHouseStore) Publish(ctx context.Context, rows []Row, rec Publicati
 			return err
 		}
 	}
-	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table(chstore.TablePublish)+" (set_hash, hunt_count, source, published)")
+	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table(chstore.TablePublish)+" (set_hash, hunt_count, source, published, hunt_set)")
 	if err != nil {
 		return err
 	}
-	if err := b.Append(rec.SetHash, rec.HuntCount, rec.Source, rec.At); err != nil {
+	if err := b.Append(rec.SetHash, rec.HuntCount, rec.Source, rec.At, rec.Set); err != nil {
 		_ = b.Abort()
 		return err
 	}
@@ -350,10 +387,15 @@ func boolToUInt8(b bool) uint8 {
 	return 0
 }
 
-// PublishedSetHash returns the set hash of the newest hunt_publish row ("" if nothing was ever
-// published), so a runner can tell whether hunt_schedule matches the set it loaded.
-func PublishedSetHash(ctx context.Context, q Querier, database string) (string, error) {
-	rows, err := q.Query(ctx, "SELECT set_hash FROM "+chstore.QuoteIdent(database)+"."+chstore.TablePublish+" ORDER BY published DESC LIMIT 1")
+// PublishedSetHash returns the set hash of hunt set set's newest hunt_publish row ("" if that
+// set was never published), so a runner can tell whether hunt_schedule matches the set it
+// loaded; another set's publication says nothing about its own.
+func PublishedSetHash(ctx context.Context, q Querier, database, set string) (string, error) {
+	if err := ValidateHuntSet(set); err != nil {
+		return "", err
+	}
+	rows, err := q.Query(ctx, "SELECT set_hash FROM "+chstore.QuoteIdent(database)+"."+chstore.TablePublish+
+		" WHERE hunt_set = "+quoteSet(set)+" ORDER BY published DESC LIMIT 1")
 	if err != nil {
 		return "", fmt.Errorf("read published set hash: %w", err)
 	}

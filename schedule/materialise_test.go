@@ -88,13 +88,13 @@ func TestMaterialiseOnEngine(t *testing.T) {
 		if sched != st.wantSchedule || pub != st.wantPublish {
 			t.Errorf("%s: tables hold %d schedule and %d publish rows, want %d and %d", st.name, sched, pub, st.wantSchedule, st.wantPublish)
 		}
-		if h, err := PublishedSetHash(ctx, db.Conn, db.Name); err != nil || h != st.hash {
+		if h, err := PublishedSetHash(ctx, db.Conn, db.Name, DefaultHuntSet); err != nil || h != st.hash {
 			t.Errorf("%s: PublishedSetHash = %q, %v; want %q", st.name, h, err, st.hash)
 		}
 	}
 
 	// The table's newest rows are exactly the last set: tombstones carry interval 0, offset 0.
-	pub, err := store.Published(ctx)
+	pub, err := store.Published(ctx, DefaultHuntSet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,6 +103,7 @@ func TestMaterialiseOnEngine(t *testing.T) {
 		t.Fatalf("published %v", pub.Rows)
 	}
 	for id, w := range want {
+		w.Set = DefaultHuntSet
 		if pub.Rows[id] != w {
 			t.Errorf("published %s = %+v, want %+v", id, pub.Rows[id], w)
 		}
@@ -210,10 +211,11 @@ func TestMaterialiseKeepAbsent(t *testing.T) {
 	if !strings.Contains(d.String(), "= hunt-b  kept as published") {
 		t.Errorf("diff text lacks the kept hunt:\n%s", d)
 	}
-	pub, err := store.Published(ctx)
+	pub, err := store.Published(ctx, DefaultHuntSet)
 	if err != nil {
 		t.Fatal(err)
 	}
+	b.Set = DefaultHuntSet
 	if pub.Rows["hunt-b"] != b || pub.Rows["hunt-c"].Live() {
 		t.Errorf("published rows %+v", pub.Rows)
 	}
@@ -236,7 +238,7 @@ func TestMaterialiseRejectsBadRows(t *testing.T) {
 // failingStore fails every call: a test that reaches it has skipped validation.
 type failingStore struct{}
 
-func (failingStore) Published(context.Context) (Published, error) {
+func (failingStore) Published(context.Context, string) (Published, error) {
 	return Published{}, fmt.Errorf("unexpected read")
 }
 func (failingStore) Publish(context.Context, []Row, Publication) error {

@@ -50,6 +50,9 @@ type pauseRow struct {
 	updated time.Time
 }
 
+// paritySets are the hunt sets the parity test's schedule rows are spread over.
+var paritySets = []string{DefaultHuntSet, "team-b"}
+
 type parityHunt struct {
 	id         string
 	schedule   []scheduleRow
@@ -287,10 +290,17 @@ func insertParity(ctx context.Context, t testing.TB, conn driver.Conn, database 
 			t.Fatalf("send %s: %v", table, err)
 		}
 	}
-	batch(chstore.TableSchedule, "hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated", func(b driver.Batch) error {
+	// Rows of one hunt alternate between hunt sets, so that the newest row's set (not any
+	// older row's) must decide which set's count the hunt is in.
+	for i, h := range hunts {
+		for k := range h.schedule {
+			h.schedule[k].Set = paritySets[(i+k)%len(paritySets)]
+		}
+	}
+	batch(chstore.TableSchedule, "hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated, hunt_set", func(b driver.Batch) error {
 		for _, h := range hunts {
 			for _, r := range h.schedule {
-				if err := b.Append(r.HuntID, r.IntervalSeconds, r.PhaseOffset, boolToUInt8(r.Enabled), r.ConfigHash, r.updated); err != nil {
+				if err := b.Append(r.HuntID, r.IntervalSeconds, r.PhaseOffset, boolToUInt8(r.Enabled), r.ConfigHash, r.updated, r.Set); err != nil {
 					return err
 				}
 			}
@@ -428,6 +438,23 @@ func TestDueParity(t *testing.T) {
 		}
 		if got != total {
 			t.Errorf("DueCountSQL at now %d with settings %v = %d, IsDue counts %d", nows[0], settings, got, total)
+		}
+	}
+	// Per hunt set: DueCountSetSQL counts exactly the due hunts whose newest row is in the set.
+	for _, set := range paritySets {
+		var want uint64
+		for _, h := range hunts {
+			row, st := h.newest()
+			if row.Set == set && IsDue(nows[0], row, st) {
+				want++
+			}
+		}
+		got, err := countDue(ctx, db.Conn, DueCountSetSQL(db.Name, fmt.Sprintf("toDateTime(%d, 'UTC')", nows[0]), set))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want || want == 0 || want == total {
+			t.Errorf("DueCountSetSQL(%q) at now %d = %d, IsDue counts %d of %d in the set", set, nows[0], got, want, total)
 		}
 	}
 	t.Logf("%d cases at %d nows, each compared per hunt in %d SQL forms; whole-table count %d", len(hunts), len(nows), len(sqlForms), total)

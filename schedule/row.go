@@ -13,6 +13,9 @@ type Row struct {
 	PhaseOffset     uint32
 	Enabled         bool
 	ConfigHash      string
+	// Set is the hunt set that published the row (hunt_schedule.hunt_set). Materialise fills
+	// it; rows given to Materialise may leave it empty.
+	Set string
 }
 
 // Tombstone is the row that retires a hunt.

@@ -58,13 +58,17 @@ func newestWatermarkSQL(db string) string {
 // interval 0 never reaches intDiv; the outer `i > 0` only guards against a hand-written enabled
 // row with interval 0. LEFT JOIN fills misses with 0 (join_use_nulls off): the has_* columns
 // tell "no row" from a zero value, so the SQL assumes nothing about now or the data.
-func dueCore(form dueForm, database, nowExpr string) string {
+//
+// set narrows the schedule to one hunt set; "" counts every set. The filter applies to the
+// merged newest row (FINAL), like enabled, so a hunt taken over by another set is counted in
+// the set that holds it now.
+func dueCore(form dueForm, database, nowExpr, set string) string {
 	db := chstore.QuoteIdent(database)
 	now := "toInt64(" + nowExpr + ")"
 	if form == formLive {
-		return liveDue(db, now)
+		return liveDue(db, now, set)
 	}
-	return joinedDue(db, now, finalParts(db))
+	return joinedDue(db, now, finalParts(db, set))
 }
 
 // dueParts are how a form reads the newest rows: the live schedule (hunt_id, i, p), the newest
@@ -72,9 +76,13 @@ func dueCore(form dueForm, database, nowExpr string) string {
 type dueParts struct{ sched, lease, state string }
 
 // finalParts reads hunt_schedule and hunt_state with FINAL and the newest lease by LIMIT 1 BY.
-func finalParts(db string) dueParts {
+func finalParts(db, set string) dueParts {
+	inSet := ""
+	if set != "" {
+		inSet = " AND hunt_set = " + quoteSet(set)
+	}
 	return dueParts{
-		sched: `SELECT hunt_id, interval_seconds AS i, phase_offset AS p FROM ` + db + `.` + chstore.TableSchedule + ` FINAL WHERE enabled = 1 AND interval_seconds > 0`,
+		sched: `SELECT hunt_id, interval_seconds AS i, phase_offset AS p FROM ` + db + `.` + chstore.TableSchedule + ` FINAL WHERE enabled = 1 AND interval_seconds > 0` + inSet,
 		lease: `SELECT hunt_id, toUInt8(1) AS has_lease, toUnixTimestamp64Milli(lease_until) AS lu_ms FROM ` + db + `.` + chstore.TableLease + ` ORDER BY hunt_id, claimed DESC, claim_id DESC LIMIT 1 BY hunt_id`,
 		state: `SELECT hunt_id, toUInt8(1) AS has_st, toUnixTimestamp64Milli(retry_after) AS ra_ms FROM ` + db + `.` + chstore.TableState + ` FINAL`,
 	}
@@ -116,9 +124,9 @@ WHERE (has_lease = 0 OR lu_ms <= %[6]s * 1000)
 }
 
 // liveDue is formLive.
-func liveDue(db, now string) string {
+func liveDue(db, now, set string) string {
 	t := func(name string) string { return db + "." + name }
-	sched := finalParts(db).sched
+	sched := finalParts(db, set).sched
 	wm := newestWatermarkSQL(db)
 	fire := fireSQL(now)
 	// held: the hunt's newest lease is live. Only hunts with any live row can be held, and
@@ -182,8 +190,17 @@ func dueSettings(form dueForm) string {
 // It is the SQL form of IsDue. database is quoted here; nowExpr is trusted SQL. The query has
 // no bound parameters so that it can also be stored as a view (hunt_backlog_v1) or pasted into
 // a scaler.
+//
+// It counts the hunts of every hunt set: KEDA scales the one runner deployment of a database
+// on it. DueCountSetSQL narrows it to one set.
 func DueCountSQL(database, nowExpr string) string {
-	return "SELECT toUInt64(count()) AS due FROM (\n" + dueCore(formLive, database, nowExpr) + "\n)" + dueSettings(formLive)
+	return DueCountSetSQL(database, nowExpr, "")
+}
+
+// DueCountSetSQL is DueCountSQL over hunt set set only ("" for every set). set must pass
+// ValidateHuntSet.
+func DueCountSetSQL(database, nowExpr, set string) string {
+	return "SELECT toUInt64(count()) AS due FROM (\n" + dueCore(formLive, database, nowExpr, set) + "\n)" + dueSettings(formLive)
 }
 
 // ErrNoResult means a query that always yields one row (a count, now64()) returned none.
@@ -192,6 +209,16 @@ var ErrNoResult = errors.New("query returned no row")
 // CountDue runs DueCountSQL with the server's clock. A failed query is an error, never 0.
 func CountDue(ctx context.Context, q Querier, database string) (uint64, error) {
 	return countDue(ctx, q, DueCountSQL(database, "now()"))
+}
+
+// CountDueSet is CountDue over hunt set set only ("" for every set).
+func CountDueSet(ctx context.Context, q Querier, database, set string) (uint64, error) {
+	if set != "" {
+		if err := ValidateHuntSet(set); err != nil {
+			return 0, err
+		}
+	}
+	return countDue(ctx, q, DueCountSetSQL(database, "now()", set))
 }
 
 func countDue(ctx context.Context, q Querier, query string) (uint64, error) {
@@ -218,12 +245,26 @@ type DueHunt struct {
 // DueHunts lists up to limit due hunts (all if limit <= 0), most overdue first (then by id),
 // at the server's clock. It uses the same predicate as CountDue.
 func DueHunts(ctx context.Context, q Querier, database string, limit int) ([]DueHunt, error) {
-	return dueHunts(ctx, q, DueListSQL(database, "now()", limit))
+	return DueHuntsSet(ctx, q, database, "", limit)
+}
+
+// DueHuntsSet is DueHunts over hunt set set only ("" for every set).
+func DueHuntsSet(ctx context.Context, q Querier, database, set string, limit int) ([]DueHunt, error) {
+	if set != "" {
+		if err := ValidateHuntSet(set); err != nil {
+			return nil, err
+		}
+	}
+	return dueHunts(ctx, q, dueListSQL(database, "now()", set, limit))
 }
 
 // DueListSQL is the query behind DueHunts.
 func DueListSQL(database, nowExpr string, limit int) string {
-	s := dueCore(formFinal, database, nowExpr) + "\nORDER BY fire, hunt_id"
+	return dueListSQL(database, nowExpr, "", limit)
+}
+
+func dueListSQL(database, nowExpr, set string, limit int) string {
+	s := dueCore(formFinal, database, nowExpr, set) + "\nORDER BY fire, hunt_id"
 	if limit > 0 {
 		s += fmt.Sprintf("\nLIMIT %d", limit)
 	}

@@ -43,6 +43,7 @@ func devCommand() *cli.Command {
 			&cli.DurationFlag{Name: "backfill", Value: 15 * time.Minute, Usage: "sample events generated into the past at start"},
 			&cli.IntFlag{Name: "show", Value: 3, Usage: "findings printed per run"},
 			notifyConfigFlag,
+			huntSetFlag(),
 			&cli.StringFlag{Name: "receiver-listen", Value: "127.0.0.1:8082", Usage: "local receiver that prints notifications (the default sink)"},
 		}),
 		Action: devAction,
@@ -109,11 +110,12 @@ func devLogLevel(c *cli.Context) string {
 type devPublisher struct {
 	out   io.Writer
 	store *schedule.ClickHouseStore
+	set   string // the hunt set published (--hunt-set)
 }
 
 func (p *devPublisher) materialise(ctx context.Context, s *configsrc.Set) {
 	diff, err := schedule.Materialise(ctx, p.store, devScheduleRows(s), s.Hash,
-		schedule.MaterialiseOptions{AllowEmpty: true, Source: s.Source})
+		schedule.MaterialiseOptions{Set: p.set, AllowEmpty: true, Source: s.Source})
 	if err != nil {
 		fmt.Fprintf(p.out, "materialise failed: %v\n", err)
 		return
@@ -147,6 +149,10 @@ func devAction(c *cli.Context) error {
 			return err
 		}
 	}
+	huntSetName, err := huntSet(c)
+	if err != nil {
+		return err
+	}
 	src, err := huntSource(c, log)
 	if err != nil {
 		return err
@@ -170,7 +176,7 @@ func devAction(c *cli.Context) error {
 	}
 	printer := &runPrinter{w: out, conn: conn, db: db, show: c.Int("show")}
 	w, err := buildWorker(ctx, workerConfig{
-		conn: conn, database: db, consistency: string(consistency.Mode), owner: owner, service: "hunt-runner-dev",
+		conn: conn, database: db, huntSet: huntSetName, consistency: string(consistency.Mode), owner: owner, service: "hunt-runner-dev",
 		src: src, policy: policy, reload: c.Duration("reload-interval"), listen: c.String("listen"),
 		loop:  runner.Options{Tick: c.Duration("tick"), Concurrency: c.Int("concurrency")},
 		onRun: printer.print,
@@ -191,7 +197,7 @@ func devAction(c *cli.Context) error {
 	for _, p := range set.Problems {
 		fmt.Fprintf(out, "hunt file problem: %s\n", p.Error())
 	}
-	pub := &devPublisher{out: out, store: schedule.NewClickHouseStore(conn, db)}
+	pub := &devPublisher{out: out, store: schedule.NewClickHouseStore(conn, db), set: huntSetName}
 	pub.materialise(ctx, set)
 	printHunts(out, set)
 

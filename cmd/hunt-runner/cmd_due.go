@@ -26,6 +26,9 @@ lease; --json prints {"due": N} or, with --explain,
 null when the hunt never ran or was never claimed). The count and the list are two queries, so
 a hunt that comes due between them can make them differ by one.
 
+It counts the hunts of every hunt set, as the shim and KEDA do (one runner deployment per
+database serves them all); --hunt-set counts (and lists) one set only.
+
 Exit status: 0 (whatever the count), 1 if the query failed — a failure is never printed as 0.`,
 		Flags: concat(interactiveClickhouseFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "explain", EnvVars: envFor("explain"),
@@ -34,6 +37,9 @@ Exit status: 0 (whatever the count), 1 if the query failed — a failure is neve
 				Usage: "print JSON"},
 			&cli.IntFlag{Name: "limit", Value: 100, EnvVars: envFor("limit"),
 				Usage: "with --explain, list at most this many hunts (0: all)"},
+			// No default: the backlog is every set's unless narrowed.
+			&cli.StringFlag{Name: "hunt-set", EnvVars: envFor("hunt-set"),
+				Usage: "count only this hunt set's due hunts (default: every set, as the shim and KEDA count)"},
 		}),
 		Action: runDue,
 	}
@@ -51,19 +57,23 @@ func runDue(c *cli.Context) error {
 	if c.Int("limit") < 0 {
 		return cli.Exit("--limit must be 0 (all) or positive", exitUsage)
 	}
+	set, err := huntSet(c)
+	if err != nil {
+		return err
+	}
 	log := newLogger(c)
 	conn, opts, err := openClickHouse(c, log)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	n, err := schedule.CountDue(c.Context, conn, opts.Database)
+	n, err := schedule.CountDueSet(c.Context, conn, opts.Database, set)
 	if err != nil {
 		return cli.Exit(err.Error(), exitError)
 	}
 	out := dueOutput{Due: n}
 	if c.Bool("explain") {
-		out.Hunts, err = schedule.DueHunts(c.Context, conn, opts.Database, c.Int("limit"))
+		out.Hunts, err = schedule.DueHuntsSet(c.Context, conn, opts.Database, set, c.Int("limit"))
 		if err != nil {
 			return cli.Exit(err.Error(), exitError)
 		}

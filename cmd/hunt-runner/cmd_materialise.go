@@ -28,6 +28,11 @@ while any file is invalid no published hunt is tombstoned for being absent (the 
 define it). If the source cannot be read at all, nothing is written. An empty set of hunts is
 refused unless --allow-empty (it would tombstone every hunt).
 
+--hunt-set (default "default") names the set published: only its hunts are tombstoned, so teams or
+Helm releases publish into one database without retiring each other's hunts. A hunt id live in
+another set is refused, naming both sets, and nothing is written; an id the other set retired may
+be taken over.
+
 --dry-run prints the diff (+ added, ~ changed old → new, - tombstoned) and writes nothing.
 
 Exit status: 0 success, whether or not it changed anything; 1 error; 2 usage error.
@@ -35,6 +40,7 @@ Exit status: 0 success, whether or not it changed anything; 1 error; 2 usage err
 would change), 1 any error, usage errors included. The older --changed-exit-code=N (exit N
 when something changed) still works; until this release it defaulted to 3.`,
 		Flags: concat(interactiveClickhouseFlags(), sourceFlags(), []cli.Flag{
+			huntSetFlag(),
 			&cli.BoolFlag{Name: "dry-run", EnvVars: envFor("dry-run"),
 				Usage: "print the diff and write nothing"},
 			&cli.BoolFlag{Name: "allow-empty", EnvVars: envFor("allow-empty"),
@@ -80,6 +86,10 @@ func runMaterialise(c *cli.Context) (bool, error) {
 	if c.NArg() > 0 {
 		return false, cli.Exit(fmt.Sprintf("materialise takes no arguments, got %q", c.Args().Slice()), exitUsage)
 	}
+	huntSetName, err := huntSet(c)
+	if err != nil {
+		return false, err
+	}
 	log := newLogger(c)
 	src, err := huntSource(c, log)
 	if err != nil {
@@ -110,6 +120,7 @@ func runMaterialise(c *cli.Context) (bool, error) {
 	}
 	d, err := schedule.Materialise(c.Context, schedule.NewClickHouseStore(conn, opts.Database), rows, set.Hash,
 		schedule.MaterialiseOptions{
+			Set:        huntSetName,
 			DryRun:     c.Bool("dry-run"),
 			AllowEmpty: c.Bool("allow-empty"),
 			Source:     source,
@@ -122,7 +133,7 @@ func runMaterialise(c *cli.Context) (bool, error) {
 		return false, cli.Exit(err.Error(), exitError)
 	}
 	fmt.Fprint(c.App.Writer, d.String())
-	log.Info("materialise", "database", opts.Database, "source", source, "dry_run", d.DryRun,
+	log.Info("materialise", "database", opts.Database, "hunt_set", huntSetName, "source", source, "dry_run", d.DryRun,
 		"added", len(d.Added), "changed", len(d.Changed), "tombstoned", len(d.Tombstoned),
 		"unchanged", d.Unchanged, "kept", len(d.Kept), "rows_written", d.RowsWritten,
 		"set_hash", d.SetHash, "problems", len(set.Problems))

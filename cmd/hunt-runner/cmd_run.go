@@ -44,7 +44,7 @@ func runCommand() *cli.Command {
 		Description: "Every --tick the runner reads ClickHouse's clock and the coordination state in one query,\n" +
 			"claims every due fire in one batch and runs the winners, at most --concurrency at a time.\n" +
 			"SIGTERM stops claiming and lets running hunts finish within --grace; the exit code is then 0.",
-		Flags:  concat(clickhouseFlags(), sourceFlags(), runFlags(), huntsFlags(), []cli.Flag{notifyConfigFlag}),
+		Flags:  concat(clickhouseFlags(), sourceFlags(), runFlags(), huntsFlags(), []cli.Flag{notifyConfigFlag, huntSetFlag()}),
 		Action: runAction,
 	}
 }
@@ -53,6 +53,10 @@ func runAction(c *cli.Context) error {
 	log := newLogger(c)
 	ctx := c.Context // cancelled on SIGINT/SIGTERM (main.go)
 
+	set, err := huntSet(c)
+	if err != nil {
+		return err
+	}
 	src, err := huntSource(c, log)
 	if err != nil {
 		return err
@@ -87,7 +91,7 @@ func runAction(c *cli.Context) error {
 	}
 	w, err := buildWorker(ctx, workerConfig{
 		conn: conn, huntConn: huntConn, database: chOpts.Database, consistency: string(chOpts.Consistency),
-		owner: owner, service: "hunt-runner", src: src, policy: policy, reload: c.Duration("reload-interval"),
+		huntSet: set, owner: owner, service: "hunt-runner", src: src, policy: policy, reload: c.Duration("reload-interval"),
 		listen: c.String("listen"), replicas: true,
 		lease: lease.Options{Lease: c.Duration("lease"), Settle: c.Duration("settle")},
 		loop: runner.Options{Tick: c.Duration("tick"), Concurrency: c.Int("concurrency"), MaxQueued: c.Int("max-queued"),

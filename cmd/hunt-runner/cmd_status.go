@@ -23,12 +23,13 @@ func statusCommand() *cli.Command {
 		Usage:     "per hunt: interval, offset, latest and next fire, watermark, lease, last run",
 		ArgsUsage: "[HUNT…]",
 		Description: "Hunts come from --hunts-dir/--git-url when given, otherwise from the published schedule\n" +
-			"(hunt_schedule). Times are UTC, read from ClickHouse's clock. --json prints\n" +
+			"(hunt_schedule), narrowed to the hunts of --hunt-set (default \"default\"). Times are UTC, read from ClickHouse's clock. --json prints\n" +
 			`{"now": …, "hunts": [{"hunt_id", "interval_seconds", "offset_seconds", "enabled", "latest_fire", ` + "\n" +
 			`"next_fire", "watermark", "behind_seconds", "lease_owner", "lease_until", "last_run_status", …}],` + "\n" +
 			`"runners": [{"owner", "version", "hunt_set", "set_hash", "hunts", "last_seen", "started", …}], "runners_live": …}` + "\n" +
 			"with the runners whose heartbeat is under two minutes old.",
 		Flags: concat(interactiveClickhouseFlags(), sourceFlags(), []cli.Flag{
+			huntSetFlag(),
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
 		}),
 		Action: statusAction,
@@ -37,6 +38,10 @@ func statusCommand() *cli.Command {
 
 func statusAction(c *cli.Context) error {
 	ids, err := interspersedArgs(c)
+	if err != nil {
+		return err
+	}
+	set, err := huntSet(c)
 	if err != nil {
 		return err
 	}
@@ -61,6 +66,20 @@ func statusAction(c *cli.Context) error {
 	rep, err := status.Read(c.Context, conn, watermark.New(conn, chOpts.Database), chOpts.Database, entries)
 	if err != nil {
 		return cli.Exit(err.Error(), exitError)
+	}
+	if !ok {
+		// The published schedule holds every set's hunts; leave out other sets'.
+		sets, err := schedule.HuntSets(c.Context, conn, chOpts.Database)
+		if err != nil {
+			return cli.Exit(err.Error(), exitError)
+		}
+		kept := rep.Hunts[:0]
+		for _, h := range rep.Hunts {
+			if s, published := sets[h.HuntID]; !published || s == set {
+				kept = append(kept, h)
+			}
+		}
+		rep.Hunts = kept
 	}
 	if len(ids) > 0 {
 		want := map[string]bool{}

@@ -7,7 +7,27 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/schedule"
 )
+
+// huntSetFlag names the hunt set a command publishes, runs or shows (docs/schedule.md, "Hunt
+// sets"). A new one each time, as logLevelFlag.
+func huntSetFlag() cli.Flag {
+	return &cli.StringFlag{Name: "hunt-set", Value: schedule.DefaultHuntSet, EnvVars: envFor("hunt-set"),
+		Usage: "hunt set (team or release) this command works on; sets share a database, and materialise tombstones only its own set's hunts"}
+}
+
+// huntSet reads a validated --hunt-set; "" only where the flag has no default (due: every set).
+func huntSet(c *cli.Context) (string, error) {
+	set := c.String("hunt-set")
+	if set == "" && !c.IsSet("hunt-set") {
+		return "", nil
+	}
+	if err := schedule.ValidateHuntSet(set); err != nil {
+		return "", cli.Exit("--hunt-set: "+err.Error(), exitUsage)
+	}
+	return set, nil
+}
 
 // envFor derives the environment variable of a flag: --clickhouse-url → HUNT_RUNNER_CLICKHOUSE_URL.
 func envFor(name string) []string {

@@ -22,6 +22,7 @@ type workerConfig struct {
 	conn        driver.Conn
 	huntConn    driver.Conn // nil: hunts run on conn
 	database    string
+	huntSet     string // the set the loaded hunts are published as; its hash is checked
 	consistency string // resolved mode, for the metric
 	owner       string
 	service     string // telemetry service name
@@ -74,7 +75,7 @@ func buildWorker(ctx context.Context, cfg workerConfig, log *slog.Logger) (*work
 	opts.Lease, opts.Settle = coord.Options().Lease, coord.Options().Settle
 	opts.Version = buildVersion() // recorded in the heartbeat
 	opts.Logger, opts.Metrics, opts.Tracer, opts.OnRun = log, w.metrics, tel.Tracer, cfg.onRun
-	opts.PublishedHash = func(ctx context.Context) (string, error) { return schedule.PublishedSetHash(ctx, conn, db) }
+	opts.PublishedHash = publishedHash(conn, db, cfg.huntSet)
 	if cfg.replicas {
 		opts.ReplicaDelay = coord.ReplicaDelay
 	}
@@ -104,4 +105,14 @@ func (w *worker) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_ = w.tel.Shutdown(ctx)
+}
+
+// publishedHash reads the hash hunt set set last published (the default set when set is ""),
+// which the runner compares with the set it loaded: another set's publication must neither
+// raise nor hide a mismatch.
+func publishedHash(conn driver.Conn, database, set string) func(context.Context) (string, error) {
+	if set == "" {
+		set = schedule.DefaultHuntSet
+	}
+	return func(ctx context.Context) (string, error) { return schedule.PublishedSetHash(ctx, conn, database, set) }
 }
