@@ -178,7 +178,7 @@ var tables = []table{
 			{"severity", "LowCardinality(String)"}, {"labels", "Map(String, String)"}, {"run_id", "UUID"},
 			{"found", "DateTime64(6, 'UTC')"},
 		},
-		version: "found", orderBy: "(hunt_id, fire, run_id, finding_id)", ttl: "toDateTime(found) + INTERVAL 90 DAY",
+		version: "found", orderBy: "(hunt_id, fire, run_id, finding_id)", ttl: findingsTTL(DefaultFindingsTTLDays),
 	},
 	{
 		name: TableRequest, comment: "run-now requests; pending while requested_fire > watermark",

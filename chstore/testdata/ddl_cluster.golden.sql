@@ -9,7 +9,8 @@ CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_schedule` ON CLUSTER 'default'
     phase_offset     UInt32,
     enabled          UInt8,
     config_hash      String,
-    updated          DateTime64(6, 'UTC')
+    updated          DateTime64(6, 'UTC'),
+    hunt_set         LowCardinality(String) DEFAULT 'default'
 )
 ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/hunt_runner/hunt_schedule', '{replica}', updated)
 ORDER BY hunt_id
@@ -21,7 +22,8 @@ CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_publish` ON CLUSTER 'default'
     set_hash   String,
     hunt_count UInt32,
     source     String,
-    published  DateTime64(6, 'UTC')
+    published  DateTime64(6, 'UTC'),
+    hunt_set   LowCardinality(String) DEFAULT 'default'
 )
 ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/hunt_runner/hunt_publish', '{replica}')
 ORDER BY published

@@ -10,7 +10,8 @@ CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_schedule`
     phase_offset     UInt32,
     enabled          UInt8,
     config_hash      String,
-    updated          DateTime64(6, 'UTC')
+    updated          DateTime64(6, 'UTC'),
+    hunt_set         LowCardinality(String) DEFAULT 'default'
 )
 ENGINE = ReplicatedReplacingMergeTree(updated)
 ORDER BY hunt_id
@@ -22,7 +23,8 @@ CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_publish`
     set_hash   String,
     hunt_count UInt32,
     source     String,
-    published  DateTime64(6, 'UTC')
+    published  DateTime64(6, 'UTC'),
+    hunt_set   LowCardinality(String) DEFAULT 'default'
 )
 ENGINE = ReplicatedMergeTree
 ORDER BY published
