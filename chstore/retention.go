@@ -16,7 +16,9 @@ const DefaultFindingsTTLDays = 90
 func findingsTTL(days int) string { return fmt.Sprintf("toDateTime(found) + INTERVAL %d DAY", days) }
 
 // findingsTTLShown is the same expression as the server shows it in system.tables.engine_full.
-func findingsTTLShown(days int) string { return fmt.Sprintf("toDateTime(found) + toIntervalDay(%d)", days) }
+func findingsTTLShown(days int) string {
+	return fmt.Sprintf("toDateTime(found) + toIntervalDay(%d)", days)
+}
 
 // ApplyFindingsTTL sets hunt_findings' TTL to days when the table's differs, and returns what
 // it did ("" when the TTL already was days). The change is metadata only

@@ -149,7 +149,7 @@ func devAction(c *cli.Context) error {
 			return err
 		}
 	}
-	huntSetName, err := huntSet(c)
+	huntSetName, err := huntSet(c, schedule.DefaultHuntSet)
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,7 @@ func runDue(c *cli.Context) error {
 	if c.Int("limit") < 0 {
 		return cli.Exit("--limit must be 0 (all) or positive", exitUsage)
 	}
-	set, err := huntSet(c)
+	set, err := huntSet(c, "")
 	if err != nil {
 		return err
 	}

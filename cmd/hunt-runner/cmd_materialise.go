@@ -86,7 +86,7 @@ func runMaterialise(c *cli.Context) (bool, error) {
 	if c.NArg() > 0 {
 		return false, cli.Exit(fmt.Sprintf("materialise takes no arguments, got %q", c.Args().Slice()), exitUsage)
 	}
-	huntSetName, err := huntSet(c)
+	huntSetName, err := huntSet(c, schedule.DefaultHuntSet)
 	if err != nil {
 		return false, err
 	}

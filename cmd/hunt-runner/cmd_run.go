@@ -13,6 +13,7 @@ import (
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/runner"
+	"github.com/hunt-runner/hunt-runner/schedule"
 )
 
 // runFlags are the worker loop's own flags.
@@ -53,7 +54,7 @@ func runAction(c *cli.Context) error {
 	log := newLogger(c)
 	ctx := c.Context // cancelled on SIGINT/SIGTERM (main.go)
 
-	set, err := huntSet(c)
+	set, err := huntSet(c, schedule.DefaultHuntSet)
 	if err != nil {
 		return err
 	}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/urfave/cli/v2"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/provision"
+	"github.com/hunt-runner/hunt-runner/schedule"
 )
 
 func schemaCommand() *cli.Command {
@@ -35,7 +37,11 @@ The table engines depend on the topology:
 reviewed or applied by other tooling:
 
   hunt-runner schema --print --topology cluster --cluster main > schema.sql
-  HUNT_RUNNER_CLICKHOUSE_PASSWORD=… hunt-runner schema --clickhouse-url clickhouse://ch:9000`,
+  HUNT_RUNNER_CLICKHOUSE_PASSWORD=… hunt-runner schema --clickhouse-url clickhouse://ch:9000
+
+--findings-ttl (default 90d) is hunt_findings' retention. When the table's TTL differs, schema
+changes it with ALTER TABLE … MODIFY TTL and materialize_ttl_after_modify = 0 (no mutation: rows
+already stored expire as merges reach them) and reports it; otherwise it does nothing.`,
 		Flags: concat(interactiveClickhouseFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "print", EnvVars: envFor("print"),
 				Usage: "print the DDL and exit without connecting"},
@@ -43,6 +49,8 @@ reviewed or applied by other tooling:
 				Usage: "table engines: auto, single, replicated, cluster or cloud"},
 			&cli.StringFlag{Name: "cluster", Value: "default", EnvVars: envFor("cluster"),
 				Usage: "cluster name for --topology cluster (ON CLUSTER) and for auto-detection"},
+			&cli.StringFlag{Name: "findings-ttl", Value: fmt.Sprintf("%dd", chstore.DefaultFindingsTTLDays), EnvVars: envFor("findings-ttl"),
+				Usage: "how long hunt_findings keeps findings, in whole days (e.g. 30d, 365d); changed only when it differs, without rewriting existing parts"},
 		}),
 		Action: runSchema,
 	}
@@ -59,6 +67,10 @@ func runSchema(c *cli.Context) error {
 	cluster := c.String("cluster")
 	if topo == chstore.TopologyCluster && cluster == "" {
 		return cli.Exit("--topology cluster needs --cluster", exitUsage)
+	}
+	ttlDays, err := findingsTTLDays(c.String("findings-ttl"))
+	if err != nil {
+		return cli.Exit("--findings-ttl: "+err.Error(), exitUsage)
 	}
 	if c.Bool("print") {
 		// Only the database name matters here; a password file or TLS setting that would fail
@@ -88,6 +100,13 @@ func runSchema(c *cli.Context) error {
 	rep, err := applySchema(c.Context, conn, o.Database, topo, cluster)
 	if err != nil {
 		return err
+	}
+	did, err := chstore.ApplyFindingsTTL(c.Context, conn, rep.Database, rep.Topology, cluster, ttlDays)
+	if err != nil {
+		return cli.Exit(err.Error(), exitError)
+	}
+	if did != "" {
+		rep.Upgraded = append(rep.Upgraded, did)
 	}
 	log.Info("schema applied", "database", rep.Database, "topology", string(rep.Topology),
 		"created", len(rep.Created), "existing", len(rep.Existing))
@@ -129,6 +148,20 @@ func applySchema(ctx context.Context, conn driver.Conn, database string, topo ch
 	return rep, nil
 }
 
+// findingsTTLDays reads --findings-ttl as hunt files write durations; ClickHouse's TTL here is
+// in days, so anything else would be silently rounded.
+func findingsTTLDays(text string) (int, error) {
+	d, err := schedule.ParseDuration(text)
+	if err != nil {
+		return 0, err
+	}
+	const day = 24 * time.Hour
+	if d < day || d%day != 0 {
+		return 0, fmt.Errorf("%s is not a whole number of days (at least 1d)", text)
+	}
+	return int(d / day), nil
+}
+
 func backlogView(database string, topo chstore.Topology, cluster string) chstore.Statement {
 	if topo != chstore.TopologyCluster {
 		cluster = ""
@@ -148,7 +181,7 @@ func printSchema(w io.Writer, database string, topo chstore.Topology, cluster st
 
 func writeReport(w io.Writer, rep chstore.Report) {
 	switch {
-	case len(rep.Created) == 0 && len(rep.Mismatched) == 0:
+	case len(rep.Created) == 0 && len(rep.Mismatched) == 0 && len(rep.Upgraded) == 0:
 		fmt.Fprintf(w, "schema up to date: nothing to do (database %s, topology %s, %d objects)\n",
 			rep.Database, rep.Topology, len(rep.Existing))
 		return
@@ -163,6 +196,10 @@ func writeReport(w io.Writer, rep chstore.Report) {
 		if len(rep.Existing) > 0 {
 			fmt.Fprintf(w, "  %d objects already existed\n", len(rep.Existing))
 		}
+	}
+	// Upgrades (added columns, a changed TTL) alter existing tables: say so, every time.
+	for _, u := range rep.Upgraded {
+		fmt.Fprintf(w, "  upgraded  %s\n", u)
 	}
 	for _, m := range rep.Mismatched {
 		fmt.Fprintf(w, "  WRONG ENGINE  %s\n", m)

@@ -41,7 +41,7 @@ func statusAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	set, err := huntSet(c)
+	set, err := huntSet(c, schedule.DefaultHuntSet)
 	if err != nil {
 		return err
 	}

@@ -17,11 +17,12 @@ func huntSetFlag() cli.Flag {
 		Usage: "hunt set (team or release) this command works on; sets share a database, and materialise tombstones only its own set's hunts"}
 }
 
-// huntSet reads a validated --hunt-set; "" only where the flag has no default (due: every set).
-func huntSet(c *cli.Context) (string, error) {
+// huntSet reads a validated --hunt-set. Empty (unset, or an empty HUNT_RUNNER_HUNT_SET, as a
+// template may render) means empty: every set for due, the default set elsewhere.
+func huntSet(c *cli.Context, empty string) (string, error) {
 	set := c.String("hunt-set")
-	if set == "" && !c.IsSet("hunt-set") {
-		return "", nil
+	if set == "" {
+		return empty, nil
 	}
 	if err := schedule.ValidateHuntSet(set); err != nil {
 		return "", cli.Exit("--hunt-set: "+err.Error(), exitUsage)
