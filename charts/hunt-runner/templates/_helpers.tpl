@@ -166,6 +166,9 @@ The password only ever arrives through a secretKeyRef.
   value: {{ $h.reloadInterval | quote }}
 - name: HUNT_RUNNER_SPREAD_FRACTION
   value: {{ $h.spreadFraction | quote }}
+{{- /* The runner checks, and materialise publishes and tombstones, this set only. */}}
+- name: HUNT_RUNNER_HUNT_SET
+  value: {{ .Values.huntSet | default "default" | quote }}
 {{- end -}}
 
 {{- define "hunt-runner.sourceVolumeMounts" -}}

@@ -409,7 +409,7 @@ schema:
 					t.Errorf("a pre-sync Job cannot use the release's ServiceAccount (not created yet), got %q", ps.ServiceAccountName)
 				}
 				c := ps.Containers[0]
-				if !slices.Equal(c.Args, []string{"schema", "--topology=replicated"}) {
+				if !slices.Equal(c.Args, []string{"schema", "--topology=replicated", "--findings-ttl=90d"}) {
 					t.Errorf("schema args %v", c.Args)
 				}
 				if e := env(c, "HUNT_RUNNER_CLICKHOUSE_USER"); e.Value != "hunt_admin" {
