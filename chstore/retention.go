@@ -37,19 +37,26 @@ func ApplyFindingsTTL(ctx context.Context, conn driver.Conn, database string, t 
 	if current == findingsTTLShown(days) {
 		return "", nil
 	}
-	onCluster := ""
-	if t == TopologyCluster {
-		onCluster = " ON CLUSTER " + quoteString(cluster)
-	}
-	q := "ALTER TABLE " + QuoteIdent(database) + "." + QuoteIdent(TableFindings) + onCluster +
-		" MODIFY TTL " + findingsTTL(days) + " SETTINGS materialize_ttl_after_modify = 0"
-	if err := conn.Exec(ctx, q); err != nil {
+	if err := conn.Exec(ctx, FindingsTTLStatement(database, t, cluster, days).SQL); err != nil {
 		return "", fmt.Errorf("findings TTL: modify %s: %w", TableFindings, err)
 	}
 	if current == "" {
 		current = "none"
 	}
 	return fmt.Sprintf("changed %s TTL from %s to %s (existing parts expire as they merge)", TableFindings, current, findingsTTLShown(days)), nil
+}
+
+// FindingsTTLStatement is the ALTER that ApplyFindingsTTL runs, for `schema --print`.
+func FindingsTTLStatement(database string, t Topology, cluster string, days int) Statement {
+	onCluster := ""
+	if t == TopologyCluster {
+		onCluster = " ON CLUSTER " + quoteString(cluster)
+	}
+	return Statement{
+		Name: "findings retention " + database + "." + TableFindings,
+		SQL: "ALTER TABLE " + QuoteIdent(database) + "." + QuoteIdent(TableFindings) + onCluster +
+			" MODIFY TTL " + findingsTTL(days) + " SETTINGS materialize_ttl_after_modify = 0",
+	}
 }
 
 // ttlClause is the table TTL in an engine_full text, "" when there is none.

@@ -86,7 +86,7 @@ func runSchema(c *cli.Context) error {
 		if database == "" {
 			database = ep.Database // clickhouseOptions leaves it to the URL's path
 		}
-		return printSchema(c.App.Writer, database, topo, cluster)
+		return printSchema(c.App.Writer, database, topo, cluster, ttlDays)
 	}
 
 	log := newLogger(c)
@@ -169,11 +169,15 @@ func backlogView(database string, topo chstore.Topology, cluster string) chstore
 	return chstore.Statement{Name: "view " + database + "." + provision.BacklogView, SQL: provision.BacklogViewSQL(database, cluster)}
 }
 
-func printSchema(w io.Writer, database string, topo chstore.Topology, cluster string) error {
+func printSchema(w io.Writer, database string, topo chstore.Topology, cluster string, ttlDays int) error {
 	if topo == chstore.TopologyAuto {
 		topo = chstore.TopologySingle
 	}
 	stmts := append(chstore.DDL(database, topo, cluster), backlogView(database, topo, cluster))
+	if ttlDays != chstore.DefaultFindingsTTLDays {
+		// The DDL creates the default retention; another one is this ALTER, as schema applies it.
+		stmts = append(stmts, chstore.FindingsTTLStatement(database, topo, cluster, ttlDays))
+	}
 	_, err := fmt.Fprintf(w, "-- hunt-runner schema: database %s, topology %s\n\n%s",
 		database, topo, chstore.Script(stmts))
 	return err

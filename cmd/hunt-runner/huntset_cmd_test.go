@@ -113,6 +113,10 @@ func TestSchemaFindingsTTLOnEngine(t *testing.T) {
 	if err != nil || !strings.HasPrefix(out, "schema up to date: nothing to do") {
 		t.Fatalf("second --findings-ttl 30d changed something: %v\n%s", err, out)
 	}
+	printed, err := runApp(t, "schema", "--print", "--findings-ttl", "30d", "--topology", "cluster", "--cluster", "main")
+	if err != nil || !strings.HasSuffix(printed, "ALTER TABLE `hunt_runner`.`hunt_findings` ON CLUSTER 'main' MODIFY TTL toDateTime(found) + INTERVAL 30 DAY SETTINGS materialize_ttl_after_modify = 0;\n") {
+		t.Errorf("schema --print --findings-ttl 30d: %v\n%s", err, printed)
+	}
 	for _, bad := range []string{"36h", "0d", "soon"} {
 		if _, err := runApp(t, append(args, "--findings-ttl", bad)...); exitCode(err) != exitUsage {
 			t.Errorf("--findings-ttl %s: exit %d, %v", bad, exitCode(err), err)
