@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/status"
@@ -121,5 +122,50 @@ func TestSchemaFindingsTTLOnEngine(t *testing.T) {
 		if _, err := runApp(t, append(args, "--findings-ttl", bad)...); exitCode(err) != exitUsage {
 			t.Errorf("--findings-ttl %s: exit %d, %v", bad, exitCode(err), err)
 		}
+	}
+}
+
+// `run --hunt-set` compares the set it loaded with its own set's publication: another set,
+// published into the same database with another hash, raises no mismatch warning.
+func TestRunChecksItsOwnSetsHash(t *testing.T) {
+	db := chtest.NewWithSchema(t)
+	t.Setenv(passwordEnv, "")
+	t.Setenv("HUNT_RUNNER_HUNT_SET", "")
+	ctx := context.Background()
+	common := []string{"--clickhouse-url", db.URL, "--database", db.Name}
+	mine, other := writeHunts(t, "b-one"), writeHunts(t, "d-one", "d-two")
+	if out, err := runApp(t, append([]string{"materialise", "--hunts-dir", mine, "--hunt-set", "team-b"}, common...)...); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if out, err := runApp(t, append([]string{"materialise", "--hunts-dir", other}, common...)...); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	logs := &lockedBuffer{}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := runLogged(runCtx, logs, append([]string{"run", "--hunts-dir", mine, "--hunt-set", "team-b", "--tick", "200ms",
+			"--settle", "100ms", "--lease", "10s", "--listen", "127.0.0.1:0", "--owner", "set-test"}, common...)...)
+		done <- err
+	}()
+	// The hash is checked on the first tick, before its claims: a committed run of b-one
+	// means the check has happened.
+	deadline := time.Now().Add(time.Minute)
+	var runs uint64
+	for time.Now().Before(deadline) && runs == 0 {
+		_ = db.Conn.QueryRow(ctx, "SELECT count() FROM hunt_runs WHERE hunt_id = 'b-one' AND status = 'succeeded'").Scan(&runs)
+		if runs == 0 {
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if runs == 0 {
+		t.Fatalf("b-one never ran:\n%s", logs.String())
+	}
+	if strings.Contains(logs.String(), "differs from the one materialise published") {
+		t.Errorf("the runner of team-b compared with another set's hash:\n%s", logs.String())
 	}
 }
