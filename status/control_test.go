@@ -16,7 +16,7 @@ func TestPauseAndBackfillInStatus(t *testing.T) {
 	ctx := context.Background()
 	store := watermark.New(db.Conn, db.Name)
 	for _, q := range []string{
-		`INSERT INTO ` + db.Name + `.hunt_schedule VALUES ('held', 60, 0, 1, 'h', now64(6)), ('replayed', 60, 0, 1, 'h', now64(6))`,
+		`INSERT INTO ` + db.Name + `.hunt_schedule (hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated) VALUES ('held', 60, 0, 1, 'h', now64(6)), ('replayed', 60, 0, 1, 'h', now64(6))`,
 		// replayed committed its latest fire; a backfill chunk of it failed after that.
 		`INSERT INTO ` + db.Name + `.hunt_watermark (hunt_id, watermark, claim_id, updated, run_id, run_owner, run_start, kind)
 		 SELECT 'replayed', toStartOfMinute(now()), generateUUIDv4(), now64(6) - INTERVAL 1 SECOND, generateUUIDv4(), 'pod-a',

@@ -20,7 +20,7 @@ func fixture(t *testing.T) *chtest.DB {
 	d := db.Name
 	for _, q := range []string{
 		// Published 10 minutes ago; retired is a tombstone, and quiet is disabled in its file.
-		`INSERT INTO ` + d + `.hunt_schedule VALUES
+		`INSERT INTO ` + d + `.hunt_schedule (hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated) VALUES
 		   ('healthy', 60, 7, 1, 'h1', now64(6) - INTERVAL 10 MINUTE),
 		   ('failing', 60, 0, 1, 'h2', now64(6) - INTERVAL 10 MINUTE),
 		   ('retired', 0, 0, 0, '', now64(6) - INTERVAL 10 MINUTE),
