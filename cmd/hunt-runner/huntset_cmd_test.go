@@ -168,4 +168,14 @@ func TestRunChecksItsOwnSetsHash(t *testing.T) {
 	if strings.Contains(logs.String(), "differs from the one materialise published") {
 		t.Errorf("the runner of team-b compared with another set's hash:\n%s", logs.String())
 	}
+	// Its heartbeat names the set it runs (the beat is written beside the first tick).
+	var beats uint64
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if err := db.Conn.QueryRow(ctx, "SELECT count() FROM hunt_runner_heartbeat WHERE owner = 'set-test' AND hunt_set = 'team-b'").Scan(&beats); err == nil && beats > 0 {
+			break
+		}
+	}
+	if beats == 0 {
+		t.Error("no heartbeat of set-test names hunt set team-b")
+	}
 }

@@ -74,6 +74,9 @@ func buildWorker(ctx context.Context, cfg workerConfig, log *slog.Logger) (*work
 	opts.HuntConn, opts.Owner, opts.Database = cfg.huntConn, cfg.owner, db
 	opts.Lease, opts.Settle = coord.Options().Lease, coord.Options().Settle
 	opts.Version = buildVersion() // recorded in the heartbeat
+	if cfg.huntSet != "" {
+		opts.HuntSet = cfg.huntSet // recorded in the heartbeat too; the runner defaults it
+	}
 	opts.Logger, opts.Metrics, opts.Tracer, opts.OnRun = log, w.metrics, tel.Tracer, cfg.onRun
 	opts.PublishedHash = publishedHash(conn, db, cfg.huntSet)
 	if cfg.replicas {
