@@ -13,7 +13,7 @@ import (
 // negligible next to the claims.
 const HeartbeatEvery = 30 * time.Second
 
-// DefaultHuntSet is the hunt set a runner reports until hunt sets exist.
+// DefaultHuntSet is the hunt set a runner reports when --hunt-set is not given.
 const DefaultHuntSet = "default"
 
 // Heartbeater records a runner's heartbeat (watermark.Store implements it). A StateStore that
