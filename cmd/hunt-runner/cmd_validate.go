@@ -5,6 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -17,10 +21,11 @@ func validateCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "validate",
 		Usage:     "lint hunt definitions; prints file:line:col: message per problem and exits 1 on any",
-		ArgsUsage: "[DIR]",
+		ArgsUsage: "[DIR | FILE...]",
 		Description: "Checks every hunt file the way the runner loads it: strict YAML, schedule, query shape\n" +
 			"(one read-only SELECT over {window_start}/{window_end}, no table functions reaching off the\n" +
-			"server). DIR defaults to --hunts-dir; --git-url validates a branch, tag or commit instead.\n" +
+			"server). DIR defaults to --hunts-dir; --git-url validates a branch, tag or commit instead; one\n" +
+			"or more FILEs are checked on their own (for a pre-commit hook).\n" +
 			"When --clickhouse-url is given explicitly, the exact statement the runner sends for each query is also\n" +
 			"parsed by the server (EXPLAIN AST) and checked against the same rules (docs/hunts.md), and\n" +
 			"the server resolves its names (EXPLAIN QUERY TREE): an unknown database, table or column is a\n" +
@@ -56,12 +61,20 @@ type validateError struct {
 
 func validateAction(c *cli.Context) error {
 	log := newLogger(c)
-	if c.NArg() > 1 {
-		return cli.Exit("validate takes at most one directory", exitUsage)
-	}
 	dir := c.String("hunts-dir")
-	if c.Args().Present() {
-		dir = c.Args().First()
+	var display func(string) string
+	switch files := c.Args().Slice(); {
+	case len(files) > 0 && allRegularFiles(files):
+		staged, shown, err := stageFiles(files)
+		if err != nil {
+			return cli.Exit(err.Error(), exitError)
+		}
+		defer os.RemoveAll(staged)
+		dir, display = staged, shown
+	case len(files) > 1:
+		return cli.Exit("validate takes one directory, or hunt files", exitUsage)
+	case len(files) == 1:
+		dir = files[0]
 	}
 	if c.Bool("legacy-report") {
 		return legacyReport(c, dir)
@@ -112,7 +125,10 @@ func validateAction(c *cli.Context) error {
 	}
 
 	problems = append(problems, notifyProblems(c, set)...)
-	display := keepPath(sourcePath(c, dir), c.String("notify-config"))
+	if display == nil {
+		display = sourcePath(c, dir)
+	}
+	display = keepPath(display, c.String("notify-config"))
 	w := c.App.Writer
 	if c.Bool("json") {
 		if err := writeValidateJSON(w, set, problems, display); err != nil {
@@ -126,8 +142,14 @@ func validateAction(c *cli.Context) error {
 			fmt.Fprintln(w, p.Error())
 		}
 		where := src.String()
+		if staged := c.Args().Slice(); len(staged) > 1 || (len(staged) == 1 && allRegularFiles(staged)) {
+			where = strings.Join(staged, ", ")
+		}
 		if set.Commit != "" {
 			where += " (commit " + set.Commit[:min(12, len(set.Commit))] + ")"
+		}
+		if !c.IsSet("clickhouse-url") && len(set.Hunts) > 0 {
+			fmt.Fprintln(w, "note: SQL checked offline only; add --clickhouse-url to have the server parse each query and resolve its tables and columns")
 		}
 		fmt.Fprintf(w, "%s: %s, %s in %s\n", where, nounCount(len(set.Hunts), "valid hunt"), nounCount(len(problems), "problem"), nounCount(len(files), "file"))
 	}
@@ -166,4 +188,48 @@ func nounCount(n int, noun string) string {
 		return "1 " + noun
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+func allRegularFiles(paths []string) bool {
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+			return false
+		}
+	}
+	return true
+}
+
+// stageFiles copies hunt files into a fresh directory, each under its own numbered folder so
+// that equal names do not collide, and returns it with a mapping from the staged relative
+// paths back to the paths the user gave. Copies, not links: the directory source refuses
+// links that leave its root.
+func stageFiles(files []string) (string, func(string) string, error) {
+	dir, err := os.MkdirTemp("", "hunt-runner-validate-")
+	if err != nil {
+		return "", nil, err
+	}
+	given := map[string]string{}
+	for i, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			os.RemoveAll(dir)
+			return "", nil, err
+		}
+		rel := filepath.Join(strconv.Itoa(i), filepath.Base(f))
+		if err := os.MkdirAll(filepath.Join(dir, strconv.Itoa(i)), 0o755); err != nil {
+			os.RemoveAll(dir)
+			return "", nil, err
+		}
+		if err := os.WriteFile(filepath.Join(dir, rel), b, 0o600); err != nil {
+			os.RemoveAll(dir)
+			return "", nil, err
+		}
+		given[filepath.ToSlash(rel)] = f
+	}
+	return dir, func(rel string) string {
+		if f, ok := given[rel]; ok {
+			return f
+		}
+		return rel
+	}, nil
 }

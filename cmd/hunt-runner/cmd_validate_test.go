@@ -45,6 +45,11 @@ func TestValidateCorpus(t *testing.T) {
 		want = append(want, filepath.Join(corpusDir, l))
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if note := lines[len(lines)-2]; !strings.HasPrefix(note, "note: SQL checked offline only") {
+		t.Errorf("validate without a server does not say the SQL was only checked offline: %q", note)
+	} else {
+		lines = append(lines[:len(lines)-2], lines[len(lines)-1])
+	}
 	if got := strings.Join(lines[:len(lines)-1], "\n"); got != strings.Join(want, "\n") {
 		t.Errorf("problem lines differ:\n%s\n--- want\n%s", got, strings.Join(want, "\n"))
 	}
@@ -287,5 +292,25 @@ func TestValidatePolicyFlags(t *testing.T) {
 	}
 	if _, err := runApp(t, "validate", "--allow-table-functions", "url('x')", dir); exitCode(err) != exitUsage {
 		t.Errorf("a bad list: %v", err)
+	}
+}
+
+// Files are validated on their own (a pre-commit hook passes the changed ones), and reported
+// under the paths given.
+func TestValidateFiles(t *testing.T) {
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "a", "good.yaml"), filepath.Join(dir, "b", "good.yaml")
+	os.MkdirAll(filepath.Dir(good), 0o755)
+	os.MkdirAll(filepath.Dir(bad), 0o755)
+	os.WriteFile(good, []byte("id: one\ninterval: 5m\nquery: SELECT 1 AS x WHERE {window}\n"), 0o644)
+	os.WriteFile(bad, []byte("id: two\ninterval: 5m\nquery: |\n  SELECT count( AS failures WHERE {window}\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "a", "unrelated.yaml"), []byte("not: a hunt\n"), 0o644)
+	out, err := runApp(t, "validate", good, bad)
+	if exitCode(err) != exitError || !strings.Contains(out, bad+":4:") || strings.Contains(out, "unrelated") ||
+		!strings.Contains(out, "1 valid hunt, 1 problem in 1 file") {
+		t.Fatalf("exit %d, output:\n%s", exitCode(err), out)
+	}
+	if out, err := runApp(t, "validate", good); err != nil {
+		t.Fatalf("one good file: %v\n%s", err, out)
 	}
 }
