@@ -106,6 +106,7 @@ func validateAction(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
+		valid := make([]configsrc.Hunt, 0, len(set.Hunts))
 		for _, h := range set.Hunts {
 			err := configsrc.CheckWithServer(c.Context, conn, h, policy)
 			if err == nil && c.Bool("resolve-names") {
@@ -115,6 +116,7 @@ func validateAction(c *cli.Context) error {
 			var refusal *configsrc.RefusedError
 			switch {
 			case err == nil:
+				valid = append(valid, h)
 			case errors.As(err, &refusal):
 				line, col := h.QueryPos(refusal.Line, refusal.Column)
 				problems = append(problems, configsrc.Problem{File: h.File, Line: line, Column: col, Message: refusal.Msg, HuntID: h.ID})
@@ -122,6 +124,10 @@ func validateAction(c *cli.Context) error {
 				return cli.Exit(fmt.Sprintf("ClickHouse check of %s: %v", h.File, err), exitError)
 			}
 		}
+		// A hunt the server refused is a problem, not also a valid hunt.
+		checked := *set
+		checked.Hunts = valid
+		set = &checked
 	}
 
 	problems = append(problems, notifyProblems(c, set)...)

@@ -161,8 +161,8 @@ func TestValidateWithServer(t *testing.T) {
 	}
 	// Names are resolved by default: the same corpus names tables the server does not know.
 	out, err = runApp(t, "validate", "--clickhouse-url", db.URL, filepath.Join(corpusDir, "good"))
-	if exitCode(err) != exitError || !strings.Contains(out, "the server says:") {
-		t.Errorf("unresolvable names passed: exit %d\n%s", exitCode(err), out)
+	if exitCode(err) != exitError || !strings.Contains(out, "the server says:") || !strings.Contains(out, ": 0 valid hunts,") {
+		t.Errorf("unresolvable names passed, or their hunts were still counted valid: exit %d\n%s", exitCode(err), out)
 	}
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "typo.yaml"), []byte("interval: 5m\nquery: |\n  SELECT count() + FROM sample.auth_events\n  WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}\n"), 0o644)
@@ -240,7 +240,7 @@ func TestValidateHostileCorpus(t *testing.T) {
 	for _, args := range [][]string{
 		{"validate", dir},
 		{"validate", "--json", dir},
-		{"validate", "--clickhouse-url", db.URL, dir},
+		{"validate", "--clickhouse-url", db.URL, "--resolve-names=false", dir},
 	} {
 		out, err := runApp(t, args...)
 		if exitCode(err) != exitError {
