@@ -213,13 +213,34 @@ func (l *issueList) add(pos int, format string, args ...any) {
 // checkQueryPolicy runs the offline check of a hunt query. It returns every issue found (most
 // queries have at most one), at most maxIssues.
 func checkQueryPolicy(q string, p Policy) (queryInfo, []queryIssue) {
-	var info queryInfo
 	toks, lexErr := lexQuery(q)
 	if lexErr != nil {
-		return info, []queryIssue{*lexErr}
+		return queryInfo{}, []queryIssue{*lexErr}
 	}
-	// Statements: a trailing ';' is tolerated, a second statement is not.
-	var s []token
+	s, issue := oneStatement(toks)
+	if issue != nil {
+		return queryInfo{}, []queryIssue{*issue}
+	}
+	c := &queryChecker{s: s, p: p, allowed: p.allowedTableFunctions(), sc: newScopes()}
+	c.info.end = s[len(s)-1].pos + len(s[len(s)-1].text)
+	for c.i = 0; c.i < len(s); c.i++ {
+		if !c.token(s[c.i]) {
+			return c.info, c.issues
+		}
+	}
+	if c.sc.depth() != 0 {
+		c.issues.add(c.info.end, "unbalanced brackets: %d opened and never closed; a hunt query must keep its brackets balanced", c.sc.depth())
+	}
+	if (!c.hasStart || !c.hasEnd) && !c.paramIssue {
+		c.issues.add(s[0].pos, "query does not use both {window_start:DateTime64(3)} and {window_end:DateTime64(3)}, so every run would read the same rows; filter on the event time, e.g. WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}")
+	}
+	return c.info, c.issues
+}
+
+// oneStatement returns the tokens of the query's one statement (a trailing ';' is tolerated, a
+// second statement is not), or the issue that refuses it: empty, or not a SELECT.
+func oneStatement(toks []token) ([]token, *queryIssue) {
+	s := toks
 	for i, t := range toks {
 		if t.kind != tkSemicolon {
 			continue
@@ -227,177 +248,24 @@ func checkQueryPolicy(q string, p Policy) (queryInfo, []queryIssue) {
 		s = toks[:i]
 		for _, rest := range toks[i+1:] {
 			if rest.kind != tkSemicolon {
-				return info, []queryIssue{{rest.pos, "query must be one statement, and a second one starts here; remove the ';' and run the others as separate hunts"}}
+				return nil, &queryIssue{rest.pos, "query must be one statement, and a second one starts here; remove the ';' and run the others as separate hunts"}
 			}
 		}
 		break
 	}
-	if s == nil {
-		s = toks
-	}
 	if len(s) == 0 {
-		return info, []queryIssue{{0, "query is empty (only comments)"}}
+		return nil, &queryIssue{0, "query is empty (only comments)"}
 	}
 	first := s[0]
-	info.end = s[len(s)-1].pos + len(s[len(s)-1].text)
-	if first.kind != tkWord || !(strings.EqualFold(first.text, "SELECT") || strings.EqualFold(first.text, "WITH")) {
-		if !(first.kind == tkPunct && first.text == "(") {
-			kw := strings.ToUpper(first.text)
-			if first.kind == tkWord && writeKeywords[kw] {
-				return info, []queryIssue{{first.pos, fmt.Sprintf("query is %s %s statement; a hunt query must be a read-only SELECT (hunt-runner writes the findings itself)", article(kw), kw)}}
-			}
-			return info, []queryIssue{{first.pos, "query must start with SELECT or WITH"}}
-		}
+	if first.kind == tkWord && (strings.EqualFold(first.text, "SELECT") || strings.EqualFold(first.text, "WITH")) ||
+		first.kind == tkPunct && first.text == "(" {
+		return s, nil
 	}
-
-	var issues issueList
-	var hasStart, hasEnd, paramIssue bool
-	allowed := p.allowedTableFunctions()
-	sc := newScopes()
-	for i := 0; i < len(s); i++ {
-		t := s[i]
-		next := func(k int) (token, bool) {
-			if i+k < len(s) {
-				return s[i+k], true
-			}
-			return token{}, false
-		}
-		n1, ok1 := next(1)
-		isCall := ok1 && n1.kind == tkPunct && n1.text == "("
-		switch t.kind {
-		case tkPunct:
-			switch t.text {
-			case "(", "[", "{":
-				sc.open(t.text)
-			case ")", "]", "}":
-				if !sc.close(t.text) {
-					// The query runs inside hunt-runner's own brackets (FindingsQuery): a
-					// bracket it did not open would close the wrapper's.
-					issues.add(t.pos, "unbalanced %q: it closes a bracket the query did not open; a hunt query must keep its brackets balanced", t.text)
-					return info, issues
-				}
-			case ",":
-				sc.comma()
-			case ".":
-				if ok1 && (n1.kind == tkWord || n1.kind == tkQuoted) {
-					if n2, ok2 := next(2); ok2 && n2.kind == tkPunct && n2.text == "(" && sc.expectTable() {
-						issues.add(n1.pos, "query calls a qualified table function; a hunt may read only tables")
-					}
-					if n1.kind == tkQuoted && (strings.Contains(n1.text, "\\") || hasControl(n1.text)) {
-						issues.add(n1.pos, "quoted identifier holds a backslash or control character; rename the column or use an alias")
-					}
-					if n3, ok3 := next(2); !ok3 || n3.text != "." {
-						sc.tableRead()
-					}
-					i++ // the right side of a qualified name is not a table or function of its own
-				}
-			}
-		case tkParam:
-			name, typ, hasType := strings.Cut(strings.Trim(t.text, "{}"), ":")
-			name, typ = strings.TrimSpace(name), strings.TrimSpace(typ)
-			switch {
-			case name == "window" && !hasType:
-				info.windowTokens = append(info.windowTokens, t)
-				hasStart, hasEnd = true, true
-			case name == "window_start" || name == "window_end":
-				if !hasType || !windowTypeRe.MatchString(typ) {
-					paramIssue = true
-					issues.add(t.pos, "parameter {%s} must have a date-time type, as in {%s:DateTime64(3)}", name, name)
-				}
-				if name == "window_start" {
-					hasStart = true
-				} else {
-					hasEnd = true
-				}
-			default:
-				paramIssue = true
-				issues.add(t.pos, "unknown query parameter; hunt-runner binds only {window_start:DateTime64(3)} and {window_end:DateTime64(3)}")
-			}
-		case tkString:
-			if p.CoordinationDatabase != "" && strings.HasPrefix(t.text[1:], p.CoordinationDatabase+".") {
-				// dictGet, joinGet and friends name tables in strings.
-				issues.add(t.pos, "query names hunt-runner's own database in a string; a hunt may read only source data")
-			}
-			sc.tableRead()
-		case tkQuoted:
-			if strings.ContainsAny(t.text, "\\") || hasControl(t.text) {
-				// Escapes make one identifier print as several lines of the server's EXPLAIN
-				// output, which the server-side check reads line by line.
-				issues.add(t.pos, "quoted identifier holds a backslash or control character; rename the column or use an alias")
-			}
-			fallthrough
-		case tkWord:
-			name := t.name()
-			lower := strings.ToLower(name)
-			if ok1 && n1.kind == tkPunct && n1.text == "." {
-				if issue := p.schemaIssue(name); issue != "" {
-					issues.add(t.pos, "%s", issue)
-				}
-				break // the qualified name goes on; "." decides what it is
-			}
-			if isCall {
-				if sc.expectTable() {
-					if why, bad := offServerReason(lower); bad && !allowed[lower] {
-						issues.add(t.pos, "query calls %s(), which %s; a hunt may read only tables on the ClickHouse server", safeName(name), why)
-					} else if !allowed[lower] {
-						issues.add(t.pos, "query calls table function %s(); a hunt may read only tables (an operator can allow it with --allow-table-functions)", safeName(name))
-					}
-				} else if why, bad := offServerReason(lower); bad && !allowed[lower] {
-					issues.add(t.pos, "query calls %s(), which %s; a hunt may read only tables on the ClickHouse server", safeName(name), why)
-				}
-				sc.tableRead()
-				break
-			}
-			if sc.expectTable() {
-				if issue := p.tableIssue(name); issue != "" {
-					issues.add(t.pos, "%s", issue)
-				}
-			}
-			if t.kind == tkQuoted {
-				sc.tableRead()
-				break
-			}
-			upper := strings.ToUpper(t.text)
-			switch upper {
-			case "FROM", "JOIN":
-				if upper == "JOIN" && i > 0 && strings.EqualFold(s[i-1].text, "ARRAY") {
-					sc.expr() // ARRAY JOIN takes expressions, not tables
-				} else {
-					sc.from()
-				}
-			case "ON", "USING", "WHERE", "PREWHERE", "GROUP", "ORDER", "HAVING", "LIMIT", "WINDOW", "QUALIFY",
-				"UNION", "EXCEPT", "INTERSECT", "SELECT", "WITH", "ARRAY":
-				sc.expr()
-			case "INTO":
-				if n1.kind == tkWord && strings.EqualFold(n1.text, "OUTFILE") {
-					issues.add(t.pos, "INTO OUTFILE writes a file; remove it (hunt-runner stores findings in hunt_findings)")
-				}
-			case "FORMAT":
-				// The clause is FORMAT <name> at the end (maybe before SETTINGS); a column
-				// that happens to be called format is not one.
-				n2, ok2 := next(2)
-				if sc.depth() == 0 && ok1 && n1.kind == tkWord && (!ok2 || (n2.kind == tkWord && strings.EqualFold(n2.text, "SETTINGS"))) {
-					issues.add(t.pos, "FORMAT clause: remove it; hunt-runner reads the rows and stores them itself")
-				}
-			case "SETTINGS":
-				if end, ok := settingsClause(s, i, &issues); ok {
-					i = end - 1
-					continue
-				}
-			default:
-				sc.tableRead()
-			}
-		default:
-			sc.tableRead()
-		}
+	kw := strings.ToUpper(first.text)
+	if first.kind == tkWord && writeKeywords[kw] {
+		return nil, &queryIssue{first.pos, fmt.Sprintf("query is %s %s statement; a hunt query must be a read-only SELECT (hunt-runner writes the findings itself)", article(kw), kw)}
 	}
-	if sc.depth() != 0 {
-		issues.add(info.end, "unbalanced brackets: %d opened and never closed; a hunt query must keep its brackets balanced", sc.depth())
-	}
-	if (!hasStart || !hasEnd) && !paramIssue {
-		issues.add(first.pos, "query does not use both {window_start:DateTime64(3)} and {window_end:DateTime64(3)}, so every run would read the same rows; filter on the event time, e.g. WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}")
-	}
-	return info, issues
+	return nil, &queryIssue{first.pos, "query must start with SELECT or WITH"}
 }
 
 func hasControl(s string) bool {
