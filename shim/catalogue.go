@@ -255,64 +255,80 @@ func mergeCatalogue(base, over *catalogueFile) {
 }
 
 func resolveQuery(name string, s *querySpec, o CatalogueOptions) (*Query, error) {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("query %q: %s", name, fmt.Sprintf(format, args...))
-	}
 	if !queryNameRE.MatchString(name) {
-		return nil, bad("name must match %s", queryNameRE)
+		return nil, fmt.Errorf("query %q: name must match %s", name, queryNameRE)
 	}
 	q := &Query{Name: name, ClampMin: s.ClampMin, ClampMax: s.ClampMax, Timeout: o.Timeout, MaxStale: o.MaxStale}
-
-	if s.Database != nil {
-		switch db := *s.Database; db {
-		case DBCoordination:
-			q.Database = o.Database
-		case DBOtel:
-			q.Database = o.OtelDatabase
-		default:
-			q.Database = db
-		}
-		if !databaseRE.MatchString(q.Database) {
-			return nil, bad("database %q must match %s (or be %s or %s)", q.Database, databaseRE, DBCoordination, DBOtel)
+	for _, step := range []func(*Query, *querySpec, CatalogueOptions) error{resolveDatabase, resolveSQL, resolveParams, resolveLimits} {
+		if err := step(q, s, o); err != nil {
+			return nil, fmt.Errorf("query %q: %w", name, err)
 		}
 	}
+	return q, nil
+}
 
+// resolveDatabase names the database: $coordination, $otel or a literal one.
+func resolveDatabase(q *Query, s *querySpec, o CatalogueOptions) error {
+	if s.Database == nil {
+		return nil
+	}
+	switch db := *s.Database; db {
+	case DBCoordination:
+		q.Database = o.Database
+	case DBOtel:
+		q.Database = o.OtelDatabase
+	default:
+		q.Database = db
+	}
+	if !databaseRE.MatchString(q.Database) {
+		return fmt.Errorf("database %q must match %s (or be %s or %s)", q.Database, databaseRE, DBCoordination, DBOtel)
+	}
+	return nil
+}
+
+// resolveSQL takes the builtin's SQL or the given one, with the database quoted in.
+func resolveSQL(q *Query, s *querySpec, _ CatalogueOptions) error {
 	switch {
 	case s.SQL != nil && s.Builtin != nil:
-		return nil, bad("set sql or builtin, not both")
+		return errors.New("set sql or builtin, not both")
 	case s.Builtin != nil:
 		gen, ok := builtins[*s.Builtin]
 		if !ok {
-			return nil, bad("unknown builtin %q (known: %s)", *s.Builtin, strings.Join(sortedKeys(builtins), ", "))
+			return fmt.Errorf("unknown builtin %q (known: %s)", *s.Builtin, strings.Join(sortedKeys(builtins), ", "))
 		}
 		if q.Database == "" {
-			return nil, bad("builtin %q needs a database", *s.Builtin)
+			return fmt.Errorf("builtin %q needs a database", *s.Builtin)
 		}
 		q.SQL, q.Builtin = gen(q.Database), *s.Builtin
 	case s.SQL != nil:
 		sql := strings.TrimSpace(*s.SQL)
 		if sql == "" {
-			return nil, bad("sql is empty")
+			return errors.New("sql is empty")
 		}
 		hasDB := strings.Contains(sql, dbPlaceholder)
 		switch {
 		case hasDB && q.Database == "":
-			return nil, bad("sql uses %s but no database is set", dbPlaceholder)
+			return fmt.Errorf("sql uses %s but no database is set", dbPlaceholder)
 		case !hasDB && s.Database != nil:
-			return nil, bad("database is set but sql never uses %s", dbPlaceholder)
+			return fmt.Errorf("database is set but sql never uses %s", dbPlaceholder)
 		}
 		q.SQL = strings.ReplaceAll(sql, dbPlaceholder, chstore.QuoteIdent(q.Database))
 	default:
-		return nil, bad("set sql or builtin")
+		return errors.New("set sql or builtin")
 	}
+	return nil
+}
 
+// resolveParams checks that params and binds are declared once each and that the SQL uses
+// exactly the declared ones.
+func resolveParams(q *Query, s *querySpec, _ CatalogueOptions) error {
 	declared := map[string]bool{}
 	for _, p := range s.Params {
 		if !paramNameRE.MatchString(p) {
-			return nil, bad("param %q must match %s", p, paramNameRE)
+			return fmt.Errorf("param %q must match %s", p, paramNameRE)
 		}
 		if declared[p] {
-			return nil, bad("param %q declared twice", p)
+			return fmt.Errorf("param %q declared twice", p)
 		}
 		declared[p] = true
 		q.Params = append(q.Params, p)
@@ -321,14 +337,14 @@ func resolveQuery(name string, s *querySpec, o CatalogueOptions) (*Query, error)
 	q.Binds = make(map[string]string, len(s.Binds))
 	for k, v := range s.Binds {
 		if !paramNameRE.MatchString(k) {
-			return nil, bad("bind %q must match %s", k, paramNameRE)
+			return fmt.Errorf("bind %q must match %s", k, paramNameRE)
 		}
 		if declared[k] {
-			return nil, bad("%q is both a param and a bind", k)
+			return fmt.Errorf("%q is both a param and a bind", k)
 		}
 		str, err := bindString(v)
 		if err != nil {
-			return nil, bad("bind %q: %v", k, err)
+			return fmt.Errorf("bind %q: %v", k, err)
 		}
 		declared[k] = true
 		q.Binds[k] = str
@@ -337,37 +353,41 @@ func resolveQuery(name string, s *querySpec, o CatalogueOptions) (*Query, error)
 	for _, m := range placeholderRE.FindAllStringSubmatch(q.SQL, -1) {
 		used[m[1]] = true
 		if !declared[m[1]] {
-			return nil, bad("sql uses {%s:…} which is neither a param nor a bind", m[1])
+			return fmt.Errorf("sql uses {%s:…} which is neither a param nor a bind", m[1])
 		}
 	}
 	for _, k := range sortedKeys(declared) {
 		if !used[k] {
-			return nil, bad("%q is declared but sql never uses {%s:Type}", k, k)
+			return fmt.Errorf("%q is declared but sql never uses {%s:Type}", k, k)
 		}
 	}
+	return nil
+}
 
+// resolveLimits checks the clamp, the cold hold inside it, the timeout and the staleness.
+func resolveLimits(q *Query, s *querySpec, _ CatalogueOptions) error {
 	if s.ClampMin != nil && s.ClampMax != nil && *s.ClampMin > *s.ClampMax {
-		return nil, bad("clamp_min %v > clamp_max %v", *s.ClampMin, *s.ClampMax)
+		return fmt.Errorf("clamp_min %v > clamp_max %v", *s.ClampMin, *s.ClampMax)
 	}
 	if s.ColdHold != nil {
 		q.ColdHold = *s.ColdHold
 	}
 	if c := q.Clamp(q.ColdHold); c != q.ColdHold {
-		return nil, bad("cold_hold %v is outside [clamp_min, clamp_max]", q.ColdHold)
+		return fmt.Errorf("cold_hold %v is outside [clamp_min, clamp_max]", q.ColdHold)
 	}
 	if s.Timeout != nil {
 		q.Timeout = time.Duration(*s.Timeout)
 	}
 	if q.Timeout < 50*time.Millisecond || q.Timeout > time.Minute {
-		return nil, bad("timeout %v must be within [50ms, 1m]", q.Timeout)
+		return fmt.Errorf("timeout %v must be within [50ms, 1m]", q.Timeout)
 	}
 	if s.MaxStale != nil {
 		q.MaxStale = time.Duration(*s.MaxStale)
 	}
 	if q.MaxStale <= 0 {
-		return nil, bad("max_stale must be positive")
+		return errors.New("max_stale must be positive")
 	}
-	return q, nil
+	return nil
 }
 
 // bindString renders a fixed bind the way ClickHouse parses query parameter values.
