@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
 // Two Dispatchers, a receiver that fails for a while and then recovers: every committed fire
@@ -42,7 +44,7 @@ func TestEveryCommittedFireDeliveredOnceKeyAcrossRetriesAndDispatchers(t *testin
 	a := newDispatcher(t, db, hunts, testOptions(db, cfg, "pod-a"))
 	b := newDispatcher(t, db, hunts, testOptions(db, cfg, "pod-b"))
 	stopA, stopB := run(t, a), run(t, b)
-	waitFor(t, 60*time.Second, "every committed fire delivered", func() bool { return len(recv.ok(t)) >= len(want) })
+	chtest.Eventually(t, 60*time.Second, "every committed fire delivered", func() bool { return len(recv.ok(t)) >= len(want) })
 	stopA()
 	stopB()
 
@@ -130,7 +132,7 @@ func TestKilledDispatcherDeliveryCompletedByPeerAfterLease(t *testing.T) {
 	close(recv.hold)
 	b := newDispatcher(t, db, hunts, testOptions(db, cfg, "pod-b"))
 	stopB := run(t, b)
-	waitFor(t, 30*time.Second, "the peer's delivery", func() bool { return len(recv.ok(t)) == 1 })
+	chtest.Eventually(t, 30*time.Second, "the peer's delivery", func() bool { return len(recv.ok(t)) == 1 })
 	stopB()
 	second := recv.ok(t)[0]
 	if second.IdempotencyKey != first {
@@ -163,7 +165,7 @@ func TestSuppressionAcrossDispatchers(t *testing.T) {
 	step := func(d *Dispatcher, fire time.Time, findings ...string) {
 		t.Helper()
 		commit(t, db, "brute", fire, findings...)
-		waitFor(t, 30*time.Second, "fire "+fire.Format(time.RFC3339)+" final", func() bool {
+		chtest.Eventually(t, 30*time.Second, "fire "+fire.Format(time.RFC3339)+" final", func() bool {
 			if _, err := d.Poll(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -234,7 +236,7 @@ func TestPermanentFailureDeadLetteredThenRequeued(t *testing.T) {
 	d := newDispatcher(t, db, hunts, testOptions(db, cfg, "pod-a"))
 	ctx := context.Background()
 	k := key{"brute", fire.Unix(), "soc"}
-	waitFor(t, 30*time.Second, "dead letter", func() bool {
+	chtest.Eventually(t, 30*time.Second, "dead letter", func() bool {
 		_, _ = d.Poll(ctx)
 		return deliveries(t, db)[k].Status == StatusDead
 	})
@@ -259,7 +261,7 @@ func TestPermanentFailureDeadLetteredThenRequeued(t *testing.T) {
 	if err != nil || n != 1 {
 		t.Fatalf("Retry = %d, %v; want 1", n, err)
 	}
-	waitFor(t, 30*time.Second, "re-queued delivery", func() bool {
+	chtest.Eventually(t, 30*time.Second, "re-queued delivery", func() bool {
 		_, _ = d.Poll(ctx)
 		return deliveries(t, db)[k].Status == StatusDelivered
 	})
@@ -280,7 +282,7 @@ func TestRetryHorizonDeadLetters(t *testing.T) {
 	commit(t, db, "brute", fire, `{"host":"a"}`)
 	d := newDispatcher(t, db, []Hunt{{ID: "brute"}}, testOptions(db, cfg, "pod-a"))
 	k := key{"brute", fire.Unix(), "soc"}
-	waitFor(t, 30*time.Second, "dead letter", func() bool {
+	chtest.Eventually(t, 30*time.Second, "dead letter", func() bool {
 		_, _ = d.Poll(context.Background())
 		return deliveries(t, db)[k].Status == StatusDead
 	})
@@ -302,7 +304,7 @@ func TestSinkURLNeverInLastError(t *testing.T) {
 	commit(t, db, "brute", fire, `{"host":"a"}`)
 	d := newDispatcher(t, db, []Hunt{{ID: "brute"}}, testOptions(db, cfg, "pod-a"))
 	k := key{"brute", fire.Unix(), "chat"}
-	waitFor(t, 30*time.Second, "a failed attempt", func() bool {
+	chtest.Eventually(t, 30*time.Second, "a failed attempt", func() bool {
 		_, _ = d.Poll(context.Background())
 		return deliveries(t, db)[k].Status == StatusRetry
 	})
@@ -323,7 +325,7 @@ func TestUnroutedHuntsWriteNothing(t *testing.T) {
 	commit(t, db, "crit", fire, `{"host":"a"}`)
 	d := newDispatcher(t, db, []Hunt{{ID: "quiet", Severity: "low"}, {ID: "optout", Severity: "critical", Notify: []string{}},
 		{ID: "crit", Severity: "critical"}}, testOptions(db, cfg, "pod-a"))
-	waitFor(t, 30*time.Second, "crit delivered", func() bool {
+	chtest.Eventually(t, 30*time.Second, "crit delivered", func() bool {
 		_, _ = d.Poll(context.Background())
 		return len(recv.ok(t)) == 1
 	})
@@ -354,13 +356,13 @@ func TestSlowSinkLeaseRenewedNoSecondSender(t *testing.T) {
 	<-recv.arrived
 	run(t, b)
 	// Wait until the lease has been renewed well past its first length, then let the sink answer.
-	waitFor(t, 30*time.Second, "three renewals", func() bool {
+	chtest.Eventually(t, 30*time.Second, "three renewals", func() bool {
 		var n uint64
 		err := db.Conn.QueryRow(context.Background(), "SELECT count() FROM "+db.Name+".hunt_delivery WHERE status = 'delivering'").Scan(&n)
 		return err == nil && n >= 4
 	})
 	close(recv.hold)
-	waitFor(t, 30*time.Second, "delivered", func() bool {
+	chtest.Eventually(t, 30*time.Second, "delivered", func() bool {
 		return deliveries(t, db)[key{"brute", fire.Unix(), "soc"}].Status == StatusDelivered
 	})
 	// A renewal slower than the whole lease (a starved engine) legitimately loses the claim and
@@ -398,7 +400,7 @@ func TestBackoffDoesNotStarveNewerFires(t *testing.T) {
 	for i := range 12 {
 		commit(t, db, "brute", base.Add(time.Duration(i)*time.Minute), `{"host":"a"}`)
 	}
-	waitFor(t, 60*time.Second, "all 12 fires at the healthy sink", func() bool {
+	chtest.Eventually(t, 60*time.Second, "all 12 fires at the healthy sink", func() bool {
 		if _, err := d.Poll(context.Background()); err != nil {
 			t.Fatal(err)
 		}

@@ -148,18 +148,6 @@ func (r *receiver) ok(t testing.TB) []WebhookPayload {
 	return out
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func secret(t testing.TB) []byte {
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {

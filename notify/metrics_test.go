@@ -7,6 +7,8 @@ import (
 
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
 // The instruments record what the Dispatcher did: outcomes by sink, fire→delivery latency,
@@ -28,7 +30,7 @@ func TestMetricsRecordOutcomes(t *testing.T) {
 	d := newDispatcher(t, db, []Hunt{{ID: "brute"}}, o)
 	commit(t, db, "brute", baseFire(), `{"host":"a"}`)
 	ctx := context.Background()
-	waitFor(t, 30*time.Second, "both deliveries final", func() bool {
+	chtest.Eventually(t, 30*time.Second, "both deliveries final", func() bool {
 		if _, err := d.Poll(ctx); err != nil {
 			t.Fatal(err)
 		}

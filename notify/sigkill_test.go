@@ -62,7 +62,7 @@ func TestSIGKILLedDispatcherDeliveryCompletedByPeer(t *testing.T) {
 	close(recv.hold)
 	peer := newDispatcher(t, db, []Hunt{{ID: "brute"}}, testOptions(db, webhookConfig(recv.URL, nil), "pod-peer"))
 	stop := run(t, peer)
-	waitFor(t, 30*time.Second, "the peer's delivery", func() bool { return len(recv.ok(t)) == 1 })
+	chtest.Eventually(t, 30*time.Second, "the peer's delivery", func() bool { return len(recv.ok(t)) == 1 })
 	stop()
 	if got := recv.ok(t)[0].IdempotencyKey; got != first {
 		t.Errorf("peer sent key %s, the killed process %s", got, first)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
 // The fences of the delivery row, one statement at a time: a claim does not take a live
@@ -49,7 +51,7 @@ func TestDeliveryFences(t *testing.T) {
 	if _, second := claim(time.Minute); len(second) != 0 {
 		t.Fatal("a second claim took a live claim")
 	}
-	waitFor(t, 10*time.Second, "the first lease to expire", func() bool {
+	chtest.Eventually(t, 10*time.Second, "the first lease to expire", func() bool {
 		var expired bool
 		_ = db.Conn.QueryRow(ctx, "SELECT toDateTime64(?, 3, 'UTC') <= now64(3)", first[0].Until.Format("2006-01-02 15:04:05.000")).Scan(&expired)
 		return expired
@@ -113,7 +115,7 @@ func TestTiedClaimsLoseAndDoNotBlock(t *testing.T) {
 			t.Errorf("tied claim %s counted as held: %v %v", id, h, err)
 		}
 	}
-	waitFor(t, 10*time.Second, "a new claim past the tie", func() bool {
+	chtest.Eventually(t, 10*time.Second, "a new claim past the tie", func() bool {
 		id := uuid.New()
 		if err := st.claim(ctx, []key{k}, id, "y", time.Minute); err != nil {
 			t.Fatal(err)

@@ -776,15 +776,9 @@ const (
 // waitLeaseExpired waits until the hunt's newest lease has ended on the server's clock.
 func (e *env) waitLeaseExpired(id string) {
 	e.t.Helper()
-	for deadline := time.Now().Add(time.Minute); ; {
-		if e.count("SELECT count() FROM hunt_lease WHERE hunt_id = ? AND lease_until > now64(3)", id) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatal("the lease never expired")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	chtest.Eventually(e.t, time.Minute, "the lease of "+id+" to expire", func() bool {
+		return e.count("SELECT count() FROM hunt_lease WHERE hunt_id = ? AND lease_until > now64(3)", id) == 0
+	})
 }
 
 // firedCount is how often the named fault rule fired so far.
@@ -814,9 +808,7 @@ func TestLateCommitAfterExpiryIsRefused(t *testing.T) {
 	a.opts.OnRun = func(rep RunReport) { mu.Lock(); reports = append(reports, rep); mu.Unlock() }
 	aDone := make(chan struct{})
 	go func() { defer close(aDone); e.tickAndWait(a) }()
-	for e.firedCount("commit") == 0 {
-		time.Sleep(20 * time.Millisecond)
-	}
+	chtest.Eventually(t, time.Minute, "A's commit to be held", func() bool { return e.firedCount("commit") > 0 })
 	e.waitLeaseExpired("late")
 	<-aDone // A gave up at its trust deadline; its statements are still held
 	held := e.firedCount("commit")
@@ -824,9 +816,7 @@ func TestLateCommitAfterExpiryIsRefused(t *testing.T) {
 	b := e.runner("pod-b", hs, func(o *Options) { o.Lease = 30 * time.Second })
 	bDone := make(chan struct{})
 	go func() { defer close(bDone); e.tickAndWait(b) }()
-	for e.firedCount("commit") == held {
-		time.Sleep(20 * time.Millisecond)
-	}
+	chtest.Eventually(t, time.Minute, "B's commit to be held", func() bool { return e.firedCount("commit") > held })
 	e.srv.ClearFaults(t) // every held commit executes now, A's and B's, in any order
 	<-bDone
 
@@ -862,9 +852,7 @@ func TestLateFindingsOfALostAttemptStayInvisible(t *testing.T) {
 	a := e.runner("pod-a", hs, func(o *Options) { o.Lease = 3 * time.Second })
 	aDone := make(chan struct{})
 	go func() { defer close(aDone); e.tickAndWait(a) }()
-	for e.firedCount("findings") == 0 {
-		time.Sleep(20 * time.Millisecond)
-	}
+	chtest.Eventually(t, time.Minute, "A's findings insert to be held", func() bool { return e.firedCount("findings") > 0 })
 	e.waitLeaseExpired("slowins")
 	<-aDone
 	b := e.runner("pod-b", hs, func(o *Options) { o.Lease = 30 * time.Second })
@@ -872,12 +860,9 @@ func TestLateFindingsOfALostAttemptStayInvisible(t *testing.T) {
 	fire := e.latest(h)
 	want := e.eventsIn(fire-3600, fire, 0)
 	e.srv.ClearFaults(t) // A's insert lands now, after B's commit
-	for deadline := time.Now().Add(time.Minute); e.count("SELECT count() FROM hunt_findings WHERE hunt_id = 'slowins'") < 2*want; {
-		if time.Now().After(deadline) {
-			t.Fatal("A's held insert never landed")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	chtest.Eventually(t, time.Minute, "A's held insert to land", func() bool {
+		return e.count("SELECT count() FROM hunt_findings WHERE hunt_id = 'slowins'") >= 2*want
+	})
 	if got := e.count("SELECT count() FROM hunt_findings_committed WHERE hunt_id = 'slowins'"); got != want {
 		t.Fatalf("%d committed findings, want exactly B's %d", got, want)
 	}

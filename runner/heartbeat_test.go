@@ -7,22 +7,11 @@ import (
 	"time"
 
 	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/internal/serve"
 	"github.com/hunt-runner/hunt-runner/status"
 	"github.com/hunt-runner/hunt-runner/watermark"
 )
-
-// waitUntil polls cond until it holds or the test's budget runs out.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 type beatRow struct {
 	version, set, hash string
@@ -77,13 +66,13 @@ func TestHeartbeatFreshAndFailureHarmless(t *testing.T) {
 		}
 	}()
 
-	waitUntil(t, "the heartbeat appears", func() bool { return e.beat("pod-hb").n > 0 })
+	chtest.Eventually(t, time.Minute, "the heartbeat appears", func() bool { return e.beat("pod-hb").n > 0 })
 	first := e.beat("pod-hb")
 	if first.version != "v1.2.3-test" || first.set != DefaultHuntSet || first.hash != "set-hb" || first.hunts != 2 ||
 		first.started.IsZero() || first.started.After(first.lastTick.Add(time.Minute)) {
 		t.Fatalf("heartbeat %+v, want version v1.2.3-test, set default, hash set-hb, 2 hunts", first)
 	}
-	waitUntil(t, "the heartbeat moves on", func() bool { return e.beat("pod-hb").lastTick.After(first.lastTick) })
+	chtest.Eventually(t, time.Minute, "the heartbeat moves on", func() bool { return e.beat("pod-hb").lastTick.After(first.lastTick) })
 	if b := e.beat("pod-hb"); !b.started.Equal(first.started) {
 		t.Errorf("started moved from %v to %v while the runner kept running", first.started, b.started)
 	}
@@ -97,12 +86,12 @@ func TestHeartbeatFreshAndFailureHarmless(t *testing.T) {
 		}
 		return 0
 	}
-	waitUntil(t, "heartbeat inserts fail", func() bool { return fired() >= 3 })
+	chtest.Eventually(t, time.Minute, "heartbeat inserts fail", func() bool { return fired() >= 3 })
 	r.mu.Lock()
 	ticks := r.ticks
 	r.mu.Unlock()
 	stuck := e.beat("pod-hb").lastTick
-	waitUntil(t, "the runner ticks on while heartbeats fail", func() bool {
+	chtest.Eventually(t, time.Minute, "the runner ticks on while heartbeats fail", func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		return r.ticks > ticks+3
@@ -117,11 +106,11 @@ func TestHeartbeatFreshAndFailureHarmless(t *testing.T) {
 	// A heartbeat insert that hangs holds neither the tick nor a second beat.
 	e.srv.SetFaults(t, ctl.FaultRule{Name: "hb", Kind: ctl.KindInsert, Match: "hunt_runner_heartbeat", Effect: ctl.DelayStart,
 		Delay: time.Minute})
-	waitUntil(t, "a heartbeat insert is held", func() bool { return fired() == 1 })
+	chtest.Eventually(t, time.Minute, "a heartbeat insert is held", func() bool { return fired() == 1 })
 	r.mu.Lock()
 	ticks = r.ticks
 	r.mu.Unlock()
-	waitUntil(t, "the runner ticks on while a heartbeat hangs", func() bool {
+	chtest.Eventually(t, time.Minute, "the runner ticks on while a heartbeat hangs", func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		return r.ticks > ticks+5
@@ -130,9 +119,9 @@ func TestHeartbeatFreshAndFailureHarmless(t *testing.T) {
 		t.Errorf("%d heartbeat inserts started while one hung, want 1", n)
 	}
 	e.srv.ClearFaults(t)
-	waitUntil(t, "the heartbeat moves on after the fault", func() bool { return e.beat("pod-hb").lastTick.After(stuck) })
+	chtest.Eventually(t, time.Minute, "the heartbeat moves on after the fault", func() bool { return e.beat("pod-hb").lastTick.After(stuck) })
 	for _, id := range []string{"a", "b"} {
-		waitUntil(t, "hunt "+id+" commits", func() bool { _, ok := e.watermarkOf(id); return ok })
+		chtest.Eventually(t, time.Minute, "hunt "+id+" commits", func() bool { _, ok := e.watermarkOf(id); return ok })
 	}
 
 	// status lists the running runner; once stopped, it drops out of the live list.
@@ -146,7 +135,7 @@ func TestHeartbeatFreshAndFailureHarmless(t *testing.T) {
 	cancel()
 	<-done
 	stopped = true
-	waitUntil(t, "the stopped runner drops out of the live list", func() bool {
+	chtest.Eventually(t, time.Minute, "the stopped runner drops out of the live list", func() bool {
 		live, err := status.LiveRunners(e.ctx, e.db.Conn, e.db.Name, time.Second)
 		if err != nil {
 			t.Fatal(err)
