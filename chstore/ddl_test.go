@@ -1,33 +1,18 @@
 package chstore
 
 import (
-	"flag"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+	"github.com/hunt-runner/hunt-runner/internal/golden"
+)
 
 func TestDDLGolden(t *testing.T) {
 	for _, topo := range []Topology{TopologySingle, TopologyReplicated, TopologyCluster, TopologyCloud} {
 		t.Run(string(topo), func(t *testing.T) {
-			got := Script(DDL("hunt_runner", topo, "default"))
-			path := filepath.Join("testdata", "ddl_"+string(topo)+".golden.sql")
-			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./chstore -update to create it)", err)
-			}
-			if got != string(want) {
-				t.Errorf("DDL for %s differs from %s (run go test ./chstore -update if intended)\n--- got\n%s", topo, path, got)
-			}
+			golden.Check(t, filepath.Join("testdata", "ddl_"+string(topo)+".golden.sql"), Script(DDL("hunt_runner", topo, "default")))
 		})
 	}
 }

@@ -1,13 +1,11 @@
 package legacy
 
 import (
-	"flag"
-	"os"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite testdata/report.golden")
+	"github.com/hunt-runner/hunt-runner/internal/golden"
+)
 
 // TestReportCorpus: the report over a corpus of earlier-format files, line for line.
 func TestReportCorpus(t *testing.T) {
@@ -19,19 +17,7 @@ func TestReportCorpus(t *testing.T) {
 	for _, f := range rep.Findings {
 		b.WriteString(f.String() + "\n")
 	}
-	got := b.String()
-	if *update {
-		if err := os.WriteFile("testdata/report.golden", []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile("testdata/report.golden")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != string(want) {
-		t.Errorf("report differs from testdata/report.golden (go test ./legacy -run TestReportCorpus -update):\n%s", diff(string(want), got))
-	}
+	golden.Check(t, "testdata/report.golden", b.String())
 	if rep.Files != 26 {
 		t.Errorf("%d files read, want 26 (*.yaml and *.yml, recursively)", rep.Files)
 	}
@@ -40,24 +26,6 @@ func TestReportCorpus(t *testing.T) {
 			t.Errorf("a file of carried-over fields only has a finding: %s", f)
 		}
 	}
-}
-
-func diff(want, got string) string {
-	w, g := strings.Split(want, "\n"), strings.Split(got, "\n")
-	var b strings.Builder
-	for i := 0; i < max(len(w), len(g)); i++ {
-		var a, c string
-		if i < len(w) {
-			a = w[i]
-		}
-		if i < len(g) {
-			c = g[i]
-		}
-		if a != c {
-			b.WriteString("- " + a + "\n+ " + c + "\n")
-		}
-	}
-	return b.String()
 }
 
 // TestReportCoversEveryEarlierField: each field of the earlier format that does not carry over

@@ -2,14 +2,12 @@ package provision
 
 import (
 	"errors"
-	"flag"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files")
+	"github.com/hunt-runner/hunt-runner/internal/golden"
+)
 
 func TestGolden(t *testing.T) {
 	for _, tc := range []struct {
@@ -29,19 +27,7 @@ func TestGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := p.Text() + "-- sha256: " + p.SHA256() + "\n"
-			path := filepath.Join("testdata", tc.name+".golden.sql")
-			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test ./provision -update)", err)
-			}
-			if got != string(want) {
-				t.Errorf("%s differs from the generated SQL; if intended, run go test ./provision -update\n%s", path, got)
-			}
+			golden.Check(t, filepath.Join("testdata", tc.name+".golden.sql"), got)
 			if strings.Contains(got, "sha256_password BY '"+PasswordPlaceholder+"'") == false {
 				t.Errorf("user statement does not carry the placeholder")
 			}
