@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/watermark"
 )
@@ -41,13 +42,7 @@ func (r envRunner) tickCount() int {
 // waitFor polls cond until it holds or a minute passes.
 func (e *env) waitFor(what string, cond func() bool) {
 	e.t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	chtest.Eventually(e.t, time.Minute, what, cond)
 }
 
 // tickUntil ticks r (waiting for the runs it starts) until cond holds: on a loaded machine a
