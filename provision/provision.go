@@ -297,11 +297,6 @@ func (p *Plan) runner() {
 		if slices.Contains(runnerWrites, t) {
 			grant = "SELECT, INSERT"
 		}
-		if t == chstore.TableFindings {
-			// A committed run deletes the findings of attempts that never committed and whose
-			// window it covers (runner.deleteOrphans); lightweight DELETE needs ALTER DELETE.
-			grant += ", ALTER DELETE"
-		}
 		privs = append(privs, fmt.Sprintf("%s ON %s.%s", grant, db, chstore.QuoteIdent(t)))
 	}
 	for _, t := range runnerSystemTables {

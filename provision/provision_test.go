@@ -76,7 +76,7 @@ func TestRunnerGrants(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := p.Text()
-	for _, want := range []string{"SELECT, INSERT ON `hunt_runner`.`hunt_lease`", "SELECT, INSERT, ALTER DELETE ON `hunt_runner`.`hunt_findings`",
+	for _, want := range []string{"SELECT, INSERT ON `hunt_runner`.`hunt_lease`", "SELECT, INSERT ON `hunt_runner`.`hunt_findings`",
 		"SELECT ON `hunt_runner`.`hunt_schedule`", "SELECT ON `hunt_runner`.`hunt_publish`", "SELECT ON `hunt_runner`.`hunt_request`",
 		"SELECT ON system.`replicas`", "WITH REPLACE OPTION"} {
 		if !strings.Contains(text, want) {

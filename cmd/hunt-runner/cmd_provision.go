@@ -23,7 +23,7 @@ of the text above it (check with: head -n -1 provision.sql | sha256sum); --expec
 to apply anything but the reviewed text.
 
   runner        SELECT, INSERT on hunt_lease, hunt_watermark, hunt_state, hunt_run,
-                hunt_findings (ALTER DELETE on findings) and hunt_runner_heartbeat; SELECT on hunt_schedule, hunt_publish and
+                hunt_findings and hunt_runner_heartbeat; SELECT on hunt_schedule, hunt_publish and
                 hunt_request; SELECT on system.databases and system.replicas. No source data.
   materialiser  SELECT, INSERT on hunt_schedule, hunt_publish and hunt_request (materialise,
                 trigger); nothing else.

@@ -15,7 +15,7 @@ GRANT
   SELECT, INSERT ON `hunt_runner`.`hunt_watermark`,
   SELECT, INSERT ON `hunt_runner`.`hunt_state`,
   SELECT, INSERT ON `hunt_runner`.`hunt_run`,
-  SELECT, INSERT, ALTER DELETE ON `hunt_runner`.`hunt_findings`,
+  SELECT, INSERT ON `hunt_runner`.`hunt_findings`,
   SELECT ON `hunt_runner`.`hunt_request`,
   SELECT ON `hunt_runner`.`hunt_delivery`,
   SELECT ON `hunt_runner`.`hunt_suppress`,
@@ -26,4 +26,4 @@ GRANT
   SELECT ON system.`databases`,
   SELECT ON system.`replicas`
 TO `hunt_runner` WITH REPLACE OPTION;
--- sha256: 4792bc1b1c7c010f4920b6155ca95b47a3889906ea9868249087d75668baba6f
+-- sha256: 83af521389497ab3abe34e2e54cb1a6494018b27ebeb3d20c7382f0e039421f5
