@@ -47,18 +47,7 @@ that cannot be imported; 2 usage. --detailed-exitcode, as materialise's: 0 nothi
 // importLegacyAction maps the outcome to the exit status the way materialise does.
 func importLegacyAction(c *cli.Context) error {
 	changed, err := runImportLegacy(c)
-	var ec cli.ExitCoder
-	detailed := c.Bool("detailed-exitcode")
-	switch {
-	case err != nil && detailed && errors.As(err, &ec) && ec.ExitCode() == exitUsage:
-		// 2 means "imported" here, so a usage error must not look like one.
-		return cli.Exit(err.Error(), exitError)
-	case err != nil:
-		return err
-	case changed && detailed:
-		return cli.Exit("", exitDetailedChanged)
-	}
-	return nil
+	return detailedExit(changed, err, c.Bool("detailed-exitcode"))
 }
 
 func runImportLegacy(c *cli.Context) (changed bool, err error) {

@@ -66,17 +66,23 @@ func materialiseAction(c *cli.Context) error {
 		return cli.Exit("give --detailed-exitcode or --changed-exit-code, not both", exitUsage)
 	}
 	changed, err := runMaterialise(c)
+	if err == nil && changed && !detailed && c.Int("changed-exit-code") != exitOK {
+		return cli.Exit("", c.Int("changed-exit-code"))
+	}
+	return detailedExit(changed, err, detailed)
+}
+
+// detailedExit maps a command's outcome to its exit status. Under --detailed-exitcode 2 means
+// "changed", so a usage error (also 2) exits 1 instead and cannot look like a change.
+func detailedExit(changed bool, err error, detailed bool) error {
 	var ec cli.ExitCoder
 	switch {
 	case err != nil && detailed && errors.As(err, &ec) && ec.ExitCode() == exitUsage:
-		// 2 means "changed" here, so a usage error must not look like one.
 		return cli.Exit(err.Error(), exitError)
 	case err != nil:
 		return err
 	case changed && detailed:
 		return cli.Exit("", exitDetailedChanged)
-	case changed && c.Int("changed-exit-code") != exitOK:
-		return cli.Exit("", c.Int("changed-exit-code"))
 	}
 	return nil
 }
