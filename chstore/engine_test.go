@@ -137,6 +137,7 @@ func sample(t *testing.T, typ, col string, now time.Time) any {
 	return nil
 }
 
+// Every column round-trips through a batch insert that takes its types from the schema.
 func TestEveryTableRoundTripsEveryColumnType(t *testing.T) {
 	db := chtest.New(t)
 	ctx := context.Background()
@@ -156,7 +157,17 @@ func TestEveryTableRoundTripsEveryColumnType(t *testing.T) {
 			for i, c := range cols {
 				row[i] = sample(t, c[1], c[0], now)
 			}
-			batch, err := db.Conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.%s", chstore.QuoteIdent(db.Name), table))
+			// The batch carries the schema's declared types (chstore.Insert), not the server's:
+			// they must be the server's exactly.
+			names := make([]string, len(cols))
+			for i, c := range cols {
+				names[i] = c[0]
+				if typ := chstore.ColumnType(table, c[0]); typ != c[1] {
+					t.Errorf("%s: declared %s, the server has %s", c[0], typ, c[1])
+				}
+			}
+			ictx, insert := chstore.Insert(ctx, db.Name, table, names...)
+			batch, err := db.Conn.PrepareBatch(ictx, insert)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -166,10 +177,8 @@ func TestEveryTableRoundTripsEveryColumnType(t *testing.T) {
 			if err := batch.Send(); err != nil {
 				t.Fatal(err)
 			}
-			names := make([]string, len(cols))
 			dest := make([]any, len(cols))
-			for i, c := range cols {
-				names[i] = c[0]
+			for i := range cols {
 				dest[i] = reflect.New(reflect.TypeOf(row[i])).Interface()
 			}
 			query := fmt.Sprintf("SELECT %s FROM %s.%s", strings.Join(names, ", "), chstore.QuoteIdent(db.Name), table)

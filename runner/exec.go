@@ -103,8 +103,9 @@ func (r *Runner) storeFindings(ctx context.Context, h *Hunt, fire int64, runID u
 	}
 	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
 		"async_insert": 0, "insert_deduplication_token": "findings:" + runID.String()}))
-	batch, err := r.conn.PrepareBatch(ctx, "INSERT INTO "+chstore.QuoteIdent(r.opts.Database)+"."+chstore.QuoteIdent(chstore.TableFindings)+
-		" (hunt_id, fire, finding_id, finding, severity, labels, run_id, found)")
+	ctx, insert := chstore.Insert(ctx, r.opts.Database, chstore.TableFindings,
+		"hunt_id", "fire", "finding_id", "finding", "severity", "labels", "run_id", "found")
+	batch, err := r.conn.PrepareBatch(ctx, insert)
 	if err != nil {
 		return fmt.Errorf("store findings: %w", err)
 	}

@@ -71,8 +71,8 @@ func TestReadyWindow(t *testing.T) {
 	}
 }
 
-// The queue sizes itself to what the slots finish during one claim cycle, within bounds, unless
-// MaxQueued fixes it.
+// The queue sizes itself to what the slots finish during two claim cycles, within bounds,
+// unless MaxQueued fixes it.
 func TestQueueTarget(t *testing.T) {
 	r := &Runner{opts: Options{Concurrency: 4, Lease: 5 * time.Minute}}
 	for _, tc := range []struct {
@@ -80,10 +80,10 @@ func TestQueueTarget(t *testing.T) {
 		want      int
 	}{
 		{0, 0, 4}, // nothing measured yet: one per slot
-		{100 * time.Millisecond, time.Second, 40}, // ten runs per slot per claim cycle
+		{100 * time.Millisecond, time.Second, 80}, // ten runs per slot per claim cycle, two cycles
 		{time.Second, 100 * time.Millisecond, 4},  // at least one per slot
-		{time.Millisecond, 10 * time.Second, 64},  // at most sixteen per slot
-		{200 * time.Millisecond, 800 * time.Millisecond, 16},
+		{time.Millisecond, 10 * time.Second, 128}, // at most thirty-two per slot
+		{200 * time.Millisecond, 800 * time.Millisecond, 32},
 	} {
 		r.runAvg, r.tickAvg = tc.run, tc.tick
 		if got := r.queueTarget(); got != tc.want {

@@ -438,11 +438,20 @@ func (r *Runner) tick(ctx context.Context) error {
 	return nil
 }
 
+// cycleFires is how many fires the run slots finish during one claim cycle (r.mu held):
+// Concurrency × cycle ÷ run, from the moving averages; 0 before both are measured.
+func (r *Runner) cycleFires() int {
+	if r.runAvg <= 0 || r.tickAvg <= 0 {
+		return 0
+	}
+	return int(int64(r.opts.Concurrency) * int64(r.tickAvg) / int64(r.runAvg))
+}
+
 // queueTarget is how many won fires may wait for a slot (r.mu held): Options.MaxQueued when
-// set, otherwise what the slots finish during one claim cycle, so the slots stay busy while
-// the next claim settles: Concurrency × cycle ÷ run, between Concurrency and 16 × Concurrency,
-// and never more than the slots finish in a third of a lease, so a queued fire starts before
-// its lease needs a renewal.
+// set, otherwise two claim cycles' worth (cycleFires), between Concurrency and 32 ×
+// Concurrency, and never more than the slots finish in a third of a lease, so a queued fire
+// starts before its lease needs a renewal. Two cycles, because the next claim starts when one
+// cycle's worth is left queued (dispatch): the slots then never wait for a claim to settle.
 func (r *Runner) queueTarget() int {
 	if r.opts.MaxQueued > 0 {
 		return r.opts.MaxQueued
@@ -451,9 +460,9 @@ func (r *Runner) queueTarget() int {
 	if r.runAvg <= 0 || r.tickAvg <= 0 {
 		return c
 	}
-	n := int(int64(c) * int64(r.tickAvg) / int64(r.runAvg))
+	n := 2 * r.cycleFires()
 	n = min(n, int(int64(c)*int64(r.opts.Lease/3)/int64(r.runAvg)))
-	return min(max(n, c), 16*c)
+	return min(max(n, c), 32*c)
 }
 
 // ewma folds d into the moving average avg (weight 1/8), starting at d.
@@ -533,11 +542,12 @@ func (r *Runner) dispatch() {
 			r.mu.Lock()
 			delete(r.held, j.key())
 			r.runAvg = ewma(r.runAvg, time.Since(started))
-			// Claim again once a good part of a batch is free: a claim costs a settle whatever
-			// its size, so claiming for every single finished run would cap throughput at one
-			// fire per settle.
+			// Claim again, while due fires wait, once the queue holds no more than the slots
+			// finish during one claim cycle: the claim then lands before the queue runs dry, and
+			// each claim still brings a cycle's worth (a claim costs a settle whatever its size,
+			// so claiming for every finished run would cap throughput at a fire per settle).
 			free := r.opts.Concurrency + r.queueTarget() - len(r.held)
-			wake := r.backlog && !r.stopping && free >= max(1, (r.opts.Concurrency+r.queueTarget())/2)
+			wake := r.backlog && !r.stopping && free > 0 && len(r.queue) <= r.cycleFires()
 			r.mu.Unlock()
 			if wake {
 				select {

@@ -355,7 +355,9 @@ func (s *ClickHouseStore) Published(ctx context.Context, set string) (Published,
 // Publish implements Store.
 func (s *ClickHouseStore) Publish(ctx context.Context, rows []Row, rec Publication) error {
 	if len(rows) > 0 {
-		b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table(chstore.TableSchedule)+" (hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated, hunt_set)")
+		ictx, insert := chstore.Insert(ctx, s.database, chstore.TableSchedule,
+			"hunt_id", "interval_seconds", "phase_offset", "enabled", "config_hash", "updated", "hunt_set")
+		b, err := s.conn.PrepareBatch(ictx, insert)
 		if err != nil {
 			return err
 		}
@@ -369,7 +371,8 @@ func (s *ClickHouseStore) Publish(ctx context.Context, rows []Row, rec Publicati
 			return err
 		}
 	}
-	b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+s.table(chstore.TablePublish)+" (set_hash, hunt_count, source, published, hunt_set)")
+	ictx, insert := chstore.Insert(ctx, s.database, chstore.TablePublish, "set_hash", "hunt_count", "source", "published", "hunt_set")
+	b, err := s.conn.PrepareBatch(ictx, insert)
 	if err != nil {
 		return err
 	}
