@@ -414,7 +414,7 @@ func (r *Runner) recordRun(ctx context.Context, log logger, run watermark.Run) {
 }
 
 func (r *Runner) setState(ctx context.Context, log logger, st watermark.State) {
-	if err := r.durably(ctx, log, "record the hunt state", func(ctx context.Context) error { return r.store.SetState(ctx, st) }); err != nil {
+	if err := r.durably(ctx, log, "record the hunt state", func(ctx context.Context) error { return r.states.write(ctx, st) }); err != nil {
 		r.opts.Metrics.clickhouseError(ctx, "commit")
 		log.Error("recording the hunt state failed", "status", st.Status, "error", err)
 	}

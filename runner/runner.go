@@ -33,7 +33,7 @@ type StateStore interface {
 	Advance(ctx context.Context, l lease.Lease, run watermark.Run) error // commits run.WindowEnd and the run's rows
 	RecordRun(ctx context.Context, r watermark.Run) error
 	Recorded(ctx context.Context, r watermark.Run) (bool, error) // RecordRun's row is there
-	SetState(ctx context.Context, st watermark.State) error
+	SetStates(ctx context.Context, sts []watermark.State) error  // one insert
 }
 
 // Options configure a Runner. Zero values take the documented defaults.
@@ -150,6 +150,7 @@ type Runner struct {
 	opts     Options
 	log      *slog.Logger
 	planner  *planner
+	states   *group[watermark.State] // hunt_state writes of concurrent runs, grouped
 	sem      *semaphore.Weighted
 
 	mu       sync.Mutex
@@ -194,6 +195,7 @@ func New(conn driver.Conn, claimer Claimer, store StateStore, source Source, opt
 		wake:    make(chan struct{}, 1),
 		behind:  map[string]int64{},
 	}
+	r.states = newGroup(store.SetStates)
 	if opts.Metrics != nil {
 		opts.Metrics.observe(r)
 	}

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -437,7 +438,7 @@ SELECT {h:String}, toDateTime({fire:Int64}, 'UTC'), toUUID({run:String}), {owner
 		clickhouse.Named("owner", r.Owner), clickhouse.Named("status", r.Status),
 		clickhouse.Named("ws", r.WindowStart), clickhouse.Named("we", r.WindowEnd), clickhouse.Named("rows", r.RowsWritten),
 		clickhouse.Named("started", r.Started.UnixMicro()), clickhouse.Named("finished", r.Finished.UnixMicro()),
-		clickhouse.Named("err", r.Error), clickhouse.Named("dropped", r.FindingsDropped), clickhouse.Named("kind", r.Kind),
+		clickhouse.Named("err", boundError(r.Error)), clickhouse.Named("dropped", r.FindingsDropped), clickhouse.Named("kind", r.Kind),
 	)
 	if err != nil {
 		return fmt.Errorf("watermark: record run %s fire %d: %w", r.HuntID, r.Fire, err)
@@ -455,22 +456,60 @@ func (s *Store) Recorded(ctx context.Context, r Run) (bool, error) {
 	return n > 0, err
 }
 
+// MaxErrorBytes bounds the error text stored with a run or a hunt's state. Errors can quote a
+// whole hunt query (a syntax error does), and statement parameters travel in the request URL,
+// which ClickHouse caps (http_max_uri_size, 1 MiB by default).
+const MaxErrorBytes = 4096
+
+// boundError cuts s to MaxErrorBytes on a UTF-8 boundary, marking the cut.
+func boundError(s string) string {
+	if len(s) <= MaxErrorBytes {
+		return s
+	}
+	const mark = "… (cut)"
+	cut := MaxErrorBytes - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
+}
+
 // SetState writes a hunt_state row (updated = server clock).
-func (s *Store) SetState(ctx context.Context, st State) error {
+func (s *Store) SetState(ctx context.Context, st State) error { return s.SetStates(ctx, []State{st}) }
+
+// SetStates writes hunt_state rows in one insert (updated = the server's clock, the same for
+// every row). The rows travel as one array parameter; its deduplication token covers them all.
+func (s *Store) SetStates(ctx context.Context, sts []State) error {
+	if len(sts) == 0 {
+		return nil
+	}
+	var (
+		ids, statuses, errs  = make([]string, len(sts)), make([]string, len(sts)), make([]string, len(sts))
+		failures             = make([]uint32, len(sts))
+		fires, backoffs      = make([]int64, len(sts)), make([]int64, len(sts))
+		overruns, aggressive = make([]uint64, len(sts)), make([]bool, len(sts))
+		token                = []any{"state"}
+	)
+	for i, st := range sts {
+		ids[i], statuses[i], errs[i], failures[i] = st.HuntID, st.Status, boundError(st.LastError), st.ConsecutiveFailures
+		fires[i], backoffs[i], overruns[i], aggressive[i] = st.LastFire, st.Backoff.Milliseconds(), st.OverrunCount, st.TooAggressive
+		token = append(token, st.HuntID, st.Status, st.ConsecutiveFailures, st.LastError, st.LastFire,
+			st.Backoff, st.OverrunCount, st.TooAggressive)
+	}
 	q := `INSERT INTO ` + s.table(chstore.TableState) + ` (hunt_id, status, consecutive_failures, last_error, last_fire, updated,
     retry_after, overrun_count, too_aggressive)
-SELECT {h:String}, {status:String}, {failures:UInt32}, {err:String}, toDateTime({fire:Int64}, 'UTC'), now64(6),
-    if({backoff_ms:Int64} > 0, now64(3) + toIntervalMillisecond({backoff_ms:Int64}), toDateTime64(0, 3, 'UTC')),
-    {overruns:UInt64}, {aggressive:Bool}`
-	err := s.conn.Exec(insertCtx(ctx, "state", st.HuntID, st.Status, st.ConsecutiveFailures, st.LastError, st.LastFire,
-		st.Backoff, st.OverrunCount, st.TooAggressive), q,
-		clickhouse.Named("h", st.HuntID), clickhouse.Named("status", st.Status),
-		clickhouse.Named("failures", st.ConsecutiveFailures), clickhouse.Named("err", st.LastError),
-		clickhouse.Named("fire", st.LastFire), clickhouse.Named("backoff_ms", st.Backoff.Milliseconds()),
-		clickhouse.Named("overruns", st.OverrunCount), clickhouse.Named("aggressive", st.TooAggressive),
-	)
-	if err != nil {
-		return fmt.Errorf("watermark: set state %s: %w", st.HuntID, err)
+SELECT r.1, r.2, r.3, r.4, toDateTime(r.5, 'UTC'), now64(6),
+    if(r.6 > 0, now64(3) + toIntervalMillisecond(r.6), toDateTime64(0, 3, 'UTC')), r.7, r.8
+FROM (SELECT arrayJoin(arrayZip({h:Array(String)}, {status:Array(String)}, {failures:Array(UInt32)}, {err:Array(String)},
+    {fire:Array(Int64)}, {backoff_ms:Array(Int64)}, {overruns:Array(UInt64)}, {aggressive:Array(Bool)})) AS r)`
+	args := []any{clickhouse.Named("h", ids), clickhouse.Named("status", statuses), clickhouse.Named("failures", failures),
+		clickhouse.Named("err", errs), clickhouse.Named("fire", fires), clickhouse.Named("backoff_ms", backoffs),
+		clickhouse.Named("overruns", overruns), clickhouse.Named("aggressive", aggressive)}
+	if err := s.conn.Exec(insertCtx(ctx, token...), q, args...); err != nil {
+		if len(sts) == 1 {
+			return fmt.Errorf("watermark: set state %s: %w", sts[0].HuntID, err)
+		}
+		return fmt.Errorf("watermark: set state of %d hunts: %w", len(sts), err)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
@@ -479,5 +480,68 @@ func TestAdvanceWritesItsRunRows(t *testing.T) {
 	if gap.status != StatusGap || gap.runID != run.RunID || gap.ws != now-500 || gap.we != now-61 || gap.rows != 0 ||
 		!strings.Contains(gap.errorText, "max_catchup") {
 		t.Errorf("gap row %+v", gap)
+	}
+}
+
+// SetStates writes many hunts' rows in one insert, each with its own fields, and a backoff on
+// the server's clock.
+func TestSetStatesOneInsert(t *testing.T) {
+	db := chtest.NewWithSchema(t)
+	ctx := context.Background()
+	s := New(db.Conn, db.Name)
+	sts := []State{
+		{HuntID: "a", Status: "succeeded", LastFire: 1700000000, OverrunCount: 3, TooAggressive: true},
+		{HuntID: "b", Status: "failed", ConsecutiveFailures: 2, LastError: "x'\n\\y", LastFire: 1700000060, Backoff: time.Hour},
+		{HuntID: "c", Status: "succeeded", LastFire: 1700000120},
+	}
+	before := chtest.Queries(t, db.URL)
+	if err := s.SetStates(ctx, sts); err != nil {
+		t.Fatal(err)
+	}
+	if n := chtest.Queries(t, db.URL) - before; n != 1 {
+		t.Fatalf("%d statements for three states, want 1", n)
+	}
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range sts {
+		h := snap.Hunts[st.HuntID]
+		if h.Status != st.Status || h.LastFire != st.LastFire || h.ConsecutiveFailures != st.ConsecutiveFailures ||
+			h.LastError != st.LastError || h.OverrunCount != st.OverrunCount || h.TooAggressive != st.TooAggressive {
+			t.Errorf("%s: snapshot %+v, wrote %+v", st.HuntID, h, st)
+		}
+		if h.HasRetryAfter != (st.Backoff > 0) {
+			t.Errorf("%s: retry_after set %v, backoff %v", st.HuntID, h.HasRetryAfter, st.Backoff)
+		}
+	}
+	if b := snap.Hunts["b"]; b.RetryAfter.Sub(snap.Now) < 59*time.Minute {
+		t.Errorf("b retries after %v, an hour past the server's now %v", b.RetryAfter, snap.Now)
+	}
+}
+
+// An error quoting a huge hunt query is stored cut, not refused: statement parameters travel
+// in the request URL, which the server caps.
+func TestLongErrorsAreCut(t *testing.T) {
+	db := chtest.NewWithSchema(t)
+	ctx := context.Background()
+	s := New(db.Conn, db.Name)
+	long := "Syntax error: " + strings.Repeat("é", 1<<20)
+	if err := s.SetState(ctx, State{HuntID: "big", Status: "failed", LastError: long}); err != nil {
+		t.Fatal(err)
+	}
+	run := Run{HuntID: "big", Fire: 1700000000, RunID: uuid.New(), Status: StatusFailed, Error: long,
+		Started: time.Now().UTC(), Finished: time.Now().UTC()}
+	if err := s.RecordRun(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"SELECT last_error FROM " + db.Name + ".hunt_state", "SELECT error FROM " + db.Name + ".hunt_run"} {
+		var got string
+		if err := db.Conn.QueryRow(ctx, q).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) > MaxErrorBytes || !strings.HasPrefix(got, "Syntax error: é") || !strings.HasSuffix(got, "(cut)") || !utf8.ValidString(got) {
+			t.Errorf("%s: %d bytes, valid UTF-8 %v, ends %q", q, len(got), utf8.ValidString(got), got[max(0, len(got)-12):])
+		}
 	}
 }
