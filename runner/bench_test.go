@@ -132,7 +132,7 @@ func BenchmarkMemory10kHunts(b *testing.B) {
 				Status: "succeeded", LeaseOwner: "pod-a", HasLease: true, LeaseUntil: time.Unix(1_799_999_000, 0)}
 		}
 		p := newPlanner(5 * time.Second)
-		pl := p.plan(snap, adapter, time.Now(), nil)
+		pl := p.plan(snap, adapter, time.Time{}, nil)
 		after := liveHeap()
 		heap = after - before
 		runtime.KeepAlive(loader)

@@ -83,8 +83,8 @@ func setupEnv(t testing.TB, db *chtest.DB) *env {
 }
 
 // mid is the phase offset that puts an interval-long schedule's latest fire half an interval
-// before the server's clock at setup: no fire boundary passes while a test runs (a test over a
-// fixed offset would depend on the hour it runs at).
+// before the pinned schedule instant (e.now), so a test's fires do not depend on the hour it
+// runs at, also where it compares them with the server's clock.
 func (e *env) mid(interval int64) int64 { return ((e.now-interval/2)%interval + interval) % interval }
 
 func (e *env) exec(q string, args ...any) {
@@ -124,8 +124,10 @@ type envRunner struct {
 
 func (e *env) runner(owner string, set *HuntSet, mod func(*Options)) envRunner {
 	e.t.Helper()
+	// The schedule is pinned at the setup instant (e.now): the fires a test expects, and the
+	// windows its runs read, are the same however long a loaded machine takes to get there.
 	opts := Options{Owner: owner, Database: e.db.Name, Tick: time.Second, Lease: 6 * time.Second, Concurrency: 4, Logger: testLogger(e.t),
-		Settle: 400 * time.Millisecond}
+		Settle: 400 * time.Millisecond, ScheduleClock: func(time.Time) time.Time { return time.Unix(e.now, 0) }}
 	if mod != nil {
 		mod(&opts)
 	}
@@ -150,11 +152,8 @@ func (e *env) tickAndWait(r envRunner) {
 	r.wg.Wait()
 }
 
-func (e *env) latest(h Hunt) int64 {
-	var now uint32
-	e.scan(&now, "SELECT toUnixTimestamp(now())")
-	return schedule.LatestFire(int64(now), h.Interval, h.Offset)
-}
+// latest is h's latest fire on the pinned schedule.
+func (e *env) latest(h Hunt) int64 { return schedule.LatestFire(e.now, h.Interval, h.Offset) }
 
 func (e *env) watermarkOf(id string) (int64, bool) {
 	e.t.Helper()
@@ -868,5 +867,20 @@ func TestLateFindingsOfALostAttemptStayInvisible(t *testing.T) {
 	}
 	if n := e.count("SELECT count() FROM hunt_runs WHERE hunt_id = 'slowins' AND status = 'succeeded'"); n != 1 {
 		t.Fatalf("%d succeeded records, want 1", n)
+	}
+}
+
+// The runner owes the fires of its schedule clock (Options.ScheduleClock), not the server's.
+func TestRunnerFollowsTheScheduleClock(t *testing.T) {
+	e := newEnv(t)
+	h := Hunt{ID: "ahead", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery}
+	ahead := e.now + 2*3600
+	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, func(o *Options) {
+		o.ScheduleClock = func(time.Time) time.Time { return time.Unix(ahead, 0) }
+	})
+	e.tickAndWait(r)
+	want := schedule.LatestFire(ahead, h.Interval, h.Offset)
+	if wm, ok := e.watermarkOf(h.ID); !ok || wm != want {
+		t.Fatalf("watermark %d (%v), want %d: the latest fire two hours ahead, on the schedule clock", wm, ok, want)
 	}
 }

@@ -285,7 +285,7 @@ func (r *Runner) record(ctx context.Context, log logger, span trace.Span, j *job
 		// counts each exactly once: the run overran when the hunt's next fire came due before
 		// it committed. A run longer than the interval itself can never keep up.
 		st := j.state
-		overran := !j.requested && schedule.LatestFire(j.serverNow().Unix(), h.Interval, h.Offset) > j.fire
+		overran := !j.requested && schedule.LatestFire(r.opts.ScheduleClock(j.serverNow()).Unix(), h.Interval, h.Offset) > j.fire
 		aggressive := rep.Duration > time.Duration(h.Interval)*time.Second
 		if overran {
 			st.OverrunCount++

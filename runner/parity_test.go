@@ -51,7 +51,7 @@ func TestPlanAgreesWithSchedulePredicate(t *testing.T) {
 					hunts[i] = hunt(fmt.Sprintf("h%d", i), iv, off)
 					snapStates[hunts[i].ID] = st
 				}
-				p := newPlanner(time.Second).plan(snap(now, snapStates), set(hunts...), time.Unix(0, 0), nil)
+				p := newPlanner(time.Second).plan(snap(now, snapStates), set(hunts...), time.Time{}, nil)
 				planned := map[string]dueFire{}
 				for _, d := range p.Due {
 					planned[d.Hunt.ID] = d

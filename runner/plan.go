@@ -101,12 +101,17 @@ func scheduleState(st watermark.HuntState) schedule.State {
 	return out
 }
 
-// plan computes the due fires at the snapshot's server time. busy reports hunts this runner
-// already holds (queued or running); it may be nil. The local clock is not read.
-func (p *planner) plan(snap watermark.Snapshot, set *HuntSet, _ time.Time, busy func(string) bool) plan {
+// plan computes the due fires at the snapshot's server time, the schedule read at at (which
+// fire is owed, and how far behind; zero: the snapshot's time, see Options.ScheduleClock).
+// busy reports hunts this runner already holds (queued or running); it may be nil. The local
+// clock is not read.
+func (p *planner) plan(snap watermark.Snapshot, set *HuntSet, at time.Time, busy func(string) bool) plan {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	now, nowMs := snap.Now.Unix(), snap.Now.UnixMilli()
+	if at.IsZero() {
+		at = snap.Now
+	}
+	now, nowMs := at.Unix(), snap.Now.UnixMilli()
 	out := plan{Behind: make(map[string]int64, len(set.Hunts))}
 	loaded := make(map[string]struct{}, len(set.Hunts))
 	for i := range set.Hunts {
@@ -134,7 +139,7 @@ func (p *planner) plan(snap watermark.Snapshot, set *HuntSet, _ time.Time, busy 
 		// On the snapshot's exact server time: the due SQL compares with now() in whole
 		// seconds, so for up to a second after a lease or backoff ends it still counts the
 		// hunt as held while the runner already sees it free; the runner is never the stricter.
-		if schedule.DueAt(nowMs, row, st) {
+		if schedule.DueOn(now, nowMs, row, st) {
 			out.Due = append(out.Due, df)
 			continue
 		}

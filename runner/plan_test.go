@@ -36,7 +36,6 @@ func dueIDs(p plan) []string {
 }
 
 func TestPlanDue(t *testing.T) {
-	local := time.Unix(0, 0)
 	h := hunt("a", 60, 46)
 	cases := []struct {
 		name      string
@@ -79,7 +78,7 @@ func TestPlanDue(t *testing.T) {
 			if tc.st != nil {
 				states["a"] = *tc.st
 			}
-			p := newPlanner(5*time.Second).plan(snap(tc.now, states), set(h), local, nil)
+			p := newPlanner(5*time.Second).plan(snap(tc.now, states), set(h), time.Time{}, nil)
 			if tc.wantFire == 0 {
 				if len(p.Due) != 0 {
 					t.Fatalf("due %+v, want nothing", p.Due[0])
@@ -145,7 +144,7 @@ func TestPlanOrdersMostOverdueFirst(t *testing.T) {
 		"b-old":   {Watermark: base - 300, HasWatermark: true},
 		"d-tie":   {Watermark: base, HasWatermark: true},
 	}
-	p := newPlanner(5*time.Second).plan(snap(now, st), hs, time.Unix(0, 0), nil)
+	p := newPlanner(5*time.Second).plan(snap(now, st), hs, time.Time{}, nil)
 	if got, want := dueIDs(p), []string{"a-first-run", "b-old", "c-fresh", "d-tie"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("order %v, want %v", got, want)
 	}
@@ -313,14 +312,36 @@ func TestPlanFollowsReload(t *testing.T) {
 		"b": {Watermark: base, HasWatermark: true},
 	}
 	now := base + 90
-	if got := dueIDs(p.plan(snap(now, st), set(hunt("a", 60, 0), hunt("b", 60, 0)), time.Unix(0, 0), nil)); !reflect.DeepEqual(got, []string{"a", "b"}) {
+	if got := dueIDs(p.plan(snap(now, st), set(hunt("a", 60, 0), hunt("b", 60, 0)), time.Time{}, nil)); !reflect.DeepEqual(got, []string{"a", "b"}) {
 		t.Fatalf("before reload: %v", got)
 	}
-	pl := p.plan(snap(now, st), set(hunt("a", 3600, 0)), time.Unix(0, 0), nil)
+	pl := p.plan(snap(now, st), set(hunt("a", 3600, 0)), time.Time{}, nil)
 	if len(pl.Due) != 0 {
 		t.Fatalf("after reload (b removed, a now hourly and done): due %v", dueIDs(pl))
 	}
 	if _, ok := pl.Behind["b"]; ok {
 		t.Fatal("a removed hunt still reports how far behind it is")
+	}
+}
+
+// The schedule can be read at another instant than the server's clock (Options.ScheduleClock):
+// which fire is owed, and how far behind, follow the schedule instant; a lease is compared with
+// the server's clock that wrote it.
+func TestPlanReadsTheScheduleAtItsOwnInstant(t *testing.T) {
+	h := set(hunt("a", 60, 0))
+	server := base + 30 // the server's clock: the latest fire would be base
+	pinned := at(base + 3600 + 30)
+	pl := newPlanner(5*time.Second).plan(snap(server, nil), h, pinned, nil)
+	if len(pl.Due) != 1 || pl.Due[0].Fire != base+3600 {
+		t.Fatalf("due %+v, want fire base+3600 (the pinned schedule's latest)", pl.Due)
+	}
+	leased := map[string]watermark.HuntState{"a": {HasLease: true, LeaseFire: base, LeaseUntil: at(server + 60)}}
+	pl = newPlanner(5*time.Second).plan(snap(server, leased), h, pinned, nil)
+	if len(pl.Due) != 0 || pl.Leased != 1 {
+		t.Fatalf("a lease live on the server's clock: due %+v leased %d, want it held", pl.Due, pl.Leased)
+	}
+	behind := map[string]watermark.HuntState{"a": {Watermark: base + 3600 - 120, HasWatermark: true}}
+	if b := newPlanner(5*time.Second).plan(snap(server, behind), h, pinned, nil).Behind["a"]; b != 90 {
+		t.Fatalf("behind %ds at the pinned instant, want 90", b)
 	}
 }

@@ -72,6 +72,12 @@ type Options struct {
 	Metrics *Metrics         // nil: no metrics
 	Tracer  trace.Tracer     // nil: no traces
 	Clock   func() time.Time // local clock for backoff and readiness; default time.Now
+	// ScheduleClock maps the server's clock, as each snapshot reads it, to the instant whose
+	// fires are owed: which fire is latest, how far behind a hunt is, whether a run overran.
+	// nil: the server's clock. Leases, backoff and pauses are always compared on the server's
+	// clock, which wrote them. Tests pin it to a fixed instant so the fires, and so the
+	// windows a run reads, never depend on the hour a test runs at.
+	ScheduleClock func(server time.Time) time.Time
 
 	// PublishedHash returns the set hash materialise last published; nil skips the check.
 	PublishedHash func(ctx context.Context) (string, error)
@@ -131,6 +137,9 @@ func (o *Options) setDefaults() error {
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now
+	}
+	if o.ScheduleClock == nil {
+		o.ScheduleClock = func(server time.Time) time.Time { return server }
 	}
 	return nil
 }
@@ -360,7 +369,7 @@ func (r *Runner) tick(ctx context.Context) error {
 	}
 	r.heartbeat(ctx, set)
 
-	p := r.planner.plan(snap, set, r.opts.Clock(), r.isHeld)
+	p := r.planner.plan(snap, set, r.opts.ScheduleClock(snap.Now), r.isHeld)
 	r.mu.Lock()
 	r.behind = p.Behind
 	r.setHash = set.Hash

@@ -90,11 +90,16 @@ func IsDue(now int64, row Row, st State) bool { return DueAt(now*1000, row, st) 
 // lease and backoff bounds its milliseconds. At a whole second it is IsDue; between seconds it
 // frees a lease or backoff that ends within the second sooner than the SQL (which compares
 // with the whole-second now()), so a runner is never stricter than the backlog count.
-func DueAt(nowMs int64, row Row, st State) bool {
+func DueAt(nowMs int64, row Row, st State) bool { return DueOn(floorDiv(nowMs, 1000), nowMs, row, st) }
+
+// DueOn is DueAt with the schedule read at scheduleNow (epoch seconds: which fire is owed) and
+// leases, backoff and pauses at nowMs. They are one instant in production; a test pins the
+// schedule to a fixed instant while the rows keep the server's clock they were written with.
+func DueOn(scheduleNow, nowMs int64, row Row, st State) bool {
 	if !row.Live() || !st.LeaseFreeAt(nowMs) || st.BackingOffAt(nowMs) || st.PausedAt(nowMs) {
 		return false
 	}
-	_, _, ok := Owed(floorDiv(nowMs, 1000), row, st)
+	_, _, ok := Owed(scheduleNow, row, st)
 	return ok
 }
 

@@ -2,6 +2,8 @@ package status
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,15 +11,45 @@ import (
 	"github.com/hunt-runner/hunt-runner/watermark"
 )
 
+// fix is the fixture's database and the server instant it was written at. Status reads it
+// with the snapshot's clock pinned a second after that instant (store), so a minute boundary
+// passing between writing and reading, on a loaded machine, changes nothing a test sees.
+type fix struct {
+	*chtest.DB
+	at time.Time
+}
+
+func (f *fix) store() Snapshotter {
+	return pinnedClock{Snapshotter: watermark.New(f.Conn, f.Name), now: f.at.Add(time.Second)}
+}
+
+// pinnedClock is a Snapshotter whose snapshots read the server's clock as now.
+type pinnedClock struct {
+	Snapshotter
+	now time.Time
+}
+
+func (p pinnedClock) Snapshot(ctx context.Context) (watermark.Snapshot, error) {
+	snap, err := p.Snapshotter.Snapshot(ctx)
+	snap.Now = p.now
+	return snap, err
+}
+
 // fixture is a database a person would want to look at: a healthy hunt with a recorded gap,
 // a hunt failing since it was published (8 failed attempts, never a success), a hunt a
 // runner ran that nobody published, a hunt materialise retired, and a published hunt that is
-// disabled. Every time is relative to ClickHouse's clock.
-func fixture(t *testing.T) *chtest.DB {
+// disabled. Every time is relative to one reading of ClickHouse's clock, f.at.
+func fixture(t *testing.T) *fix {
 	t.Helper()
 	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
 	d := db.Name
+	var at uint32
+	if err := db.Conn.QueryRow(ctx, "SELECT toUnixTimestamp(now())").Scan(&at); err != nil {
+		t.Fatal(err)
+	}
+	pin := strings.NewReplacer("now64(6)", fmt.Sprintf("toDateTime64(%d, 6, 'UTC')", at),
+		"now64(3)", fmt.Sprintf("toDateTime64(%d, 3, 'UTC')", at), "now()", fmt.Sprintf("toDateTime(%d, 'UTC')", at))
 	for _, q := range []string{
 		// Published 10 minutes ago; retired is a tombstone, and quiet is disabled in its file.
 		`INSERT INTO ` + d + `.hunt_schedule (hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated) VALUES
@@ -55,11 +87,11 @@ func fixture(t *testing.T) *chtest.DB {
 		`INSERT INTO ` + d + `.hunt_lease VALUES ('healthy', toStartOfMinute(now()), 'pod-a', generateUUIDv4(), now64(6),
 		   now64(3) + INTERVAL 1 MINUTE)`,
 	} {
-		if err := db.Conn.Exec(ctx, q); err != nil {
+		if err := db.Conn.Exec(ctx, pin.Replace(q)); err != nil {
 			t.Fatalf("%v\n%s", err, q)
 		}
 	}
-	return db
+	return &fix{DB: db, at: time.Unix(int64(at), 0).UTC()}
 }
 
 func fixtureEntries() []Entry {
@@ -72,11 +104,11 @@ func fixtureEntries() []Entry {
 	}
 }
 
-func read(t *testing.T, db *chtest.DB, entries []Entry) Report {
+func read(t *testing.T, db *fix, entries []Entry) Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rep, err := Read(ctx, db.Conn, watermark.New(db.Conn, db.Name), db.Name, entries)
+	rep, err := Read(ctx, db.Conn, db.store(), db.Name, entries)
 	if err != nil {
 		t.Fatal(err)
 	}

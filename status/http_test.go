@@ -9,14 +9,11 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/hunt-runner/hunt-runner/internal/chtest"
-	"github.com/hunt-runner/hunt-runner/watermark"
 )
 
-func serveFixture(t *testing.T, db *chtest.DB, entries []Entry) *httptest.Server {
+func serveFixture(t *testing.T, db *fix, entries []Entry) *httptest.Server {
 	t.Helper()
-	w := &Web{Conn: db.Conn, Store: watermark.New(db.Conn, db.Name), Database: db.Name,
+	w := &Web{Conn: db.Conn, Store: db.store(), Database: db.Name,
 		Entries: func() []Entry { return entries }}
 	srv := httptest.NewServer(w.Handler())
 	t.Cleanup(srv.Close)

@@ -1,8 +1,10 @@
 package status
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 )
 
 func mustGet(t *testing.T, rep Report, id string) Hunt {
@@ -90,5 +92,22 @@ func TestPublishedListsTombstonesAsDisabled(t *testing.T) {
 	}
 	if strings.Join(got, ",") != "failing,healthy,monthly,retired" {
 		t.Errorf("published %v", got)
+	}
+}
+
+// Status takes "now" from its Snapshotter's clock: read a minute past the fixture, healthy
+// (every minute at :07, committed up to its latest fire then) owes the next fire.
+func TestStatusReadsTheSnapshotClock(t *testing.T) {
+	db := fixture(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	later := db.at.Add(61 * time.Second)
+	rep, err := Read(ctx, db.Conn, pinnedClock{Snapshotter: db.store(), now: later}, db.Name, fixtureEntries())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wm := (db.at.Unix()-7)/60*60 + 7
+	if h := mustGet(t, rep, "healthy"); h.BehindSeconds != later.Unix()-(wm+60) || !h.Due {
+		t.Errorf("healthy at +61s: behind %ds due %v, want %ds and due", h.BehindSeconds, h.Due, later.Unix()-(wm+60))
 	}
 }
