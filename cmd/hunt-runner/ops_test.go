@@ -83,7 +83,8 @@ func TestRunServesStatusAPIAndHealthMetrics(t *testing.T) {
 	var last string
 	if !chtest.Poll(time.Minute, func() bool {
 		code, body := httpGet(base + "/api/v1/hunts")
-		if last = body; code != 200 || json.Unmarshal([]byte(body), &list) != nil {
+		last = body
+		if code != 200 || json.Unmarshal([]byte(body), &list) != nil {
 			return false
 		}
 		seen := map[string]string{}

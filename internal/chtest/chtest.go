@@ -322,8 +322,11 @@ func waitReady(addr string, d time.Duration) error {
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK && string(body) == "Ok.\n" {
+			return true
+		}
 		err = fmt.Errorf("ping: %s %q", resp.Status, body)
-		return resp.StatusCode == http.StatusOK && string(body) == "Ok.\n"
+		return false
 	}) {
 		return nil
 	}
