@@ -175,12 +175,9 @@ func TestUpgradedLayoutRunsAHunt(t *testing.T) {
 		}
 		return n
 	}
-	for deadline := time.Now().Add(time.Minute); count("SELECT count() FROM DB.hunt_runs WHERE hunt_id = 'old' AND status = 'succeeded' AND toInt64(fire) = ?", fire) == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("the runner never committed on the upgraded layout")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	chtest.Eventually(t, time.Minute, "the runner to commit on the upgraded layout", func() bool {
+		return count("SELECT count() FROM DB.hunt_runs WHERE hunt_id = 'old' AND status = 'succeeded' AND toInt64(fire) = ?", fire) > 0
+	})
 	if n := count("SELECT count() FROM DB.hunt_runs WHERE hunt_id = 'old' AND status = 'succeeded' AND toInt64(window_start) = ? AND toInt64(fire) = ?", fire-interval, fire); n != 1 {
 		t.Fatalf("the first run after the upgrade does not continue from the copied watermark (%d rows)", n)
 	}

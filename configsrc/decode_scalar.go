@@ -116,6 +116,8 @@ func (d *decoder) duration(v *yaml.Node, key string, zeroOK bool) time.Duration 
 	return dur
 }
 
+// allDigits tells a plain decimal from the other integers YAML reads (signed, 0x, 0o, with
+// underscores), which a hunt author did not mean as a count or a number of seconds.
 func allDigits(s string) bool {
 	if s == "" {
 		return false
@@ -130,7 +132,7 @@ func allDigits(s string) bool {
 
 func isZero(s string) bool {
 	s = strings.TrimRight(strings.TrimSpace(s), "smhd")
-	return allDigits(s) && strings.Trim(s, "0") == ""
+	return s != "" && strings.Trim(s, "0") == ""
 }
 
 func (d *decoder) labels(v *yaml.Node) map[string]string {

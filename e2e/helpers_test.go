@@ -163,18 +163,6 @@ func (p *runnerProc) metric(name string) float64 {
 	return -1
 }
 
-// waitFor polls cond every 100 ms until it holds or d passes.
-func waitFor(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if cond() {
-			return true
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return cond()
-}
-
 func (p *runnerProc) logTail() string {
 	var b strings.Builder
 	for i := 1; i <= p.starts; i++ {

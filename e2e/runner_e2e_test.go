@@ -74,12 +74,16 @@ func TestRunnersEndToEnd(t *testing.T) {
 		body := fmt.Sprintf("id: %s\ninterval: %ds\n%sseverity: low\nlabels: {suite: e2e}\nquery: |\n"+
 			"  SELECT ts, n FROM %s.events\n  WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}\n",
 			id, iv, extra, eventsDB)
-		if err := os.WriteFile(filepath.Join(huntsDir, id+".yaml"), []byte(body), 0o644); err != nil {
+		// Written long ago, as far as the directory source can tell, so that it trusts the
+		// files at once instead of waiting for them to settle.
+		path, written := filepath.Join(huntsDir, id+".yaml"), time.Now().Add(-time.Hour)
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, written, written); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// Let the directory source trust the files at once (it waits for files to settle).
-	time.Sleep(2500 * time.Millisecond)
 
 	args := []string{"--clickhouse-url", srv.URL, "--database", coordDB, "--hunts-dir", huntsDir,
 		"--reload-interval", "2s", "--tick", "1s", "--lease", "5s", "--settle", "300ms", "--grace", "10s",
@@ -103,7 +107,7 @@ func TestRunnersEndToEnd(t *testing.T) {
 		}
 	}()
 	for _, p := range procs {
-		if !waitFor(60*time.Second, p.ready) {
+		if !chtest.Poll(60*time.Second, p.ready) {
 			t.Fatalf("%s never became ready", p.name)
 		}
 	}
@@ -120,7 +124,7 @@ func TestRunnersEndToEnd(t *testing.T) {
 
 	// SIGKILL runner-0 while a run is in flight, restart it.
 	time.Sleep(10 * time.Second)
-	if !waitFor(30*time.Second, func() bool { return procs[0].metric("hunt_runner_runs_in_flight") >= 1 }) {
+	if !chtest.Poll(30*time.Second, func() bool { return procs[0].metric("hunt_runner_runs_in_flight") >= 1 }) {
 		t.Log("runner-0 showed no run in flight; killing it anyway")
 	}
 	procs[0].kill()
@@ -137,7 +141,7 @@ func TestRunnersEndToEnd(t *testing.T) {
 	t.Logf("SIGTERMed runner-1 at +%v: exit %d after %v", time.Since(start).Round(time.Second), code, took.Round(time.Millisecond))
 	procs[1].start()
 	for _, p := range procs[:2] {
-		if !waitFor(60*time.Second, p.ready) {
+		if !chtest.Poll(60*time.Second, p.ready) {
 			t.Fatalf("restarted %s never became ready", p.name)
 		}
 	}
@@ -152,7 +156,7 @@ func TestRunnersEndToEnd(t *testing.T) {
 	down := time.Now()
 	t.Logf("ClickHouse stopped at +%v", time.Since(start).Round(time.Second))
 	for _, p := range procs {
-		if !waitFor(15*time.Second, func() bool { return !p.ready() }) {
+		if !chtest.Poll(15*time.Second, func() bool { return !p.ready() }) {
 			t.Errorf("%s stayed ready with ClickHouse down", p.name)
 		}
 	}
@@ -168,13 +172,13 @@ func TestRunnersEndToEnd(t *testing.T) {
 	srv.Start()
 	t.Logf("ClickHouse back at +%v", time.Since(start).Round(time.Second))
 	for _, p := range procs {
-		if !waitFor(45*time.Second, p.ready) {
+		if !chtest.Poll(45*time.Second, p.ready) {
 			t.Fatalf("%s did not become ready again after the outage", p.name)
 		}
 	}
 	// Let every hunt catch up (every watermark at a fire owed a few seconds ago), then stop
 	// everyone at once, cleanly.
-	if !waitFor(90*time.Second, func() bool { return caughtUp(ctx, conn, intervals) }) {
+	if !chtest.Poll(90*time.Second, func() bool { return caughtUp(ctx, conn, intervals) }) {
 		t.Errorf("the hunts did not catch up within 90 s of the outage")
 	}
 	if err := conn.QueryRow(ctx, "SELECT toUnixTimestamp(now())").Scan(&now); err != nil {

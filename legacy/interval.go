@@ -13,6 +13,7 @@ import (
 // with a file (hunt-runner's own parser is stricter and is configsrc's).
 
 var (
+	oldSecondsRe  = regexp.MustCompile(`^\d+$`)
 	oldDurationRe = regexp.MustCompile(`^(?:\d+[smhd])+$`)
 	oldSegmentRe  = regexp.MustCompile(`(\d+)([smhd])`)
 	oldCron       = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
@@ -32,7 +33,7 @@ func oldInterval(s string) (secs int64, irregular, ok bool) {
 	switch {
 	case s == "":
 		return 0, false, false
-	case allDigits(s):
+	case oldSecondsRe.MatchString(s):
 		n, err := strconv.ParseInt(s, 10, 64)
 		return n, false, err == nil && n > 0
 	case oldIsCron(s):
@@ -69,13 +70,4 @@ func oldInterval(s string) (secs int64, irregular, ok bool) {
 		return secs, false, secs > 0
 	}
 	return 0, false, false
-}
-
-func allDigits(s string) bool {
-	for _, r := range s {
-		if r < '0' || r > '9' {
-			return false
-		}
-	}
-	return s != ""
 }

@@ -66,66 +66,50 @@ func parseSeconds(text, noun string) (time.Duration, error) {
 		s = s[1:]
 	}
 	var total int64
-	if allDigits(s) {
-		n, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || n > int64(MaxInterval/time.Second) {
-			return fail("too long; the longest interval is %d seconds (about 136 years)", int64(MaxInterval/time.Second))
+	rest := s
+	next := 0 // index into intervalUnits: units must appear largest first, each once
+	for rest != "" {
+		i := 0
+		for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
+			i++
 		}
-		total = n
-	} else {
-		rest := s
-		next := 0 // index into intervalUnits: units must appear largest first, each once
-		for rest != "" {
-			i := 0
-			for i < len(rest) && rest[i] >= '0' && rest[i] <= '9' {
-				i++
-			}
-			if i == 0 {
-				return fail("expected a number before %q; write a duration such as 30s, 15m, 1h30m or 2d", rest)
-			}
-			j := i
-			for j < len(rest) && !(rest[j] >= '0' && rest[j] <= '9') {
-				j++
-			}
-			num, unit := rest[:i], rest[i:j]
-			rest = rest[j:]
-			if unit == "" {
+		if i == 0 {
+			return fail("expected a number before %q; write a duration such as 30s, 15m, 1h30m or 2d", rest)
+		}
+		j := i
+		for j < len(rest) && !(rest[j] >= '0' && rest[j] <= '9') {
+			j++
+		}
+		num, unit := rest[:i], rest[i:j]
+		rest = rest[j:]
+		if unit == "" {
+			// Only a value that is one bare number may leave the unit out: in "1h30" it is a typo.
+			if num != s {
 				return fail("number %s has no unit; use d, h, m or s (a bare integer means seconds)", num)
 			}
-			k := unitIndex(unit)
-			if k < 0 {
-				return fail("unknown unit %q; use d, h, m or s", unit)
-			}
-			if k < next {
-				return fail("units must appear once each, largest first (d, h, m, s), as in 1h30m")
-			}
-			next = k + 1
-			n, err := strconv.ParseInt(num, 10, 64)
-			if err != nil || n > int64(MaxInterval/time.Second)/intervalUnits[k].size {
-				return fail("too long; the longest interval is %d seconds (about 136 years)", int64(MaxInterval/time.Second))
-			}
-			total += n * intervalUnits[k].size
-			if total > int64(MaxInterval/time.Second) {
-				return fail("too long; the longest interval is %d seconds (about 136 years)", int64(MaxInterval/time.Second))
-			}
+			unit = "s"
+		}
+		k := unitIndex(unit)
+		if k < 0 {
+			return fail("unknown unit %q; use d, h, m or s", unit)
+		}
+		if k < next {
+			return fail("units must appear once each, largest first (d, h, m, s), as in 1h30m")
+		}
+		next = k + 1
+		n, err := strconv.ParseInt(num, 10, 64)
+		if err != nil || n > int64(MaxInterval/time.Second)/intervalUnits[k].size {
+			return fail("too long; the longest interval is %d seconds (about 136 years)", int64(MaxInterval/time.Second))
+		}
+		total += n * intervalUnits[k].size
+		if total > int64(MaxInterval/time.Second) {
+			return fail("too long; the longest interval is %d seconds (about 136 years)", int64(MaxInterval/time.Second))
 		}
 	}
 	if total == 0 {
 		return fail("zero; an interval must be at least 1s")
 	}
 	return time.Duration(total) * time.Second, nil
-}
-
-func allDigits(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 func unitIndex(unit string) int {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/watermark"
 )
 
@@ -57,19 +58,18 @@ func TestRunnersFromHeartbeats(t *testing.T) {
 
 	// A runner that stops beating drops out of the live list once its beat is older than the
 	// window (a short one here, waited for, not slept).
-	deadline := time.Now().Add(time.Minute)
-	for {
-		live, err := LiveRunners(ctx, db.Conn, db.Name, time.Second)
-		if err != nil {
+	var live []Runner
+	if !chtest.Poll(time.Minute, func() bool {
+		var err error
+		if live, err = LiveRunners(ctx, db.Conn, db.Name, time.Second); err != nil {
 			t.Fatal(err)
 		}
-		if len(live) == 0 {
-			break
-		}
-		if live[0].Owner != "pod-a" || time.Now().After(deadline) {
+		if len(live) > 0 && live[0].Owner != "pod-a" {
 			t.Fatalf("live runners %+v, want pod-a until its beat is a second old", live)
 		}
-		time.Sleep(50 * time.Millisecond)
+		return len(live) == 0
+	}) {
+		t.Fatalf("live runners %+v, want pod-a gone once its beat is a second old", live)
 	}
 }
 

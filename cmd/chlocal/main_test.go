@@ -253,21 +253,17 @@ func TestSIGTERMEndsHolds(t *testing.T) {
 			resp.Body.Close()
 		}
 	}()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	var body []byte
+	if !chtest.Poll(time.Minute, func() bool {
 		resp, err := http.Get("http://" + addr + "/chlocal/log")
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, _ := io.ReadAll(resp.Body)
+		body, _ = io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if strings.Contains(string(b), `"executed":true`) && strings.Contains(string(b), "held") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the held statement never ran: %s", b)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return strings.Contains(string(body), `"executed":true`) && strings.Contains(string(body), "held")
+	}) {
+		t.Fatalf("the held statement never ran: %s", body)
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

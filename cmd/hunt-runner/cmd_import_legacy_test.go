@@ -121,12 +121,17 @@ func TestImportLegacyThenRun(t *testing.T) {
 			"--listen", "127.0.0.1:0", "--owner", "import-test"}, common...)...)
 		done <- err
 	}()
-	for count("SELECT count() FROM hunt_runs WHERE status = 'succeeded'") < 3 && ctx.Err() == nil {
-		time.Sleep(100 * time.Millisecond)
-	}
+	// The runs have what is left of the test's context.
+	end, _ := ctx.Deadline()
+	ran := chtest.Poll(time.Until(end), func() bool {
+		return ctx.Err() == nil && count("SELECT count() FROM hunt_runs WHERE status = 'succeeded'") >= 3
+	})
 	stop()
 	if err := <-done; err != nil {
 		t.Fatalf("run: %v", err)
+	}
+	if !ran {
+		t.Fatal("fewer than 3 succeeded runs before the test's deadline")
 	}
 	rows, err := db.Conn.Query(ctx, "SELECT hunt_id, toInt64(window_start), toInt64(window_end) FROM hunt_runs WHERE status = 'succeeded' ORDER BY hunt_id")
 	if err != nil {

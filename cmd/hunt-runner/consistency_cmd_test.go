@@ -85,11 +85,7 @@ func TestQuorumSettingsOnEveryCoordinationStatement(t *testing.T) {
 		return commits >= 2 && findings >= 2
 	}
 	var log []ctl.Statement
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if log = srv.StatementsSince(t, mark); committed(log) {
-			break
-		}
-	}
+	committedTwice := chtest.Poll(time.Minute, func() bool { log = srv.StatementsSince(t, mark); return committed(log) })
 	cancel()
 	select {
 	case err := <-done:
@@ -99,7 +95,7 @@ func TestQuorumSettingsOnEveryCoordinationStatement(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("run did not stop")
 	}
-	if !committed(log) {
+	if !committedTwice {
 		t.Fatalf("no two commits with findings within a minute; %d statements logged", len(log))
 	}
 	log = srv.StatementsSince(t, mark) // with the release and state writes of the shutdown
@@ -217,17 +213,19 @@ func TestShimSendsNoConsistencySettings(t *testing.T) {
 			"--listen", listen, "--timeout", "2s")
 		done <- err
 	}()
-	answered := false
-	for deadline := time.Now().Add(20 * time.Second); !answered && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	answered := chtest.Poll(20*time.Second, func() bool {
 		resp, err := http.Get("http://" + listen + "/keda/hunt-backlog")
 		if err != nil {
-			continue
+			return false
 		}
 		resp.Body.Close()
 		for _, st := range srv.StatementsSince(t, mark) {
-			answered = answered || st.Done && strings.Contains(st.SQL, "hunt_schedule")
+			if st.Done && strings.Contains(st.SQL, "hunt_schedule") {
+				return true
+			}
 		}
-	}
+		return false
+	})
 	stop()
 	if err := <-done; err != nil {
 		t.Fatalf("shim: %v", err)

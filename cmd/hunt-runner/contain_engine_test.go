@@ -77,15 +77,11 @@ func TestRunExecutesNoHostileHunt(t *testing.T) {
 			"--listen", "127.0.0.1:0", "--owner", "contain-test", "--clickhouse-url", db.URL, "--database", db.Name)
 		done <- err
 	}()
-	deadline := time.Now().Add(time.Minute)
 	var runs uint64
-	for time.Now().Before(deadline) {
+	chtest.Poll(time.Minute, func() bool {
 		_ = db.Conn.QueryRow(ctx, "SELECT count() FROM hunt_runs WHERE hunt_id = 'good' AND status = 'succeeded'").Scan(&runs)
-		if runs >= 1 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return runs >= 1
+	})
 	cancel()
 	select {
 	case err := <-done:

@@ -33,28 +33,28 @@ func fresh(t *testing.T) (*chtest.DB, string, []string) {
 }
 
 // getJSON polls url until the server answers (it may still be starting), then decodes the body.
-func getJSON(t *testing.T, url string, done <-chan error) map[string]any {
+func getJSON(t *testing.T, url string, done chan error) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := http.Get(url)
-		if err == nil {
-			defer resp.Body.Close()
-			var body map[string]any
-			if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusOK {
-				t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
-			}
-			return body
-		}
+	var resp *http.Response
+	var err error
+	if !chtest.Poll(30*time.Second, func() bool {
 		select {
 		case err := <-done:
+			done <- err // the test's cleanup waits on it too
 			t.Fatalf("server exited before answering: %v", err)
-		case <-time.After(50 * time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("GET %s: never answered: %v", url, err)
-		}
+		resp, err = http.Get(url)
+		return err == nil
+	}) {
+		t.Fatalf("GET %s: never answered: %v", url, err)
 	}
+	defer resp.Body.Close()
+	var body map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v", url, resp.StatusCode, err)
+	}
+	return body
 }
 
 // TestShimAnswersTheBacklogRightAfterSchemaAndMaterialise is the "KEDA reads 0 forever" trap:
@@ -275,24 +275,29 @@ func TestRunStartupLogIsReadable(t *testing.T) {
 		done <- err
 	}()
 	var line string
-	for deadline := time.Now().Add(time.Minute); line == ""; {
+	if !chtest.Poll(time.Minute, func() bool {
+		// Whether run has exited is taken before the log is read: a run that wrote its line
+		// and then exited has the line in the log.
+		exited := false
+		var err error
+		select {
+		case err = <-done:
+			done <- err // the stop below waits on it
+			exited = true
+		default:
+		}
 		for _, l := range strings.Split(logs.String(), "\n") {
 			if strings.Contains(l, `"hunt-runner run starting"`) {
 				line = l
 			}
 		}
-		select {
-		case err := <-done:
-			if line == "" {
-				t.Fatalf("run exited before its start-up line: %v\n%s", err, logs.String())
-			}
-			done <- err
-		case <-time.After(20 * time.Millisecond):
+		if line == "" && exited {
+			t.Fatalf("run exited before its start-up line: %v\n%s", err, logs.String())
 		}
-		if line == "" && time.Now().After(deadline) {
-			stop()
-			t.Fatalf("no start-up line within a minute:\n%s", logs.String())
-		}
+		return line != ""
+	}) {
+		stop()
+		t.Fatalf("no start-up line within a minute:\n%s", logs.String())
 	}
 	stop()
 	select {

@@ -150,32 +150,27 @@ func TestRunChecksItsOwnSetsHash(t *testing.T) {
 	}()
 	// The hash is checked on the first tick, before its claims: a committed run of b-one
 	// means the check has happened.
-	deadline := time.Now().Add(time.Minute)
-	var runs uint64
-	for time.Now().Before(deadline) && runs == 0 {
+	ran := chtest.Poll(time.Minute, func() bool {
+		var runs uint64
 		_ = db.Conn.QueryRow(ctx, "SELECT count() FROM hunt_runs WHERE hunt_id = 'b-one' AND status = 'succeeded'").Scan(&runs)
-		if runs == 0 {
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+		return runs > 0
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	if runs == 0 {
+	if !ran {
 		t.Fatalf("b-one never ran:\n%s", logs.String())
 	}
 	if strings.Contains(logs.String(), "differs from the one materialise published") {
 		t.Errorf("the runner of team-b compared with another set's hash:\n%s", logs.String())
 	}
 	// Its heartbeat names the set it runs (the beat is written beside the first tick).
-	var beats uint64
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		if err := db.Conn.QueryRow(ctx, "SELECT count() FROM hunt_runner_heartbeat WHERE owner = 'set-test' AND hunt_set = 'team-b'").Scan(&beats); err == nil && beats > 0 {
-			break
-		}
-	}
-	if beats == 0 {
+	if !chtest.Poll(30*time.Second, func() bool {
+		var beats uint64
+		err := db.Conn.QueryRow(ctx, "SELECT count() FROM hunt_runner_heartbeat WHERE owner = 'set-test' AND hunt_set = 'team-b'").Scan(&beats)
+		return err == nil && beats > 0
+	}) {
 		t.Error("no heartbeat of set-test names hunt set team-b")
 	}
 }

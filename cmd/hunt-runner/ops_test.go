@@ -36,22 +36,6 @@ func httpGet(url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// eventually polls cond until it holds or a minute has passed.
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		last = detail
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within a minute; last seen:\n%s", what, last)
-}
-
 // `run` serves the status page and API next to /metrics, and exports the hunt-health gauges
 // the ops pack alerts on: a failing hunt, a working one and a broken hunt file.
 func TestRunServesStatusAPIAndHealthMetrics(t *testing.T) {
@@ -96,10 +80,12 @@ func TestRunServesStatusAPIAndHealthMetrics(t *testing.T) {
 			} `json:"last_run"`
 		} `json:"hunts"`
 	}
-	eventually(t, "the API shows good succeeded and broken failing", func() (bool, string) {
+	var last string
+	if !chtest.Poll(time.Minute, func() bool {
 		code, body := httpGet(base + "/api/v1/hunts")
+		last = body
 		if code != 200 || json.Unmarshal([]byte(body), &list) != nil {
-			return false, body
+			return false
 		}
 		seen := map[string]string{}
 		for _, h := range list.Hunts {
@@ -107,24 +93,30 @@ func TestRunServesStatusAPIAndHealthMetrics(t *testing.T) {
 				seen[h.ID] = h.LastRun.Status
 			}
 			if h.ID == "broken" && (h.ConsecutiveFailures == 0 || h.LastRun == nil) {
-				return false, body
+				return false
 			}
 		}
-		return seen["good"] == "succeeded" && seen["broken"] == "failed", body
-	})
+		return seen["good"] == "succeeded" && seen["broken"] == "failed"
+	}) {
+		t.Fatalf("the API did not show good succeeded and broken failing within a minute; last seen:\n%s", last)
+	}
 
-	eventually(t, "/metrics carries the hunt-health gauges", func() (bool, string) {
+	if !chtest.Poll(time.Minute, func() bool {
 		_, m := httpGet(base + "/metrics")
 		for _, want := range []string{`hunt_runner_consecutive_failures{hunt_id="broken"}`, `hunt_runner_never_succeeded{hunt_id="broken"} 1`,
 			`hunt_runner_last_success_timestamp_seconds{hunt_id="good"}`,
 			`hunt_runner_reloads_total{outcome="ok"}`, `hunt_runner_hunt_interval_seconds{hunt_id="good"} 3600`} {
 			if !strings.Contains(m, want) {
-				return false, "lacks " + want + "\n" + m
+				last = "lacks " + want + "\n" + m
+				return false
 			}
 		}
 		// typo.yaml: an unknown key and no query.
-		return !strings.Contains(m, "hunt_runner_hunt_files_invalid 0\n") && strings.Contains(m, "hunt_runner_hunt_files_invalid "), m
-	})
+		last = m
+		return !strings.Contains(m, "hunt_runner_hunt_files_invalid 0\n") && strings.Contains(m, "hunt_runner_hunt_files_invalid ")
+	}) {
+		t.Fatalf("/metrics did not carry the hunt-health gauges within a minute; last seen:\n%s", last)
+	}
 
 	code, page := httpGet(base + "/")
 	if code != 200 || !strings.Contains(page, `id="hunt-broken" data-state="failing"`) || !strings.Contains(page, `href="/hunts/good"`) {

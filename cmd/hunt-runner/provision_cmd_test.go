@@ -124,18 +124,14 @@ func TestShimCommandServesColdHoldWithClickHouseDown(t *testing.T) {
 		done <- err
 	}()
 	var resp *http.Response
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var err error
+	if !chtest.Poll(10*time.Second, func() bool {
 		req, _ := http.NewRequest(http.MethodGet, "http://"+listen+"/keda/hunt-backlog", nil)
 		req.Header.Set("Authorization", "Bearer "+tok)
-		var err error
-		if resp, err = http.DefaultClient.Do(req); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("shim never listened: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
+		resp, err = http.DefaultClient.Do(req)
+		return err == nil
+	}) {
+		t.Fatalf("shim never listened: %v", err)
 	}
 	var body map[string]any
 	_ = json.NewDecoder(resp.Body).Decode(&body)

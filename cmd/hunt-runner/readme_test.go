@@ -112,20 +112,15 @@ func TestREADMEInstallWorksAsWritten(t *testing.T) {
 			t.Errorf("install block output lacks %q:\n%s", want, out)
 		}
 	}
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	if !chtest.Poll(2*time.Minute, func() bool {
 		var n uint64
 		if err := db.Conn.QueryRow(t.Context(), "SELECT count() FROM "+name+".hunt_runs WHERE hunt_id = 'hello' AND status = 'succeeded'").Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(dir, "run.log"))
-			t.Fatalf("the runner never ran the hello hunt:\n%s", log)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return n > 0
+	}) {
+		log, _ := os.ReadFile(filepath.Join(dir, "run.log"))
+		t.Fatalf("the runner never ran the hello hunt:\n%s", log)
 	}
 	// "In another terminal with the same environment": the first block's exports.
 	var exports []string
@@ -152,10 +147,8 @@ func stopPIDFile(t *testing.T, path string) {
 		return
 	}
 	_ = syscall.Kill(pid, syscall.SIGTERM)
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if syscall.Kill(pid, 0) != nil {
-			return
-		}
+	if chtest.Poll(30*time.Second, func() bool { return syscall.Kill(pid, 0) != nil }) {
+		return
 	}
 	_ = syscall.Kill(pid, syscall.SIGKILL)
 	t.Errorf("the runner (pid %d) did not stop on SIGTERM", pid)

@@ -48,15 +48,11 @@ func TestRunTriggerStatusOnEngine(t *testing.T) {
 			"--lease", "10s", "--listen", "127.0.0.1:0", "--owner", "cmd-test"}, common...)...)
 		done <- err
 	}()
-	deadline := time.Now().Add(time.Minute)
 	var runs uint64
-	for time.Now().Before(deadline) {
+	chtest.Poll(time.Minute, func() bool {
 		_ = db.Conn.QueryRow(ctx, "SELECT count() FROM hunt_runs WHERE status = 'succeeded'").Scan(&runs)
-		if runs >= 2 {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return runs >= 2
+	})
 	cancel()
 	select {
 	case err := <-done:

@@ -60,18 +60,6 @@ func (e *faultEnv) count(t *testing.T) uint64 {
 	return n
 }
 
-// waitFor polls cond until it holds, failing the test after a minute.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // logged returns the last logged statement whose SQL contains marker.
 func logged(t *testing.T, srv *chtest.Server, marker string) (ctl.Statement, bool) {
 	t.Helper()
@@ -129,7 +117,7 @@ func TestFaultDelayAnswerInsertLandsBeforeItsAnswer(t *testing.T) {
 	e := newFaultEnv(t)
 	e.srv.SetFaults(t, ctl.FaultRule{Name: "late-ack", Kind: ctl.KindInsert, Match: `\bfa\b`, Effect: ctl.DelayAnswer, Delay: hold})
 	done := async(func() error { return e.a.Exec(context.Background(), "INSERT INTO fa VALUES (1)") })
-	waitFor(t, "the held insert's row to be visible", func() bool { return e.count(t) == 1 })
+	chtest.Eventually(t, time.Minute, "the held insert's row to be visible", func() bool { return e.count(t) == 1 })
 	if !pending(done) {
 		t.Fatalf("the insert was answered before the hold ended: %v", <-done)
 	}
@@ -159,7 +147,7 @@ func TestFaultDelayAnswerReadIsStale(t *testing.T) {
 	e.srv.SetFaults(t, ctl.FaultRule{Kind: ctl.KindRead, Match: `max\(a\)`, Effect: ctl.DelayAnswer, Delay: hold})
 	var got uint32
 	done := async(func() error { return e.a.QueryRow(context.Background(), "SELECT max(a) FROM fa").Scan(&got) })
-	waitFor(t, "the held read to execute", func() bool {
+	chtest.Eventually(t, time.Minute, "the held read to execute", func() bool {
 		st, ok := logged(t, e.srv, "max(a)")
 		return ok && st.Executed
 	})
@@ -184,7 +172,7 @@ func TestFaultDelayStart(t *testing.T) {
 	e := newFaultEnv(t)
 	e.srv.SetFaults(t, ctl.FaultRule{Name: "paused", Kind: ctl.KindInsert, Effect: ctl.DelayStart, Delay: hold})
 	done := async(func() error { return e.a.Exec(context.Background(), "INSERT INTO fa VALUES (1)") })
-	waitFor(t, "the insert to reach the server", func() bool {
+	chtest.Eventually(t, time.Minute, "the insert to reach the server", func() bool {
 		st, ok := logged(t, e.srv, "INSERT INTO fa")
 		return ok && st.Fault == "paused"
 	})

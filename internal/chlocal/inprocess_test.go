@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -200,13 +199,7 @@ func TestInProcess(t *testing.T) {
 		}()
 		// The counter moves just before the query takes the session: wait for that, not for a
 		// guessed time.
-		deadline := time.Now().Add(30 * time.Second)
-		for s.Queries() == before {
-			if time.Now().After(deadline) {
-				t.Fatal("the slow query never reached the server")
-			}
-			runtime.Gosched()
-		}
+		chtest.Eventually(t, 30*time.Second, "the slow query to reach the server", func() bool { return s.Queries() != before })
 		addr := s.Addr()
 		if err := s.Close(); err != nil {
 			t.Fatalf("Close: %v", err)

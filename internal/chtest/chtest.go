@@ -312,24 +312,25 @@ func redact(raw string) string {
 	return u.String()
 }
 
-// waitReady polls /ping until it answers or the deadline passes.
+// waitReady polls /ping until it answers or d passes.
 func waitReady(addr string, d time.Duration) error {
-	deadline := time.Now().Add(d)
-	for {
-		resp, err := http.Get("http://" + addr + "/ping")
-		if err == nil {
-			body, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK && string(body) == "Ok.\n" {
-				return nil
-			}
-			err = fmt.Errorf("ping: %s %q", resp.Status, body)
+	var err error
+	if Poll(d, func() bool {
+		var resp *http.Response
+		if resp, err = http.Get("http://" + addr + "/ping"); err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("chlocal at %s not ready: %w", addr, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK && string(body) == "Ok.\n" {
+			return true
 		}
-		time.Sleep(20 * time.Millisecond)
+		err = fmt.Errorf("ping: %s %q", resp.Status, body)
+		return false
+	}) {
+		return nil
 	}
+	return fmt.Errorf("chlocal at %s not ready: %w", addr, err)
 }
 
 // readListening reads the "listening on ADDR (…)" line chlocal prints first.
