@@ -8,18 +8,19 @@
 //
 // hunt_lease is append-only: (hunt_id, fire, owner, claim_id, claimed, lease_until), claimed
 // and lease_until on the server's clock. The newest row of a hunt by (claimed, claim_id) is
-// its lease; a hunt is free when it has none or its newest lease_until <= now.
+// its lease; a hunt is free when it has none, its newest lease_until <= now, or that lease is
+// spent: its fire is committed (fire <= the hunt's watermark). A lease protects one fire, so
+// the commit of that fire frees the hunt without a release.
 //
 // # States
 //
 //	free ──claim lands (provisional lease), newest after settle, extended──▶ held (Won)
 //	 ▲                                                                        │
-//	 │  release (fenced) / lease_until passes            renew every lease/3 (fenced)
+//	 │  commit (spent) / release (fenced) / lease_until passes    renew every lease/3 (fenced)
 //	 └────────────────────────────────────────────────────────────────────────┘
 //
 // Claim takes a whole batch in a constant number of round trips (free read, one conditional
-// insert, one settle, verify read, one batch extension and its read-back, and a release of
-// fires a peer finished meanwhile). A claim is Lost when its row is not the newest after the
+// insert, one settle, verify read, one batch extension and its read-back). A claim is Lost when its row is not the newest after the
 // settle, ties on claimed with another claim's at the top, was acknowledged Settle or more
 // after it was sent, or could not be extended in time; a Lost claim is never released (its
 // release would land above the winner), and its row expires with the provisional lease.

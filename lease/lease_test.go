@@ -259,7 +259,8 @@ func TestAlreadyRun(t *testing.T) {
 }
 
 // A peer finishes the fire (writes its watermark) between our insert and our verify: the
-// claim still wins the row but is reported AlreadyRun and released.
+// claim still wins the row but is reported AlreadyRun. Its lease is spent (its fire is
+// committed), so nothing is released and the hunt's next fire can be claimed at once.
 func TestAlreadyRunDuringSettle(t *testing.T) {
 	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
@@ -276,9 +277,13 @@ func TestAlreadyRunDuringSettle(t *testing.T) {
 	if len(res.AlreadyRun) != 1 || len(res.Won) != 0 {
 		t.Fatalf("result %+v", res)
 	}
-	rows := leaseRows(t, db, "h")
-	if len(rows) != 2 || rows[1].ClaimID != rows[0].ClaimID || rows[1].Until.After(rows[1].Claimed.Add(time.Millisecond)) {
-		t.Fatalf("want claim then fenced release, got %+v", rows)
+	if rows := leaseRows(t, db, "h"); len(rows) != 1 || !rows[0].Until.After(rows[0].Claimed.Add(time.Second)) {
+		t.Fatalf("want the claim row alone, live, got %+v", rows)
+	}
+	next := Fire{HuntID: "h", Fire: f.Fire + 1}
+	c.proto.store = c.store
+	if res, err := c.Claim(ctx, []Fire{next}); err != nil || len(res.Won) != 1 {
+		t.Fatalf("the next fire under the spent lease: %+v, %v; want it won", res, err)
 	}
 }
 

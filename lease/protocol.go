@@ -62,7 +62,7 @@ type Store interface {
 	Read(ctx context.Context, hunts []string) (View, error)
 	// InsertClaims writes, in one conditional statement, a row for each claim whose hunt the
 	// store still sees as free when the statement runs: no live lease (newest lease_until <=
-	// now) and watermark < fire. The store sets Claimed (its clock) and Until (Claimed+lease).
+	// now, or spent: its fire <= watermark) and watermark < fire. The store sets Claimed (its clock) and Until (Claimed+lease).
 	InsertClaims(ctx context.Context, claims []Row, lease time.Duration) error
 	// Release writes, for each lease whose row is still the newest of its hunt, a row with the
 	// same claim id ending it now. Leases that are no longer newest are left alone.
@@ -91,7 +91,7 @@ func newProtocol(st Store, o Options) *protocol {
 }
 
 // claim runs one batch: free read, one conditional insert, one settle, one verify read (which
-// carries the watermark re-check), and one fenced release of fires a peer finished meanwhile.
+// carries the watermark re-check), and one fenced extension of the winners with its read-back.
 func (p *protocol) claim(ctx context.Context, fires []Fire) (Result, error) {
 	var res Result
 	batch := oneFirePerHunt(fires, &res)
@@ -122,17 +122,11 @@ func (p *protocol) claim(ctx context.Context, fires []Fire) (Result, error) {
 	if err != nil {
 		return p.fail(res, rowFires(landed), fmt.Errorf("lease: verify read: %w", err))
 	}
-	finished := p.winners(ctx, landed, verify, freeRead, &res)
+	p.winners(ctx, landed, verify, freeRead, &res)
 	if len(res.Won) > 0 {
 		var lost []Fire
 		res.Won, lost = p.extend(ctx, res.Won, freeRead)
 		res.Lost = append(res.Lost, lost...)
-	}
-	if len(finished) > 0 {
-		if err := p.store.Release(ctx, finished); err != nil {
-			// Not fatal: the leases expire on their own.
-			p.log.WarnContext(ctx, "release of already-run fires failed", "fires", len(finished), "error", err)
-		}
 	}
 	p.log.DebugContext(ctx, "claim batch", "fires", len(fires), "won", len(res.Won), "lost", len(res.Lost),
 		"already_run", len(res.AlreadyRun), "took", time.Since(freeRead))
@@ -156,15 +150,16 @@ func oneFirePerHunt(fires []Fire, res *Result) []Fire {
 }
 
 // candidates turns the fires the free read saw free into claim rows with fresh claim ids; a
-// fire whose watermark reached it is AlreadyRun, one under a live lease Lost.
+// fire whose watermark reached it is AlreadyRun, one under a live lease that is not spent Lost.
 func (p *protocol) candidates(batch []Fire, free View, res *Result) []Row {
 	claims := make([]Row, 0, len(batch))
 	for _, f := range batch {
-		if wm, ok := free.Watermarks[f.HuntID]; ok && wm >= f.Fire {
+		wm, hasWM := free.Watermarks[f.HuntID]
+		if hasWM && wm >= f.Fire {
 			res.AlreadyRun = append(res.AlreadyRun, f)
 			continue
 		}
-		if l, ok := free.Leases[f.HuntID]; ok && l.Until.After(free.Now) {
+		if l, ok := free.Leases[f.HuntID]; ok && l.Until.After(free.Now) && !(hasWM && l.Fire <= wm) {
 			res.Lost = append(res.Lost, f)
 			continue
 		}
@@ -218,9 +213,8 @@ func (p *protocol) insert(ctx context.Context, claims []Row, res *Result) []Row 
 
 // winners sorts the landed claims by the verify read: a claim wins iff its row is the newest of
 // its hunt and not tied on claimed with another claim's; a winner whose watermark has meanwhile
-// reached its fire (a peer finished it) is AlreadyRun and returned, to be released.
-func (p *protocol) winners(ctx context.Context, landed []Row, verify View, freeRead time.Time, res *Result) []Lease {
-	var finished []Lease
+// reached its fire (a peer finished it) is AlreadyRun: its lease is spent, nothing to release.
+func (p *protocol) winners(ctx context.Context, landed []Row, verify View, freeRead time.Time, res *Result) {
 	for _, c := range landed {
 		f := Fire{HuntID: c.HuntID, Fire: c.Fire}
 		l, ok := verify.Leases[c.HuntID]
@@ -237,13 +231,11 @@ func (p *protocol) winners(ctx context.Context, landed []Row, verify View, freeR
 		won := Lease{HuntID: l.HuntID, Fire: l.Fire, Owner: l.Owner, ClaimID: l.ClaimID, Claimed: l.Claimed, Until: l.Until,
 			Trusted: freeRead.Add(p.provisionalLease() - p.settle), Watermark: wm, HasWatermark: hasWM}
 		if hasWM && wm >= c.Fire {
-			finished = append(finished, won)
 			res.AlreadyRun = append(res.AlreadyRun, f)
 			continue
 		}
 		res.Won = append(res.Won, won)
 	}
-	return finished
 }
 
 // extend turns won provisional claims into full leases: one fenced batch renewal, then one

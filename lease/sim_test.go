@@ -461,10 +461,11 @@ func (c *simClient) InsertClaims(ctx context.Context, claims []Row, lease time.D
 	var rows []Row
 	c.w.mu.Lock()
 	for _, cl := range claims {
-		if l, _, ok := c.w.newestLease(cl.HuntID, r, check); ok && l.Until.After(now) {
+		m, hasWM := c.w.newestWatermark(cl.HuntID, r, check)
+		if l, _, ok := c.w.newestLease(cl.HuntID, r, check); ok && l.Until.After(now) && !(hasWM && l.Fire <= m.wm) {
 			continue
 		}
-		if m, ok := c.w.newestWatermark(cl.HuntID, r, check); ok && m.wm >= cl.Fire {
+		if hasWM && m.wm >= cl.Fire {
 			continue
 		}
 		cl.Claimed, cl.Until = c.w.claimedAt(r, check), now.Add(lease)
@@ -780,8 +781,9 @@ func (cl *simClaimer) execute(l Lease, c, rc *simClient, snap int64, snapHas boo
 	j := &simJob{lease: l, stop: make(chan struct{})}
 	var renew sync.WaitGroup
 	renew.Go(func() { cl.renewals(j, rc) })
-	defer renew.Wait()
-	defer close(j.stop)
+	var stopOnce sync.Once
+	endRenewals := func() { stopOnce.Do(func() { close(j.stop) }); renew.Wait() }
+	defer endRenewals()
 
 	cl.maybePause(c.rng, "between verify and run", &l)
 	if !j.trusted() {
@@ -812,6 +814,9 @@ func (cl *simClaimer) execute(l Lease, c, rc *simClient, snap int64, snapHas boo
 		cl.out.note(func(o *simOutcome) { o.outcomes["lost before commit"]++ })
 		return
 	}
+	// runner.commit ends the renewals first: the commit spends the lease, and a renewal
+	// landing after a peer's next claim would stand above it.
+	endRenewals()
 	budget := time.Now().Add(max(p.leaseOr(), time.Minute))
 	wait := 250 * time.Millisecond
 	for {
@@ -825,8 +830,8 @@ func (cl *simClaimer) execute(l Lease, c, rc *simClient, snap int64, snapHas boo
 		ok, err := c.advance(j.current(), run)
 		switch {
 		case err == nil && ok:
+			// The commit spent the lease: no release.
 			cl.out.note(func(o *simOutcome) { o.outcomes["committed"]++ })
-			_ = c.Release(context.Background(), []Lease{j.current()})
 			return
 		case err == nil:
 			cl.out.note(func(o *simOutcome) { o.outcomes["fenced"]++ })

@@ -87,8 +87,7 @@ func (r *Runner) planBackfills(snap watermark.Snapshot, set *HuntSet, room int) 
 		if h == nil || snap.Hunts[b.HuntID].PausedAt(snap.Now) || r.isHeld(b.Key()) {
 			continue
 		}
-		st := schedule.State{LeaseUntilMs: b.Progress.LeaseUntil.UnixMilli(), HasLease: b.Progress.HasLease,
-			RetryAfterMs: b.Progress.RetryAfter.UnixMilli(), HasRetryAfter: b.Progress.HasRetryAfter}
+		st := b.Progress.ScheduleState()
 		if !st.LeaseFreeAt(nowMs) || st.BackingOffAt(nowMs) {
 			continue
 		}
@@ -142,8 +141,7 @@ func backfillWindow(h *Hunt, b *backfillChunk, l lease.Lease, end int64) window 
 func (r *Runner) recordBackfill(ctx context.Context, log logger, span trace.Span, j *job, run watermark.Run, rep RunReport) {
 	h, l := j.hunt, j.currentLease()
 	switch rep.Status {
-	case StatusSucceeded:
-		r.release(ctx, log, l)
+	case StatusSucceeded: // the commit spent the lease: nothing to release
 		if j.state.ConsecutiveFailures != 0 || j.state.HasRetryAfter {
 			r.setState(ctx, log, watermark.State{HuntID: j.key(), Status: StatusSucceeded, LastFire: j.fire})
 		}

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -882,5 +883,93 @@ func TestRunnerFollowsTheScheduleClock(t *testing.T) {
 	want := schedule.LatestFire(ahead, h.Interval, h.Offset)
 	if wm, ok := e.watermarkOf(h.ID); !ok || wm != want {
 		t.Fatalf("watermark %d (%v), want %d: the latest fire two hours ahead, on the schedule clock", wm, ok, want)
+	}
+}
+
+// A commit spends its lease and frees the hunt: the next fire is claimed and run at once,
+// while the committed fire's lease is still live, and nothing is released.
+func TestCommitFreesTheHunt(t *testing.T) {
+	e := newEnv(t)
+	h := Hunt{ID: "quick", Interval: 60, Offset: e.mid(60), Query: eventsQuery}
+	var sched atomic.Int64
+	sched.Store(e.now)
+	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, func(o *Options) {
+		o.Lease = time.Minute
+		o.ScheduleClock = func(time.Time) time.Time { return time.Unix(sched.Load(), 0) }
+	})
+	e.tickAndWait(r)
+	first := e.latest(h)
+	if wm, _ := e.watermarkOf(h.ID); wm != first {
+		t.Fatalf("watermark %d, want the first fire %d", wm, first)
+	}
+	sched.Add(h.Interval)
+	e.tickAndWait(r)
+	if wm, _ := e.watermarkOf(h.ID); wm != first+h.Interval {
+		t.Fatalf("watermark %d after the next fire came, want %d: the committed fire's live lease held the hunt", wm, first+h.Interval)
+	}
+	if n := e.count("SELECT count() FROM hunt_lease WHERE hunt_id = ? AND lease_until <= claimed + INTERVAL 1 SECOND", h.ID); n != 0 {
+		t.Fatalf("%d release rows, want none: a commit frees the hunt by itself", n)
+	}
+}
+
+// slowRenewals holds each renewal for a while before sending it, as a slow network would,
+// and notes when each one returned.
+type slowRenewals struct {
+	Claimer
+	hold time.Duration
+	mu   sync.Mutex
+	ends []time.Time
+}
+
+func (s *slowRenewals) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
+	time.Sleep(s.hold)
+	nl, err := s.Claimer.Renew(ctx, l)
+	s.mu.Lock()
+	s.ends = append(s.ends, time.Now())
+	s.mu.Unlock()
+	return nl, err
+}
+
+// commitTimes notes when each commit was sent.
+type commitTimes struct {
+	StateStore
+	mu   sync.Mutex
+	sent []time.Time
+}
+
+func (c *commitTimes) Advance(ctx context.Context, l lease.Lease, run watermark.Run) error {
+	c.mu.Lock()
+	c.sent = append(c.sent, time.Now())
+	c.mu.Unlock()
+	return c.StateStore.Advance(ctx, l, run)
+}
+
+// No renewal is in flight when a commit is sent: the commit spends the lease, and a renewal
+// landing after a peer's claim of the next fire would stand above that claim.
+func TestCommitWaitsForARenewalInFlight(t *testing.T) {
+	e := newEnv(t)
+	// 1.2 s of query against renewals every second, each held 0.8 s: the run ends while the
+	// first renewal is held.
+	h := Hunt{ID: "renewed", Interval: 3600, Offset: e.mid(3600),
+		Query: "SELECT sleepEachRow(0.3) AS s, number FROM numbers(4) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}
+	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, func(o *Options) { o.Lease = 3 * time.Second })
+	renewals := &slowRenewals{Claimer: r.claimer, hold: 800 * time.Millisecond}
+	commits := &commitTimes{StateStore: r.store}
+	r.claimer, r.store = renewals, commits
+	e.tickAndWait(r)
+	if runs := e.runs(h.ID); len(runs) != 1 || runs[0].Status != StatusSucceeded {
+		t.Fatalf("runs %+v, want one success", runs)
+	}
+	chtest.Eventually(t, 10*time.Second, "the renewal held during the run to return", func() bool {
+		renewals.mu.Lock()
+		defer renewals.mu.Unlock()
+		return len(renewals.ends) > 0
+	})
+	renewals.mu.Lock()
+	defer renewals.mu.Unlock()
+	for _, end := range renewals.ends {
+		if commits.sent[0].Before(end) {
+			t.Fatalf("the commit was sent %v before a renewal returned", end.Sub(commits.sent[0]))
+		}
 	}
 }

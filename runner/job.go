@@ -65,6 +65,7 @@ type job struct {
 	cancel   context.CancelFunc
 	stopOnce sync.Once
 	stopCh   chan struct{}
+	renewing sync.WaitGroup // the renewal goroutine
 }
 
 func (r *Runner) newJob(d dueFire, l lease.Lease, st watermark.HuntState, snapNow, snapLocal time.Time) *job {
@@ -88,6 +89,14 @@ func (j *job) isLost() bool {
 
 func (j *job) stopRenewal() { j.stopOnce.Do(func() { close(j.stopCh) }) }
 
+// endRenewal stops the renewals and waits for one in flight: after it, no renewal row of
+// this lease can land. A commit spends the lease and frees the hunt for its next fire, and a
+// renewal landing after a peer's claim of that fire would stand above the claim.
+func (j *job) endRenewal() {
+	j.stopRenewal()
+	j.renewing.Wait()
+}
+
 // serverNow estimates the server's clock from the tick's snapshot and the process clock.
 func (j *job) serverNow() time.Time { return j.snapNow.Add(time.Since(j.snapLocal)) }
 
@@ -104,7 +113,9 @@ func (j *job) trusted() bool {
 // trusted, so one slow answer from a loaded ClickHouse does not cost the fire.
 func (j *job) startRenewal() {
 	every := j.r.opts.Lease / 3
+	j.renewing.Add(1)
 	go func() {
+		defer j.renewing.Done()
 		t := time.NewTimer(every)
 		defer t.Stop()
 		for {
@@ -246,6 +257,9 @@ func (r *Runner) commit(ctx context.Context, log logger, j *job, run watermark.R
 		return StatusFailed, runErr
 	}
 	run.Status = StatusSucceeded
+	// The lease is trusted from its last renewal on; the commit, retries included, must fit
+	// in what is left of it.
+	j.endRenewal()
 	err := r.durably(ctx, log, "commit the run", func(ctx context.Context) error {
 		if !j.trusted() {
 			// Renewals failed for longer than the lease can be trusted: a peer may hold it.
@@ -265,8 +279,8 @@ func (r *Runner) commit(ctx context.Context, log logger, j *job, run watermark.R
 	}
 }
 
-// record writes what follows an outcome: release, hunt state, the audit row of an attempt
-// that did not commit, and the log line.
+// record writes what follows an outcome: the release of a failed attempt's lease, hunt state,
+// the audit row of an attempt that did not commit, and the log line.
 func (r *Runner) record(ctx context.Context, log logger, span trace.Span, j *job, run watermark.Run, rep RunReport) {
 	if j.backfill != nil {
 		r.recordBackfill(ctx, log, span, j, run, rep)
@@ -274,8 +288,7 @@ func (r *Runner) record(ctx context.Context, log logger, span trace.Span, j *job
 	}
 	h, l := j.hunt, j.currentLease()
 	switch rep.Status {
-	case StatusSucceeded:
-		r.release(ctx, log, l)
+	case StatusSucceeded: // the commit spent the lease: it frees the hunt without a release
 		if rep.GapEnd > rep.GapStart {
 			r.opts.Metrics.gap(ctx, h.ID)
 			log.Warn("gap: outage longer than max_catchup, skipped range recorded",

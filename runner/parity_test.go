@@ -31,7 +31,9 @@ func TestPlanAgreesWithSchedulePredicate(t *testing.T) {
 									st.Watermark, st.HasWatermark = *wm, true
 								}
 								if lease != nil {
-									st.LeaseUntil, st.HasLease, st.LeaseFire = *lease, true, latest
+									// On the latest fire, or on the one before (spent once the
+									// watermark reaches it), in turn.
+									st.LeaseUntil, st.HasLease, st.LeaseFire = *lease, true, latest-iv*int64(len(states)%2)
 								}
 								if req != nil {
 									st.RequestedFire, st.HasRequest = *req, true
@@ -62,7 +64,7 @@ func TestPlanAgreesWithSchedulePredicate(t *testing.T) {
 					// field the planner drops shows up as a difference.
 					sst := schedule.State{
 						Watermark: st.Watermark, HasWatermark: st.HasWatermark,
-						LeaseUntilMs: st.LeaseUntil.UnixMilli(), HasLease: st.HasLease,
+						LeaseUntilMs: st.LeaseUntil.UnixMilli(), LeaseFire: st.LeaseFire, HasLease: st.HasLease,
 						RequestedFire: st.RequestedFire, HasRequest: st.HasRequest,
 					}
 					if st.HasRetryAfter {

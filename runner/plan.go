@@ -85,16 +85,7 @@ func scheduleRow(h *Hunt) schedule.Row {
 // has failed owes at least from the fire its last failure tried: that is the oldest owed fire
 // the snapshot knows of (the fire it was first owed is not persisted).
 func scheduleState(st watermark.HuntState) schedule.State {
-	out := schedule.State{
-		Watermark: st.Watermark, HasWatermark: st.HasWatermark,
-		LeaseUntilMs: st.LeaseUntil.UnixMilli(), HasLease: st.HasLease,
-		RetryAfterMs: st.RetryAfter.UnixMilli(), HasRetryAfter: st.HasRetryAfter,
-		RequestedFire: st.RequestedFire, HasRequest: st.HasRequest,
-		Paused: st.Paused, PausedUntilMs: st.PausedUntil.UnixMilli(),
-	}
-	if st.PausedUntil.IsZero() {
-		out.PausedUntilMs = 0 // until resumed (time.Time's zero is not the epoch)
-	}
+	out := st.ScheduleState()
 	if !st.HasWatermark && st.ConsecutiveFailures > 0 && st.LastFire > 0 {
 		out.FirstOwed, out.HasFirstOwed = st.LastFire, true
 	}

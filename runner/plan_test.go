@@ -70,7 +70,7 @@ func TestPlanDue(t *testing.T) {
 			st: &watermark.HuntState{HasRequest: true, RequestedFire: base + 10}},
 		{name: "leased request is not an overrun", now: base + 50,
 			st: &watermark.HuntState{Watermark: base + 46, HasWatermark: true, HasRequest: true, RequestedFire: base + 49,
-				HasLease: true, LeaseFire: base + 46, LeaseUntil: at(base + 100)}},
+				HasLease: true, LeaseFire: base + 49, LeaseUntil: at(base + 100)}}, // a peer runs the request
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -51,9 +51,10 @@ type Options struct {
 	// MaxQueued is how many won fires may wait for a run slot. A tick claims at most
 	// Concurrency + MaxQueued − (fires held), so a pod never hoards leases it cannot run soon
 	// (peers, scaled up on the backlog, get the rest) and renews few leases. 0 sizes the queue
-	// to what the run slots finish during one claim cycle (measured: see queueTarget), so the
+	// to what the run slots finish during two claim cycles (measured: see queueTarget), so the
 	// slots never starve while a claim settles and nothing waits much longer than that.
-	// When due fires were left unclaimed, a finished run triggers the next tick at once.
+	// When due fires were left unclaimed, a finished run triggers the next tick once no more
+	// than a claim cycle's worth is queued.
 	MaxQueued int
 
 	// CheckEvery is how many ticks pass between checks of the published set hash and the

@@ -46,7 +46,7 @@ var (
 func argMaxParts(db string) dueParts {
 	return dueParts{
 		sched: `SELECT hunt_id, i, p FROM (SELECT hunt_id, argMax(interval_seconds, updated) AS i, argMax(phase_offset, updated) AS p, argMax(enabled, updated) AS e FROM ` + db + `.` + chstore.TableSchedule + ` GROUP BY hunt_id) WHERE e = 1 AND i > 0`,
-		lease: `SELECT hunt_id, toUInt8(1) AS has_lease, toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) AS lu_ms FROM ` + db + `.` + chstore.TableLease + ` GROUP BY hunt_id`,
+		lease: `SELECT hunt_id, toUInt8(1) AS has_lease, toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) AS lu_ms, toInt64(argMax(fire, (claimed, claim_id))) AS lf FROM ` + db + `.` + chstore.TableLease + ` GROUP BY hunt_id`,
 		state: `SELECT hunt_id, toUInt8(1) AS has_st, toUnixTimestamp64Milli(argMax(retry_after, updated)) AS ra_ms FROM ` + db + `.` + chstore.TableState + ` GROUP BY hunt_id`,
 	}
 }

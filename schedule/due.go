@@ -10,6 +10,7 @@ type State struct {
 	HasWatermark bool
 
 	LeaseUntilMs int64 // hunt_lease.lease_until of the newest row by (claimed, claim_id), in ms
+	LeaseFire    int64 // that row's fire: once the watermark reaches it, the lease is spent
 	HasLease     bool
 
 	// RetryAfterMs is hunt_state.retry_after of the newest row by updated, in ms: a failing
@@ -41,15 +42,20 @@ func (s State) RequestPending() bool {
 	return s.HasRequest && (!s.HasWatermark || s.RequestedFire > s.Watermark)
 }
 
-// LeaseFree reports whether no live lease blocks a claim at now: no lease, or the newest lease
-// expired (lease_until <= now).
+// LeaseFree reports whether no lease blocks a claim at now: no lease, the newest lease expired
+// (lease_until <= now), or it is spent: its fire is committed (fire <= watermark). A lease
+// protects the one fire it was won for; once that fire is committed, there is nothing left
+// to protect, so a commit frees its hunt without a release.
 func (s State) LeaseFree(now int64) bool { return s.LeaseFreeAt(now * 1000) }
 
 // LeaseFreeAt is LeaseFree at an instant in milliseconds: a runner plans on the server's
 // sub-second clock.
 func (s State) LeaseFreeAt(nowMs int64) bool {
-	return !s.HasLease || s.LeaseUntilMs <= nowMs
+	return !s.HasLease || s.LeaseUntilMs <= nowMs || s.LeaseSpent()
 }
+
+// LeaseSpent reports whether the newest lease's fire is committed.
+func (s State) LeaseSpent() bool { return s.HasLease && s.HasWatermark && s.LeaseFire <= s.Watermark }
 
 // BackingOff reports whether the hunt is in backoff at now (retry_after > now). The bound is
 // the same as a lease's: at retry_after exactly the hunt may be claimed again.

@@ -47,6 +47,12 @@ func TestBackoffAndLeaseBounds(t *testing.T) {
 		{"backoff ends at now", State{RetryAfterMs: now * 1000, HasRetryAfter: true}, true},
 		{"backoff ends a millisecond after now", State{RetryAfterMs: now*1000 + 1, HasRetryAfter: true}, false},
 		{"lease ends a millisecond after now", State{LeaseUntilMs: now*1000 + 1, HasLease: true}, false},
+		// The latest fire is now-54, the one before it now-114.
+		{"a live lease on a committed fire is spent", State{Watermark: now - 114, HasWatermark: true,
+			LeaseFire: now - 114, LeaseUntilMs: now*1000 + 60_000, HasLease: true}, true},
+		{"a live lease on the owed fire holds it", State{Watermark: now - 114, HasWatermark: true,
+			LeaseFire: now - 54, LeaseUntilMs: now*1000 + 60_000, HasLease: true}, false},
+		{"a live lease with no watermark holds it", State{LeaseFire: now - 114, LeaseUntilMs: now*1000 + 60_000, HasLease: true}, false},
 		{"backoff holds a request too", State{Watermark: now - 54, HasWatermark: true, RequestedFire: now, HasRequest: true, RetryAfterMs: now*1000 + 1, HasRetryAfter: true}, false},
 		{"paused until resumed", State{Paused: true}, false},
 		{"pause ended before now", State{Paused: true, PausedUntilMs: now*1000 - 1}, true},

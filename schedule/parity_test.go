@@ -35,6 +35,7 @@ type watermarkRow struct {
 
 type leaseRow struct {
 	leaseUntilMs int64
+	fire         int64
 	claimed      time.Time
 	claimID      uuid.UUID
 }
@@ -95,7 +96,7 @@ func (h parityHunt) newest() (Row, State) {
 	for i, l := range h.leases {
 		if i == 0 || l.claimed.After(bestLease.claimed) || (l.claimed.Equal(bestLease.claimed) && clickHouseUUIDCompare(l.claimID, bestLease.claimID) > 0) {
 			bestLease = l
-			st.LeaseUntilMs, st.HasLease = l.leaseUntilMs, true
+			st.LeaseUntilMs, st.LeaseFire, st.HasLease = l.leaseUntilMs, l.fire, true
 		}
 	}
 	for _, rf := range h.requests {
@@ -212,7 +213,10 @@ func parityCases(wallNow time.Time) (hunts []parityHunt, nows []int64) {
 								n++
 								sts := states[n%len(states)]
 								pzs := pauses[n%len(pauses)] // 9 histories, prime to 7 and to the other dimensions
-								h := parityHunt{id: fmt.Sprintf("n%03d|%s|I%d|wm=%s|lease=%s|%s|req=%s|state=%s|pause=%s|%d", ni, id, iv, wm.name, ls.name, sc, rq.name, sts.name, pzs.name, n)}
+								// The lease's fire, 5 choices (prime to 7 and 9): a lease is spent once
+								// the watermark reaches its fire, so it meets every watermark.
+								lf := []int64{fire, fire - iv, fire + iv, fire - 1, 0}[n%5]
+								h := parityHunt{id: fmt.Sprintf("n%03d|%s|I%d|wm=%s|lease=%s@%d|%s|req=%s|state=%s|pause=%s|%d", ni, id, iv, wm.name, ls.name, lf-fire, sc, rq.name, sts.name, pzs.name, n)}
 								live := Row{HuntID: h.id, IntervalSeconds: uint32(iv), PhaseOffset: uint32(p), Enabled: true, ConfigHash: "c1"}
 								tomb := Tombstone(h.id)
 								switch sc {
@@ -242,7 +246,7 @@ func parityCases(wallNow time.Time) (hunts []parityHunt, nows []int64) {
 									h.watermarks = append(h.watermarks, watermarkRow{w, at(10 + k)})
 								}
 								for k, ms := range ls.ms {
-									h.leases = append(h.leases, leaseRow{ms, at(20 + k), uuid.New()})
+									h.leases = append(h.leases, leaseRow{ms, lf, at(20 + k), uuid.New()})
 								}
 								for k, ms := range sts.ms {
 									h.states = append(h.states, stateRow{ms, at(30 + k)})
@@ -340,7 +344,7 @@ func insertParity(ctx context.Context, t testing.TB, conn driver.Conn, database 
 	batch(chstore.TableLease, "hunt_id, fire, owner, claim_id, claimed, lease_until", func(b driver.Batch) error {
 		for _, h := range hunts {
 			for _, l := range h.leases {
-				if err := b.Append(h.id, time.Unix(0, 0).UTC(), "pod-a", l.claimID, l.claimed, time.UnixMilli(l.leaseUntilMs).UTC()); err != nil {
+				if err := b.Append(h.id, time.Unix(l.fire, 0).UTC(), "pod-a", l.claimID, l.claimed, time.UnixMilli(l.leaseUntilMs).UTC()); err != nil {
 					return err
 				}
 			}

@@ -72,7 +72,8 @@ func dueCore(form dueForm, database, nowExpr, set string) string {
 }
 
 // dueParts are how a form reads the newest rows: the live schedule (hunt_id, i, p), the newest
-// lease (hunt_id, has_lease, lu_ms) and the newest hunt_state row (hunt_id, has_st, ra_ms).
+// lease (hunt_id, has_lease, lu_ms, lf: its fire) and the newest hunt_state row (hunt_id,
+// has_st, ra_ms).
 type dueParts struct{ sched, lease, state string }
 
 // finalParts reads hunt_schedule and hunt_state with FINAL and the newest lease by LIMIT 1 BY.
@@ -83,7 +84,7 @@ func finalParts(db, set string) dueParts {
 	}
 	return dueParts{
 		sched: `SELECT hunt_id, interval_seconds AS i, phase_offset AS p FROM ` + db + `.` + chstore.TableSchedule + ` FINAL WHERE enabled = 1 AND interval_seconds > 0` + inSet,
-		lease: `SELECT hunt_id, toUInt8(1) AS has_lease, toUnixTimestamp64Milli(lease_until) AS lu_ms FROM ` + db + `.` + chstore.TableLease + ` ORDER BY hunt_id, claimed DESC, claim_id DESC LIMIT 1 BY hunt_id`,
+		lease: `SELECT hunt_id, toUInt8(1) AS has_lease, toUnixTimestamp64Milli(lease_until) AS lu_ms, toInt64(fire) AS lf FROM ` + db + `.` + chstore.TableLease + ` ORDER BY hunt_id, claimed DESC, claim_id DESC LIMIT 1 BY hunt_id`,
 		state: `SELECT hunt_id, toUInt8(1) AS has_st, toUnixTimestamp64Milli(retry_after) AS ra_ms FROM ` + db + `.` + chstore.TableState + ` FINAL`,
 	}
 }
@@ -109,7 +110,7 @@ func joinedDue(db, now string, p dueParts) string {
 	// A request is owed once its fire has come: no runner claims a fire beyond now.
 	owed := fmt.Sprintf(`(has_wm = 0 OR wm < fire OR (has_req = 1 AND rf > wm AND rf <= %s))`, now)
 	return fmt.Sprintf(`SELECT hunt_id, fire, has_wm, wm, has_lease, lu_ms, has_req, rf FROM (
-  SELECT hunt_id, has_wm, wm, has_lease, lu_ms, has_req, rf, has_st, ra_ms, %[5]s
+  SELECT hunt_id, has_wm, wm, has_lease, lu_ms, lf, has_req, rf, has_st, ra_ms, %[5]s
   FROM (%[1]s) AS s
   LEFT JOIN (%[2]s) AS w USING (hunt_id)
   LEFT JOIN (%[3]s) AS l USING (hunt_id)
@@ -117,7 +118,7 @@ func joinedDue(db, now string, p dueParts) string {
   LEFT JOIN (%[8]s) AS st USING (hunt_id)
   WHERE i > 0
 )
-WHERE (has_lease = 0 OR lu_ms <= %[6]s * 1000)
+WHERE (has_lease = 0 OR lu_ms <= %[6]s * 1000 OR (has_wm = 1 AND lf <= wm))
   AND (has_st = 0 OR ra_ms <= %[6]s * 1000)
   AND %[7]s
   AND hunt_id NOT IN (%[9]s)`, p.sched, wm, p.lease, req, fireSQL(now), now, owed, p.state, pausedSQL(db, now))
@@ -129,10 +130,11 @@ func liveDue(db, now, set string) string {
 	sched := finalParts(db, set).sched
 	wm := newestWatermarkSQL(db)
 	fire := fireSQL(now)
-	// held: the hunt's newest lease is live. Only hunts with any live row can be held, and
-	// a newest live lease is itself such a row, so the candidates are those few hunts;
-	// their newest row by (claimed, claim_id) is then resolved exactly, and joined.
-	held := fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS held FROM %[1]s
+	// held: the hunt's newest lease is live, unless it is spent (its fire lf committed). Only
+	// hunts with any live row can be held, and a newest live lease is itself such a row, so
+	// the candidates are those few hunts; their newest row by (claimed, claim_id) is then
+	// resolved exactly, and joined.
+	held := fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS held, toInt64(argMax(fire, (claimed, claim_id))) AS lf FROM %[1]s
       WHERE hunt_id IN (SELECT hunt_id FROM %[1]s WHERE toUnixTimestamp64Milli(lease_until) > %[2]s * 1000)
       GROUP BY hunt_id
       HAVING toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) > %[2]s * 1000`, t(chstore.TableLease), now)
@@ -150,13 +152,13 @@ func liveDue(db, now, set string) string {
 	reqs := fmt.Sprintf(`(SELECT groupArray(hunt_id), groupArray(rf) FROM (SELECT hunt_id, toInt64(max(requested_fire)) AS rf FROM %s GROUP BY hunt_id))`, t(chstore.TableRequest))
 	return fmt.Sprintf(`WITH %[3]s AS reqs
 SELECT hunt_id, fire, has_wm, wm, toUInt8(0) AS has_lease, toInt64(0) AS lu_ms, toUInt8(rf0 != %[6]s) AS has_req, if(has_req = 1, rf0, 0) AS rf FROM (
-  SELECT hunt_id, has_wm, wm, held, %[4]s, transform(hunt_id, reqs.1, reqs.2, %[6]s) AS rf0
+  SELECT hunt_id, has_wm, wm, held, lf, %[4]s, transform(hunt_id, reqs.1, reqs.2, %[6]s) AS rf0
   FROM (%[1]s) AS s
   LEFT JOIN (%[2]s) AS w USING (hunt_id)
   LEFT JOIN (%[5]s) AS l USING (hunt_id)
   WHERE i > 0
 )
-WHERE held = 0 AND (has_wm = 0 OR wm < fire OR (rf0 > wm AND rf0 <= %[7]s))
+WHERE (held = 0 OR (has_wm = 1 AND lf <= wm)) AND (has_wm = 0 OR wm < fire OR (rf0 > wm AND rf0 <= %[7]s))
   AND hunt_id NOT IN (%[8]s)
   AND hunt_id NOT IN (%[9]s)`, sched, wm, reqs, fire, held, noRequest, now, backoff, pausedSQL(db, now))
 }

@@ -84,7 +84,7 @@ func fixture(t *testing.T) *fix {
 		 VALUES ('ghost', toStartOfMinute(now()), generateUUIDv4(), now64(6), generateUUIDv4(), 'pod-c',
 		   toStartOfMinute(now()) - 60, 1, now64(6), toDateTime(0, 'UTC'), toDateTime(0, 'UTC'), 0, 'scheduled')`,
 		// pod-a holds a live lease on healthy's next fire.
-		`INSERT INTO ` + d + `.hunt_lease VALUES ('healthy', toStartOfMinute(now()), 'pod-a', generateUUIDv4(), now64(6),
+		`INSERT INTO ` + d + `.hunt_lease VALUES ('healthy', toDateTime(intDiv(toUnixTimestamp(now()) - 7, 60) * 60 + 67, 'UTC'), 'pod-a', generateUUIDv4(), now64(6),
 		   now64(3) + INTERVAL 1 MINUTE)`,
 	} {
 		if err := db.Conn.Exec(ctx, pin.Replace(q)); err != nil {

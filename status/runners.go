@@ -147,7 +147,7 @@ func Runners(ctx context.Context, conn driver.Conn, store Snapshotter, database 
 	defer rows.Close()
 	live := map[string]int{}
 	for _, h := range snap.Hunts {
-		if h.HasLease && h.LeaseUntil.After(snap.Now) {
+		if h.LeaseHeld(snap.Now) {
 			live[h.LeaseOwner]++
 		}
 	}

@@ -193,7 +193,7 @@ func build(snap watermark.Snapshot, e Entry, unpublished bool, pub publishedEntr
 	}
 	if st.HasLease {
 		hs.LeaseOwner, hs.LeaseFire, hs.LeaseUntil = st.LeaseOwner, rfcSec(st.LeaseFire), rfc(st.LeaseUntil)
-		hs.LeaseLive = st.LeaseUntil.After(snap.Now)
+		hs.LeaseLive = st.LeaseHeld(snap.Now)
 	}
 	if st.HasRequest {
 		hs.RequestedFire = rfcSec(st.RequestedFire)
@@ -202,10 +202,8 @@ func build(snap watermark.Snapshot, e Entry, unpublished bool, pub publishedEntr
 		latest := schedule.LatestFire(now, e.Interval, e.Offset)
 		hs.LatestFire, hs.NextFire = rfcSec(latest), rfcSec(latest+e.Interval)
 		row := schedule.Row{HuntID: e.HuntID, IntervalSeconds: uint32(e.Interval), PhaseOffset: uint32(e.Offset), Enabled: true}
-		ss := schedule.State{Watermark: st.Watermark, HasWatermark: st.HasWatermark,
-			LeaseUntilMs: st.LeaseUntil.UnixMilli(), HasLease: st.HasLease,
-			RetryAfterMs: st.RetryAfter.UnixMilli(), HasRetryAfter: st.HasRetryAfter,
-			RequestedFire: st.RequestedFire, HasRequest: st.HasRequest}
+		ss := st.ScheduleState()
+		ss.Paused = false // shown as its own state; Due below leaves paused hunts out
 		ss.FirstOwed, ss.HasFirstOwed = firstOwed(e, pub, lr)
 		hs.Due = !hs.Paused && schedule.IsDue(now, row, ss)
 		hs.BehindSeconds = schedule.Behind(now, row, ss)

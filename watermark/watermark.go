@@ -20,6 +20,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/lease"
+	"github.com/hunt-runner/hunt-runner/schedule"
 )
 
 // ErrFenced is lease.ErrFenced: the writer no longer holds the lease.
@@ -92,9 +93,29 @@ type HuntState struct {
 	PausedUntil time.Time
 }
 
-// PausedAt reports whether the hunt is paused at now (schedule.State.PausedAt's rule).
-func (h HuntState) PausedAt(now time.Time) bool {
-	return h.Paused && (h.PausedUntil.IsZero() || h.PausedUntil.After(now))
+// ScheduleState is h as the due predicate reads it (schedule.State): the one conversion, so
+// the runner, status and backfills apply the same rules.
+func (h HuntState) ScheduleState() schedule.State {
+	st := schedule.State{
+		Watermark: h.Watermark, HasWatermark: h.HasWatermark,
+		LeaseUntilMs: h.LeaseUntil.UnixMilli(), LeaseFire: h.LeaseFire, HasLease: h.HasLease,
+		RetryAfterMs: h.RetryAfter.UnixMilli(), HasRetryAfter: h.HasRetryAfter,
+		RequestedFire: h.RequestedFire, HasRequest: h.HasRequest,
+		Paused: h.Paused,
+	}
+	if !h.PausedUntil.IsZero() { // time.Time's zero is not the epoch; 0 is "until resumed"
+		st.PausedUntilMs = h.PausedUntil.UnixMilli()
+	}
+	return st
+}
+
+// PausedAt reports whether the hunt is paused at now (schedule.State.PausedAt).
+func (h HuntState) PausedAt(now time.Time) bool { return h.ScheduleState().PausedAt(now.UnixMilli()) }
+
+// LeaseHeld reports whether a lease holds the hunt at now: live and not spent (its fire not
+// yet committed; schedule.State.LeaseFreeAt).
+func (h HuntState) LeaseHeld(now time.Time) bool {
+	return h.HasLease && !h.ScheduleState().LeaseFreeAt(now.UnixMilli())
 }
 
 // Run statuses for hunt_run.

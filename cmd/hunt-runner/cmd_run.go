@@ -26,7 +26,7 @@ func runFlags() []cli.Flag {
 		&cli.IntFlag{Name: "concurrency", Value: 4, EnvVars: envFor("concurrency"),
 			Usage: "hunt runs in flight at once in this process"},
 		&cli.IntFlag{Name: "max-queued", EnvVars: envFor("max-queued"),
-			Usage: "won fires that may wait for a run slot (default 0: sized to what the slots finish during one claim cycle); a claim takes at most concurrency + max-queued − held"},
+			Usage: "won fires that may wait for a run slot (default 0: sized to what the slots finish during two claim cycles); a claim takes at most concurrency + max-queued − held"},
 		&cli.DurationFlag{Name: "lease", Value: lease.DefaultLease, EnvVars: envFor("lease"),
 			Usage: "lease length; renewed every lease/3 while a hunt runs"},
 		&cli.DurationFlag{Name: "settle", Value: lease.DefaultSettle, EnvVars: envFor("settle"),
