@@ -57,6 +57,10 @@ type Result struct {
 	AlreadyRun []Fire
 	Failed     []Fire
 	Err        error // why Failed is non-empty
+	// InsertTook is the longest send → acknowledgement of the batch's claim inserts (0: none
+	// was sent). A claim acknowledged Settle or more after it was sent is Lost, so this is what
+	// an operator compares with --settle (hunt_runner_claim_insert_duration).
+	InsertTook time.Duration
 }
 
 var (

@@ -194,6 +194,7 @@ func (p *protocol) insert(ctx context.Context, claims []Row, res *Result) []Row 
 			continue
 		}
 		took := time.Since(sent)
+		res.InsertTook = max(res.InsertTook, took)
 		if took >= p.settle {
 			p.log.WarnContext(ctx, "claim acknowledged too late to count; its hunts stay leased until the provisional lease expires",
 				"fires", len(part), "took", took, "settle", p.settle)

@@ -45,6 +45,9 @@ func TestLateClaimBlocksOnlyTheProvisionalLease(t *testing.T) {
 	if err != nil || len(res.Lost) != 1 {
 		t.Fatalf("late claim: %+v, %v; want lost", res, err)
 	}
+	if res.InsertTook < settle+100*time.Millisecond {
+		t.Fatalf("claim insert took %s by the result, acknowledged %s late", res.InsertTook, settle+100*time.Millisecond)
+	}
 	var until time.Time
 	if err := conn.QueryRow(ctx, "SELECT max(lease_until) FROM pl.hunt_lease WHERE hunt_id = 'h'").Scan(&until); err != nil {
 		t.Fatal(err)

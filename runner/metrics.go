@@ -32,7 +32,7 @@ import (
 //	and the ops pack's health gauges (metrics_health.go)
 type Metrics struct {
 	runs, rows, claimsC, gaps, overruns, chErrors, dropped metric.Int64Counter
-	runDur, tickDur                                        metric.Float64Histogram
+	runDur, tickDur, claimInsert                           metric.Float64Histogram
 
 	mu           sync.Mutex
 	replicaDelay time.Duration
@@ -76,6 +76,11 @@ func NewMetrics(meter metric.Meter, settle time.Duration) (*Metrics, error) {
 	}
 	if m.tickDur, err = meter.Float64Histogram("hunt_runner_tick_duration", metric.WithUnit("s"),
 		metric.WithDescription("Tick duration: snapshot, plan and claim."), buckets); err != nil {
+		return nil, err
+	}
+	if m.claimInsert, err = meter.Float64Histogram("hunt_runner_claim_insert_duration", metric.WithUnit("s"),
+		metric.WithDescription("Send to acknowledgement of a tick's claim insert; a claim acknowledged a settle or more after it was sent is lost."),
+		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5)); err != nil {
 		return nil, err
 	}
 	behind, err := meter.Int64ObservableGauge("hunt_runner_behind", metric.WithUnit("s"),
@@ -200,6 +205,13 @@ func (m *Metrics) clickhouseError(ctx context.Context, stage string) {
 		return
 	}
 	m.chErrors.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(attribute.String("stage", stage)))
+}
+
+func (m *Metrics) claimInserted(ctx context.Context, d time.Duration) {
+	if m == nil || d <= 0 {
+		return
+	}
+	m.claimInsert.Record(context.WithoutCancel(ctx), d.Seconds())
 }
 
 func (m *Metrics) tickDone(ctx context.Context, d time.Duration) {

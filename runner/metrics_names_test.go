@@ -39,6 +39,7 @@ func TestExportedMetricNames(t *testing.T) {
 	m.overrun(ctx, "h")
 	m.clickhouseError(ctx, "claim")
 	m.tickDone(ctx, time.Second)
+	m.claimInserted(ctx, 200*time.Millisecond)
 	m.setReplicaDelay(time.Second)
 	m.observe(&Runner{behind: map[string]int64{"h": 1}, setHash: "a", pubHash: "b"})
 	m.SetHuntHealth(map[string]HuntHealth{"h": {Interval: 60, LastSuccess: time.Now()}, "n": {Interval: 60, Lag: 5, ConsecutiveFailures: 2}})

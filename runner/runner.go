@@ -409,6 +409,7 @@ func (r *Runner) tick(ctx context.Context) error {
 		r.releaseAll(res.Won)
 		return nil
 	}
+	r.opts.Metrics.claimInserted(ctx, res.InsertTook)
 	r.opts.Metrics.claims(ctx, "won", len(res.Won))
 	r.opts.Metrics.claims(ctx, "lost", len(res.Lost))
 	r.opts.Metrics.claims(ctx, "already_run", len(res.AlreadyRun))
