@@ -23,6 +23,7 @@ import (
 //	hunt_runner_findings_dropped_total{hunt_id}
 //	hunt_runner_overruns_total{hunt_id}
 //	hunt_runner_tick_duration_seconds
+//	hunt_runner_claim_insert_duration_seconds          the slowest claim insert of a tick, send → ack
 //	hunt_runner_clickhouse_errors_total{stage}          snapshot|claim|renew|run|commit|release|heartbeat|…
 //	hunt_runner_loaded_set_info{hash}                   1 for the loaded set's hash
 //	hunt_runner_published_set_mismatch                  1 while the loaded hash ≠ materialise's
