@@ -28,7 +28,8 @@
 // (watermark.Store.Advance): it lands only while the lease is this claim's and live and the
 // watermark is still where the window starts, and the row is the run's record; each attempt of
 // it is made only while the lease is trusted. Findings become visible through
-// hunt_findings_committed exactly when the commit lands. A failure records the error and a
+// hunt_findings_committed exactly when the commit lands, and the commit spends the lease: the
+// hunt is free for its next fire without a release (renewals end before it). A failure records the error and a
 // retry_after in hunt_state (every pod honours it) and releases the lease; a refused commit is
 // recorded `lost`.
 //
