@@ -29,9 +29,9 @@
 // watermark is still where the window starts, and the row is the run's record; each attempt of
 // it is made only while the lease is trusted. Findings become visible through
 // hunt_findings_committed exactly when the commit lands, and the commit spends the lease: the
-// hunt is free for its next fire without a release (renewals end before it). A failure records the error and a
-// retry_after in hunt_state (every pod honours it) and releases the lease; a refused commit is
-// recorded `lost`.
+// hunt is free for its next fire without a release (renewals end before it). A failure
+// records the error and a retry_after in hunt_state (every pod honours it) and releases the
+// lease; a refused commit is recorded `lost`.
 //
 // # Shutdown
 //
