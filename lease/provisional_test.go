@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
-
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
@@ -17,20 +15,12 @@ import (
 // is extended to the whole lease.
 func TestLateClaimBlocksOnlyTheProvisionalLease(t *testing.T) {
 	srv := chtest.Start(t)
-	opts, err := chtest.Options(srv.URL, "default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := clickhouse.Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
+	db := srv.NewDB(t)
+	conn := db.Conn
 	ctx := context.Background()
-	if _, err := chstore.Apply(ctx, conn, "pl", chstore.TopologySingle, ""); err != nil {
+	if _, err := chstore.Apply(ctx, conn, db.Name, chstore.TopologySingle, ""); err != nil {
 		t.Fatal(err)
 	}
-	db := &chtest.DB{Conn: conn, Name: "pl", URL: srv.URL}
 	const settle, whole = 200 * time.Millisecond, time.Minute
 	c := newCoord(t, db, "pod-a", whole, settle)
 	if p := c.Options().Provisional; p != 10*settle {
@@ -49,11 +39,11 @@ func TestLateClaimBlocksOnlyTheProvisionalLease(t *testing.T) {
 		t.Fatalf("claim insert took %s by the result, acknowledged %s late", res.InsertTook, settle+100*time.Millisecond)
 	}
 	var until time.Time
-	if err := conn.QueryRow(ctx, "SELECT max(lease_until) FROM pl.hunt_lease WHERE hunt_id = 'h'").Scan(&until); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT max(lease_until) FROM hunt_lease WHERE hunt_id = 'h'").Scan(&until); err != nil {
 		t.Fatal(err)
 	}
 	var claimed time.Time
-	if err := conn.QueryRow(ctx, "SELECT max(claimed) FROM pl.hunt_lease WHERE hunt_id = 'h'").Scan(&claimed); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT max(claimed) FROM hunt_lease WHERE hunt_id = 'h'").Scan(&claimed); err != nil {
 		t.Fatal(err)
 	}
 	if held := until.Sub(claimed); held > 10*settle+time.Second {

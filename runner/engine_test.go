@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
@@ -44,25 +43,7 @@ func newEnv(t testing.TB) *env {
 func newPrivateEnv(t testing.TB) *env {
 	t.Helper()
 	srv := chtest.Start(t)
-	opts, err := chtest.Options(srv.URL, "default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	admin, err := clickhouse.Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Close() })
-	if err := admin.Exec(context.Background(), "CREATE DATABASE rt"); err != nil {
-		t.Fatal(err)
-	}
-	opts, _ = chtest.Options(srv.URL, "rt")
-	conn, err := clickhouse.Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	e := setupEnv(t, &chtest.DB{Conn: conn, Name: "rt", URL: srv.URL, Options: opts})
+	e := setupEnv(t, srv.NewDB(t))
 	e.srv = srv
 	return e
 }

@@ -59,13 +59,9 @@ func runImportLegacy(c *cli.Context) (changed bool, err error) {
 		return false, cli.Exit("give --from-database DB: the earlier runner's database (DFE_CLICKHOUSE_DATA_DATABASE, default dfe)", exitUsage)
 	}
 	log := newLogger(c)
-	src, err := huntSource(c, log)
+	src, set, err := loadHunts(c, log)
 	if err != nil {
 		return false, err
-	}
-	set, err := src.Load(c.Context)
-	if err != nil {
-		return false, cli.Exit(fmt.Sprintf("read hunts from %s: %v; nothing written", src, err), exitError)
 	}
 	if len(set.Hunts) == 0 {
 		return false, cli.Exit(fmt.Sprintf("no hunts loaded from %s; nothing written", src), exitError)

@@ -97,13 +97,9 @@ func runMaterialise(c *cli.Context) (bool, error) {
 		return false, err
 	}
 	log := newLogger(c)
-	src, err := huntSource(c, log)
+	src, set, err := loadHunts(c, log)
 	if err != nil {
 		return false, err
-	}
-	set, err := src.Load(c.Context)
-	if err != nil {
-		return false, cli.Exit(fmt.Sprintf("read hunts from %s: %v; nothing written", src, err), exitError)
 	}
 	display := sourcePath(c, c.String("hunts-dir"))
 	for _, p := range set.Problems {

@@ -22,6 +22,20 @@ func huntSource(c *cli.Context, log *slog.Logger) (configsrc.Source, error) {
 	return huntSourceWith(c, log, c.String("hunts-dir"), 0)
 }
 
+// loadHunts reads the hunt set once from the source flags. A source that cannot be read ends
+// a command that writes from it before anything is written.
+func loadHunts(c *cli.Context, log *slog.Logger) (configsrc.Source, *configsrc.Set, error) {
+	src, err := huntSource(c, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	set, err := src.Load(c.Context)
+	if err != nil {
+		return src, nil, cli.Exit(fmt.Sprintf("read hunts from %s: %v; nothing written", src, err), exitError)
+	}
+	return src, set, nil
+}
+
 // huntSourceWith is huntSource with the directory given explicitly (validate's DIR argument
 // overrides both flags) and the directory settle time (negative: trust files at once).
 func huntSourceWith(c *cli.Context, log *slog.Logger, dir string, settle time.Duration) (configsrc.Source, error) {

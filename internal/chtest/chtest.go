@@ -61,7 +61,20 @@ type DB struct {
 // New returns a connection to a fresh database on the test engine.
 func New(t testing.TB) *DB {
 	t.Helper()
-	base := engineURL(t)
+	return newDB(t, engineURL(t), cluster())
+}
+
+// NewDB returns a connection to a fresh database on this private engine (never replicated:
+// the test cluster is the shared engine's).
+func (s *Server) NewDB(t testing.TB) *DB {
+	t.Helper()
+	return newDB(t, s.URL, "")
+}
+
+// newDB creates a fresh database on the server at base, Replicated across cluster when one is
+// named, and drops it when the test ends.
+func newDB(t testing.TB, base, cluster string) *DB {
+	t.Helper()
 	name := "t_" + randomHex(8)
 	opts, err := Options(base, "")
 	if err != nil {
@@ -74,10 +87,10 @@ func New(t testing.TB) *DB {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	create, drop := "CREATE DATABASE "+name, "DROP DATABASE IF EXISTS "+name+" SYNC"
-	if c := cluster(); c != "" {
-		create = "CREATE DATABASE " + name + " ON CLUSTER " + c +
+	if cluster != "" {
+		create = "CREATE DATABASE " + name + " ON CLUSTER " + cluster +
 			" ENGINE = Replicated('/clickhouse/test_databases/" + name + "', '{shard}', '{replica}')"
-		drop = "DROP DATABASE IF EXISTS " + name + " ON CLUSTER " + c + " SYNC"
+		drop = "DROP DATABASE IF EXISTS " + name + " ON CLUSTER " + cluster + " SYNC"
 	}
 	if err := admin.Exec(ctx, create); err != nil {
 		admin.Close()
@@ -98,7 +111,7 @@ func New(t testing.TB) *DB {
 		}
 		admin.Close()
 	})
-	if cluster() != "" {
+	if cluster != "" {
 		return &DB{Conn: replicatedConn{conn}, Name: name, URL: base, Options: opts}
 	}
 	return &DB{Conn: conn, Name: name, URL: base, Options: opts}
