@@ -161,8 +161,8 @@ func (s chStore) insertClaims(ctx context.Context, claims []Row, lease time.Dura
 	}
 	// The WHERE re-checks freeness on the server at the moment the rows are written: a
 	// claimer that read a hunt as free cannot then overwrite a claim that landed since. A
-	// lease whose fire is committed is spent: it frees the hunt (a missing watermark reads as
-	// 0, below any fire, so a lease with no commit is never spent).
+	// lease whose fire is committed is spent: it frees the hunt. A hunt with no commit has no
+	// watermark row (join_use_nulls = 0 reads it as 0), and its lease is never spent.
 	q := `INSERT INTO ` + s.table(chstore.TableLease) + ` (hunt_id, fire, owner, claim_id, claimed, lease_until)
 SELECT b.h, toDateTime(b.f, 'UTC'), {owner:String}, toUUID(b.cid), now64(6),
        now64(3) + toIntervalMillisecond({lease_ms:Int64})
@@ -170,7 +170,8 @@ FROM (SELECT c.1 AS h, c.2 AS f, c.3 AS cid
       FROM (SELECT arrayJoin(arrayZip({ids:Array(String)}, {fires:Array(Int64)}, {claims:Array(String)})) AS c)) AS b
 LEFT JOIN (` + NewestLeaseSQL(s.database, "ids") + `) AS l ON l.hunt_id = b.h
 LEFT JOIN (` + NewestWatermarkSQL(s.database, "ids") + `) AS w ON w.hunt_id = b.h
-WHERE (l.until <= now64(3) OR toInt64(l.fire) <= toInt64(w.watermark)) AND toInt64(w.watermark) < b.f`
+WHERE (l.until <= now64(3) OR (w.hunt_id != '' AND toInt64(l.fire) <= toInt64(w.watermark)))
+  AND toInt64(w.watermark) < b.f`
 	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(writeSettings(batchToken(claimIDs))))
 	return s.conn.Exec(ctx, q,
 		clickhouse.Named("owner", claims[0].Owner),

@@ -161,8 +161,8 @@ func New(conn driver.Conn, opts Options) (*Coordinator, error) {
 func (c *Coordinator) Options() Options { return c.opts }
 
 // Claim claims a batch in a constant number of round trips: free read, one conditional
-// INSERT … SELECT for all, one settle, one verify read (which re-checks watermarks too),
-// and one fenced release of fires found already run.
+// INSERT … SELECT for all, one settle, one verify read (which re-checks watermarks too), and
+// one fenced extension of the winners with its read-back.
 func (c *Coordinator) Claim(ctx context.Context, fires []Fire) (Result, error) {
 	return c.proto.claim(ctx, fires)
 }

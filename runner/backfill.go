@@ -139,7 +139,7 @@ func backfillWindow(h *Hunt, b *backfillChunk, l lease.Lease, end int64) window 
 // recordBackfill is record for a backfill chunk: the hunt's health (hunt_state) and overrun
 // count are left alone; a failure backs the key off instead.
 func (r *Runner) recordBackfill(ctx context.Context, log logger, span trace.Span, j *job, run watermark.Run, rep RunReport) {
-	h, l := j.hunt, j.currentLease()
+	h := j.hunt
 	switch rep.Status {
 	case StatusSucceeded: // the commit spent the lease: nothing to release
 		if j.state.ConsecutiveFailures != 0 || j.state.HasRetryAfter {
@@ -152,7 +152,7 @@ func (r *Runner) recordBackfill(ctx context.Context, log logger, span trace.Span
 		d := backoffDelay(r.opts.Tick, h.Interval, failures)
 		r.setState(ctx, log, watermark.State{HuntID: j.key(), Status: StatusFailed, ConsecutiveFailures: failures,
 			LastError: run.Error, LastFire: j.fire, Backoff: d})
-		r.release(ctx, log, l)
+		r.release(ctx, log, j)
 		run.Finished = time.Now().UTC()
 		r.recordRun(ctx, log, run)
 		span.SetStatus(codes.Error, "failed")

@@ -893,17 +893,21 @@ func TestCommitFreesTheHunt(t *testing.T) {
 	}
 }
 
-// slowRenewals holds each renewal for a while before sending it, as a slow network would,
-// and notes when each one returned.
+// slowRenewals holds each renewal until a commit was sent, or for hold, as a slow network
+// would, and notes when each one returned.
 type slowRenewals struct {
 	Claimer
-	hold time.Duration
-	mu   sync.Mutex
-	ends []time.Time
+	hold      time.Duration
+	committed <-chan struct{}
+	mu        sync.Mutex
+	ends      []time.Time
 }
 
 func (s *slowRenewals) Renew(ctx context.Context, l lease.Lease) (lease.Lease, error) {
-	time.Sleep(s.hold)
+	select {
+	case <-s.committed:
+	case <-time.After(s.hold):
+	}
 	nl, err := s.Claimer.Renew(ctx, l)
 	s.mu.Lock()
 	s.ends = append(s.ends, time.Now())
@@ -911,16 +915,20 @@ func (s *slowRenewals) Renew(ctx context.Context, l lease.Lease) (lease.Lease, e
 	return nl, err
 }
 
-// commitTimes notes when each commit was sent.
+// commitTimes notes when each commit was sent, and closes sent at the first.
 type commitTimes struct {
 	StateStore
-	mu   sync.Mutex
-	sent []time.Time
+	mu    sync.Mutex
+	times []time.Time
+	sent  chan struct{}
 }
 
 func (c *commitTimes) Advance(ctx context.Context, l lease.Lease, run watermark.Run) error {
 	c.mu.Lock()
-	c.sent = append(c.sent, time.Now())
+	if len(c.times) == 0 {
+		close(c.sent)
+	}
+	c.times = append(c.times, time.Now())
 	c.mu.Unlock()
 	return c.StateStore.Advance(ctx, l, run)
 }
@@ -929,13 +937,14 @@ func (c *commitTimes) Advance(ctx context.Context, l lease.Lease, run watermark.
 // landing after a peer's claim of the next fire would stand above that claim.
 func TestCommitWaitsForARenewalInFlight(t *testing.T) {
 	e := newEnv(t)
-	// 1.2 s of query against renewals every second, each held 0.8 s: the run ends while the
-	// first renewal is held.
+	// A 2.5 s query against renewals every 2 s: the first renewal starts while the query runs
+	// and is held until a commit is sent, or for 2 s. With the commit waiting for it, it is
+	// held the 2 s; a commit sent while it is held releases it at once, and returns after it.
 	h := Hunt{ID: "renewed", Interval: 3600, Offset: e.mid(3600),
-		Query: "SELECT sleepEachRow(0.3) AS s, number FROM numbers(4) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}
-	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, func(o *Options) { o.Lease = 3 * time.Second })
-	renewals := &slowRenewals{Claimer: r.claimer, hold: 800 * time.Millisecond}
-	commits := &commitTimes{StateStore: r.store}
+		Query: "SELECT sleepEachRow(0.5) AS s, number FROM numbers(5) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}
+	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, func(o *Options) { o.Lease = 6 * time.Second })
+	commits := &commitTimes{StateStore: r.store, sent: make(chan struct{})}
+	renewals := &slowRenewals{Claimer: r.claimer, hold: 2 * time.Second, committed: commits.sent}
 	r.claimer, r.store = renewals, commits
 	e.tickAndWait(r)
 	if runs := e.runs(h.ID); len(runs) != 1 || runs[0].Status != StatusSucceeded {
@@ -948,9 +957,14 @@ func TestCommitWaitsForARenewalInFlight(t *testing.T) {
 	})
 	renewals.mu.Lock()
 	defer renewals.mu.Unlock()
+	commits.mu.Lock()
+	defer commits.mu.Unlock()
+	if len(commits.times) == 0 {
+		t.Fatal("no commit was sent")
+	}
 	for _, end := range renewals.ends {
-		if commits.sent[0].Before(end) {
-			t.Fatalf("the commit was sent %v before a renewal returned", end.Sub(commits.sent[0]))
+		if commits.times[0].Before(end) {
+			t.Fatalf("the commit was sent %v before a renewal returned", end.Sub(commits.times[0]))
 		}
 	}
 }

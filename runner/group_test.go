@@ -11,12 +11,14 @@ import (
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
-// Writes that arrive while one is in flight go out together in the next write, each exactly
-// once, never more than maxGroup at a time, and each writer gets its own batch's error.
+// Writes that arrive while one is in flight go out together in the next writes, oldest batch
+// first, never more than maxGroup at a time; a batch the server refuses is written again row
+// by row, so only the bad row's writer gets the error, and every other row lands once.
 func TestGroupBatchesWritesInFlight(t *testing.T) {
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var batches [][]int
+	landed := map[int]int{}
 	boom := errors.New("boom")
 	g := newGroup(func(_ context.Context, items []int) error {
 		mu.Lock()
@@ -25,11 +27,15 @@ func TestGroupBatchesWritesInFlight(t *testing.T) {
 		mu.Unlock()
 		if first {
 			<-release // hold the first write until every other writer is queued behind it
-			return nil
 		}
 		if slices.Contains(items, 7) {
 			return boom
 		}
+		mu.Lock()
+		for _, it := range items {
+			landed[it]++
+		}
+		mu.Unlock()
 		return nil
 	})
 	const n = 2*maxGroup + 10
@@ -47,37 +53,59 @@ func TestGroupBatchesWritesInFlight(t *testing.T) {
 	chtest.Eventually(t, 10*time.Second, "every writer queued", func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		return len(g.next.items) == (n-1)%maxGroup // full batches were set aside
+		queued := 0
+		for _, b := range g.pending {
+			queued += len(b.items)
+		}
+		return queued == n-1
 	})
 	close(release)
 	wg.Wait()
 
-	seen := map[int]int{}
 	for _, b := range batches {
 		if len(b) > maxGroup {
 			t.Errorf("a write of %d items, more than %d", len(b), maxGroup)
 		}
-		for _, it := range b {
-			seen[it]++
-		}
 	}
-	for i := range n {
-		if seen[i] != 1 {
-			t.Errorf("item %d written %d times", i, seen[i])
-		}
-	}
-	if len(batches) > 1+(n-1+maxGroup-1)/maxGroup {
-		t.Errorf("%d writes for %d items behind one in flight, want them grouped", len(batches), n)
-	}
-	var sevensBatch []int
+	// Oldest first: the two batches that filled up, then the open one (single-row writes
+	// are 0's and the failed batch's rows, written again one by one).
+	var sizes []int
 	for _, b := range batches {
-		if slices.Contains(b, 7) {
-			sevensBatch = b
+		if len(b) > 1 {
+			sizes = append(sizes, len(b))
 		}
 	}
+	if want := []int{maxGroup, maxGroup, n - 1 - 2*maxGroup}; !slices.Equal(sizes, want) {
+		t.Errorf("grouped writes of %v rows, want %v (oldest first)", sizes, want)
+	}
 	for i := range n {
-		if want := slices.Contains(sevensBatch, i); (errs[i] != nil) != want {
-			t.Errorf("item %d: error %v, its batch failed: %v", i, errs[i], want)
+		want := 1
+		if i == 7 {
+			want = 0
 		}
+		if landed[i] != want {
+			t.Errorf("item %d landed %d times, want %d", i, landed[i], want)
+		}
+		if (errs[i] != nil) != (i == 7) {
+			t.Errorf("item %d: error %v", i, errs[i])
+		}
+	}
+}
+
+// The write runs under the group's own deadline, not the context of the writer that sends
+// it: that writer may have spent its own time waiting for the write before.
+func TestGroupWriteOutlivesTheWritersContext(t *testing.T) {
+	var flushErr error
+	g := newGroup(func(ctx context.Context, _ []int) error {
+		flushErr = ctx.Err()
+		if _, ok := ctx.Deadline(); !ok {
+			return errors.New("no deadline")
+		}
+		return ctx.Err()
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := g.write(ctx, 1); err != nil || flushErr != nil {
+		t.Fatalf("write with a cancelled writer's context: %v (flush saw %v)", err, flushErr)
 	}
 }

@@ -202,7 +202,8 @@ func (r *Runner) execute(j *job) {
 
 	// The commit must not be cut by a lease loss noticed meanwhile (the compare-and-set
 	// decides). Its writes are retried through a ClickHouse outage (see durably) until
-	// commitBudget, or until shutdown cancels the runs after the grace period.
+	// commitBudget, or until shutdown cancels the runs after the grace period; the commit
+	// itself only while its lease is still trusted (renewals have ended by then).
 	commitCtx, cancel := context.WithTimeout(trace.ContextWithSpan(r.runCtx, span), r.commitBudget())
 	defer cancel()
 	run.Status, err = r.commit(commitCtx, log, j, run, err)
@@ -286,7 +287,7 @@ func (r *Runner) record(ctx context.Context, log logger, span trace.Span, j *job
 		r.recordBackfill(ctx, log, span, j, run, rep)
 		return
 	}
-	h, l := j.hunt, j.currentLease()
+	h := j.hunt
 	switch rep.Status {
 	case StatusSucceeded: // the commit spent the lease: it frees the hunt without a release
 		if rep.GapEnd > rep.GapStart {
@@ -322,7 +323,7 @@ func (r *Runner) record(ctx context.Context, log logger, span trace.Span, j *job
 		r.setState(ctx, log, watermark.State{HuntID: h.ID, Status: StatusFailed, ConsecutiveFailures: failures,
 			LastError: run.Error, LastFire: j.fire, Backoff: d,
 			OverrunCount: j.state.OverrunCount, TooAggressive: j.state.TooAggressive})
-		r.release(ctx, log, l)
+		r.release(ctx, log, j)
 		run.Finished = time.Now().UTC()
 		r.recordRun(ctx, log, run)
 		span.SetStatus(codes.Error, "failed")
@@ -407,11 +408,14 @@ func (r *Runner) recordRunOnce(run watermark.Run) func(context.Context) error {
 	}
 }
 
-func (r *Runner) release(ctx context.Context, log logger, l lease.Lease) {
+// release hands back the lease of a fire that did not commit. Renewals end first: one landing
+// after the release would hold the hunt again until it expired.
+func (r *Runner) release(ctx context.Context, log logger, j *job) {
+	j.endRenewal()
 	// One attempt: a lease that cannot be released simply expires.
 	ctx, cancel := context.WithTimeout(ctx, min(r.opts.Lease/3, 10*time.Second))
 	defer cancel()
-	if err := r.claimer.Release(ctx, l); err != nil {
+	if err := r.claimer.Release(ctx, j.currentLease()); err != nil {
 		if !errors.Is(err, lease.ErrFenced) && !errors.Is(err, lease.ErrLost) {
 			r.opts.Metrics.clickhouseError(ctx, "release")
 		}

@@ -114,12 +114,15 @@ func (r *Runner) dispatch() {
 			r.mu.Lock()
 			delete(r.held, j.key())
 			r.runAvg = ewma(r.runAvg, time.Since(started))
-			// Claim again, while due fires wait, once the queue holds no more than the slots
-			// finish during one claim cycle: the claim then lands before the queue runs dry, and
-			// each claim still brings a cycle's worth (a claim costs a settle whatever its size,
-			// so claiming for every finished run would cap throughput at a fire per settle).
-			free := r.opts.Concurrency + r.queueTarget() - len(r.held)
-			wake := r.backlog && !r.stopping && free > 0 && len(r.queue) <= r.cycleFires()
+			// Claim again, while due fires wait, once the queue is down to half its target, which
+			// is what the slots finish during one claim cycle: the claim then lands before the
+			// queue runs dry, and each claim still brings a cycle's worth (a claim costs a settle
+			// whatever its size, so claiming for every finished run would cap throughput at a
+			// fire per settle). Half the target, not the cycle itself: a target capped below two
+			// cycles (MaxQueued, the caps) would otherwise wake a tick for every finished run.
+			qt := r.queueTarget()
+			free := r.opts.Concurrency + qt - len(r.held)
+			wake := r.backlog && !r.stopping && free > 0 && len(r.queue) <= qt/2
 			r.mu.Unlock()
 			if wake {
 				select {

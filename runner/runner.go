@@ -310,7 +310,7 @@ func (r *Runner) drain(cancelRuns context.CancelFunc) {
 	r.log.Info("runner stopping", "running", running, "queued_released", len(queued), "grace", r.opts.Grace.String())
 	ls := make([]lease.Lease, 0, len(queued))
 	for _, j := range queued {
-		j.stopRenewal()
+		j.endRenewal() // none may land after the release
 		ls = append(ls, j.currentLease())
 	}
 	r.releaseAll(ls)

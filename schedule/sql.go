@@ -238,7 +238,8 @@ type DueHunt struct {
 	Fire time.Time `json:"fire"`
 	// Watermark is the newest watermark; nil if the hunt never ran.
 	Watermark *time.Time `json:"watermark"`
-	// LeaseUntil is the end of the newest (expired) lease; nil if the hunt was never claimed.
+	// LeaseUntil is the end of the newest lease (expired, or live but spent); nil if the hunt
+	// was never claimed.
 	LeaseUntil *time.Time `json:"lease_until"`
 	// RequestedFire is set when a run-now request is pending.
 	RequestedFire *time.Time `json:"requested_fire,omitempty"`

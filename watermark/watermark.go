@@ -498,12 +498,32 @@ func boundError(s string) string {
 // SetState writes a hunt_state row (updated = server clock).
 func (s *Store) SetState(ctx context.Context, st State) error { return s.SetStates(ctx, []State{st}) }
 
-// SetStates writes hunt_state rows in one insert (updated = the server's clock, the same for
-// every row). The rows travel as one array parameter; its deduplication token covers them all.
+// statesPerInsert bounds the error text of the hunt_state rows one insert carries: its
+// parameters travel in the URL, escaped (a quote can take six bytes there), and ClickHouse caps
+// the URL at 1 MiB by default.
+const statesPerInsert = 32 << 10
+
+// SetStates writes hunt_state rows (updated = the server's clock, the same for every row of an
+// insert), in one insert unless their error text is long: then in as few as keep each insert's
+// URL well under the server's cap.
 func (s *Store) SetStates(ctx context.Context, sts []State) error {
-	if len(sts) == 0 {
-		return nil
+	for len(sts) > 0 {
+		n, size := 1, len(boundError(sts[0].LastError))
+		for n < len(sts) && size+len(boundError(sts[n].LastError)) <= statesPerInsert {
+			size += len(boundError(sts[n].LastError))
+			n++
+		}
+		if err := s.setStates(ctx, sts[:n]); err != nil {
+			return err
+		}
+		sts = sts[n:]
 	}
+	return nil
+}
+
+// setStates writes hunt_state rows in one insert. The rows travel as array parameters; the
+// deduplication token covers them all.
+func (s *Store) setStates(ctx context.Context, sts []State) error {
 	var (
 		ids, statuses, errs  = make([]string, len(sts)), make([]string, len(sts)), make([]string, len(sts))
 		failures             = make([]uint32, len(sts))

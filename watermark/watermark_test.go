@@ -545,3 +545,23 @@ func TestLongErrorsAreCut(t *testing.T) {
 		}
 	}
 }
+
+// Many states with long error text are written in as many inserts as keep each request's URL
+// under the server's cap.
+func TestSetStatesSplitsLongErrors(t *testing.T) {
+	db := chtest.NewWithSchema(t)
+	ctx := context.Background()
+	s := New(db.Conn, db.Name)
+	var sts []State
+	for i := range 64 {
+		// Quotes take six bytes each once escaped in the array and then in the URL.
+		sts = append(sts, State{HuntID: fmt.Sprintf("h%02d", i), Status: "failed", LastError: strings.Repeat("'", MaxErrorBytes)})
+	}
+	if err := s.SetStates(ctx, sts); err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	if err := db.Conn.QueryRow(ctx, "SELECT count() FROM hunt_state WHERE length(last_error) = ?", MaxErrorBytes).Scan(&n); err != nil || n != 64 {
+		t.Fatalf("%d of 64 states stored whole (%v)", n, err)
+	}
+}
