@@ -20,10 +20,11 @@
 //	 └────────────────────────────────────────────────────────────────────────┘
 //
 // Claim takes a whole batch in a constant number of round trips (free read, one conditional
-// insert, one settle, verify read, one batch extension and its read-back). A claim is Lost when its row is not the newest after the
-// settle, ties on claimed with another claim's at the top, was acknowledged Settle or more
-// after it was sent, or could not be extended in time; a Lost claim is never released (its
-// release would land above the winner), and its row expires with the provisional lease.
+// insert, one settle, verify read, one batch extension and its read-back). A claim is Lost
+// when its row is not the newest after the settle, ties on claimed with another claim's at the
+// top, was acknowledged Settle or more after it was sent, or could not be extended in time; a
+// Lost claim is never released (its release would land above the winner), and its row expires
+// with the provisional lease.
 //
 // # The guarantee
 //

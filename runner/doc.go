@@ -8,16 +8,16 @@
 //  1. Snapshot (one round trip): server now, newest watermark, lease, state (with the
 //     persisted retry_after of a failing hunt) and pending run-now request of every hunt.
 //  2. Plan: schedule decides which fire each loaded hunt owes and whether it may be claimed now
-//     (no live lease that is not spent, not in backoff, not already held by this runner). Fires are ordered most
-//     overdue first, hunts that never ran before any other.
+//     (no live lease that is not spent, not in backoff, not already held by this runner). Fires
+//     are ordered most overdue first, hunts that never ran before any other.
 //  3. Claim all planned fires in one batch ([Claimer.Claim], a constant number of round trips),
 //     at most as many as the run slots plus the queue target (queueTarget: what the slots finish
 //     during two claim cycles, within a third of a lease).
 //  4. Queue the winners; at most Options.Concurrency run at once. Each held lease is renewed
 //     every lease/3; a renewal that reports the lease lost, or a lease that can no longer be
 //     trusted, cancels the run, which then writes nothing more than its `lost` record. When runs
-//     finish while fires were left unclaimed and no more than a claim cycle's worth is queued,
-//     the next tick starts at once instead of waiting for the timer.
+//     finish while fires were left unclaimed and the queue is down to half its target, the next
+//     tick starts at once instead of waiting for the timer.
 //
 // # A run
 //

@@ -10,20 +10,12 @@ import (
 // The run queue: won fires wait here for one of Options.Concurrency run slots, most overdue
 // first, and its size decides how much a tick claims.
 
-// cycleFires is how many fires the run slots finish during one claim cycle (r.mu held):
-// Concurrency × cycle ÷ run, from the moving averages; 0 before both are measured.
-func (r *Runner) cycleFires() int {
-	if r.runAvg <= 0 || r.tickAvg <= 0 {
-		return 0
-	}
-	return int(int64(r.opts.Concurrency) * int64(r.tickAvg) / int64(r.runAvg))
-}
-
 // queueTarget is how many won fires may wait for a slot (r.mu held): Options.MaxQueued when
-// set, otherwise two claim cycles' worth (cycleFires), between Concurrency and 32 ×
-// Concurrency, and never more than the slots finish in a third of a lease, so a queued fire
-// starts before its lease needs a renewal. Two cycles, because the next claim starts when one
-// cycle's worth is left queued (dispatch): the slots then never wait for a claim to settle.
+// set, otherwise what the slots finish during two claim cycles (Concurrency × 2 cycles ÷ run,
+// from the moving averages), between Concurrency and 32 × Concurrency, and never more than
+// the slots finish in a third of a lease, so a queued fire starts before its lease needs a
+// renewal. Two cycles, because the next claim starts when half the target, one cycle's worth,
+// is left queued (dispatch): the slots then never wait for a claim to settle.
 func (r *Runner) queueTarget() int {
 	if r.opts.MaxQueued > 0 {
 		return r.opts.MaxQueued
@@ -32,7 +24,7 @@ func (r *Runner) queueTarget() int {
 	if r.runAvg <= 0 || r.tickAvg <= 0 {
 		return c
 	}
-	n := 2 * r.cycleFires()
+	n := 2 * int(int64(c)*int64(r.tickAvg)/int64(r.runAvg))
 	n = min(n, int(int64(c)*int64(r.opts.Lease/3)/int64(r.runAvg)))
 	return min(max(n, c), 32*c)
 }

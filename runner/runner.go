@@ -33,7 +33,7 @@ type StateStore interface {
 	Advance(ctx context.Context, l lease.Lease, run watermark.Run) error // commits run.WindowEnd and the run's rows
 	RecordRun(ctx context.Context, r watermark.Run) error
 	Recorded(ctx context.Context, r watermark.Run) (bool, error) // RecordRun's row is there
-	SetStates(ctx context.Context, sts []watermark.State) error  // one insert
+	SetStates(ctx context.Context, sts []watermark.State) error  // as few inserts as the URL cap allows
 }
 
 // Options configure a Runner. Zero values take the documented defaults.
@@ -53,8 +53,8 @@ type Options struct {
 	// (peers, scaled up on the backlog, get the rest) and renews few leases. 0 sizes the queue
 	// to what the run slots finish during two claim cycles (measured: see queueTarget), so the
 	// slots never starve while a claim settles and nothing waits much longer than that.
-	// When due fires were left unclaimed, a finished run triggers the next tick once no more
-	// than a claim cycle's worth is queued.
+	// When due fires were left unclaimed, a finished run triggers the next tick once the queue
+	// is down to half its target.
 	MaxQueued int
 
 	// CheckEvery is how many ticks pass between checks of the published set hash and the

@@ -508,9 +508,9 @@ const statesPerInsert = 32 << 10
 // URL well under the server's cap.
 func (s *Store) SetStates(ctx context.Context, sts []State) error {
 	for len(sts) > 0 {
-		n, size := 1, len(boundError(sts[0].LastError))
-		for n < len(sts) && size+len(boundError(sts[n].LastError)) <= statesPerInsert {
-			size += len(boundError(sts[n].LastError))
+		n, size := 1, min(len(sts[0].LastError), MaxErrorBytes) // as stored: boundError
+		for n < len(sts) && size+min(len(sts[n].LastError), MaxErrorBytes) <= statesPerInsert {
+			size += min(len(sts[n].LastError), MaxErrorBytes)
 			n++
 		}
 		if err := s.setStates(ctx, sts[:n]); err != nil {
