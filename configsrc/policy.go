@@ -8,15 +8,22 @@ import (
 	"github.com/hunt-runner/hunt-runner/chstore"
 )
 
-// Policy is what an operator allows hunt queries beyond plain reads of tables. The zero value is
-// the strict default: no table functions, no system tables, and no reference to hunt-runner's
+// Policy is what an operator allows hunt queries beyond the default allowlists (allowlist.go,
+// functions.go). The zero value is the strict default: the default functions and generators,
+// no other table function, no dictionary, no system tables, and no reference to hunt-runner's
 // own database is checked (set CoordinationDatabase to refuse those). The same policy must be
 // given to the offline check (Options.Policy, GitOptions.Policy) and to CheckWithServer.
 type Policy struct {
-	// AllowTableFunctions names table functions (case-insensitive) a hunt may call, such as
-	// numbers or merge. Naming one that reaches off the server (url, s3, remote, file, …) is
-	// the operator's explicit decision.
+	// AllowTableFunctions names table functions (case-insensitive) a hunt may call beyond the
+	// default generators, such as merge. Naming one that reaches off the server (url, s3,
+	// remote, file, …) is the operator's explicit decision.
 	AllowTableFunctions []string
+	// AllowFunctions names functions (case-insensitive) a hunt may call beyond the default
+	// list (DefaultFunctions), such as throwIf.
+	AllowFunctions []string
+	// AllowDictionaries names the dictionaries (db.name, exactly as a hunt writes it in
+	// dictGet's first argument) hunts may read; none by default.
+	AllowDictionaries []string
 	// AllowSystem lets hunts read system.* and information_schema tables.
 	AllowSystem bool
 	// CoordinationDatabase is hunt-runner's own database: a hunt may never name it.
@@ -24,15 +31,31 @@ type Policy struct {
 }
 
 // ParseTableFunctions reads a comma-separated --allow-table-functions value.
-func ParseTableFunctions(s string) ([]string, error) {
+func ParseTableFunctions(s string) ([]string, error) { return parseNames(s, "table function", true) }
+
+// ParseFunctions reads a comma-separated --allow-functions value.
+func ParseFunctions(s string) ([]string, error) { return parseNames(s, "function", true) }
+
+// ParseDictionaries reads a comma-separated --allow-dictionaries value (db.name or name, case
+// kept: dictionary names are case-sensitive).
+func ParseDictionaries(s string) ([]string, error) { return parseNames(s, "dictionary", false) }
+
+func parseNames(s, what string, fold bool) ([]string, error) {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
-		f = strings.ToLower(strings.TrimSpace(f))
+		f = strings.TrimSpace(f)
+		if fold {
+			f = strings.ToLower(f)
+		}
 		if f == "" {
 			continue
 		}
-		if !identRe.MatchString(f) {
-			return nil, fmt.Errorf("table function name %q is not a plain identifier", f)
+		ok := identRe.MatchString(f)
+		if what == "dictionary" {
+			ok = dictNameRe.MatchString(f)
+		}
+		if !ok {
+			return nil, fmt.Errorf("%s name %q is not a plain identifier", what, f)
 		}
 		out = append(out, f)
 	}
@@ -60,6 +83,19 @@ func (p Policy) schemaIssue(db string) string {
 		}
 	}
 	return ""
+}
+
+// forbiddenDatabases are the databases no hunt may read under p: hunt-runner's own, and the
+// system ones unless allowed.
+func (p Policy) forbiddenDatabases() []string {
+	var out []string
+	if p.CoordinationDatabase != "" {
+		out = append(out, p.CoordinationDatabase)
+	}
+	if !p.AllowSystem {
+		out = append(out, "system", "information_schema")
+	}
+	return out
 }
 
 // tableIssue says why a query may not name table (unqualified) in a FROM or JOIN: hunt-runner's

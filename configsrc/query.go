@@ -221,7 +221,7 @@ func checkQueryPolicy(q string, p Policy) (queryInfo, []queryIssue) {
 	if issue != nil {
 		return queryInfo{}, []queryIssue{*issue}
 	}
-	c := &queryChecker{s: s, p: p, allowed: p.allowedTableFunctions(), sc: newScopes()}
+	c := &queryChecker{s: s, p: p, sc: newScopes()}
 	c.info.end = s[len(s)-1].pos + len(s[len(s)-1].text)
 	for c.i = 0; c.i < len(s); c.i++ {
 		if !c.token(s[c.i]) {
@@ -362,7 +362,10 @@ type scopes struct {
 
 type scope struct {
 	closer string
-	state  int // stExpr, stTable (a table comes next) or stFromList (in a FROM list, after a table)
+	state  int    // stExpr, stTable (a table comes next) or stFromList (in a FROM list, after a table)
+	tfunc  string // the table function whose arguments these brackets hold, lower case, or ""
+	tpos   int    // where that table function is called
+	commas int    // commas seen directly inside these brackets
 }
 
 const (
@@ -388,24 +391,27 @@ func (s *scopes) tableRead() {
 }
 
 func (s *scopes) comma() {
+	s.top().commas++
 	if s.top().state == stFromList {
 		s.top().state = stTable
 	}
 }
 
-func (s *scopes) open(b string) {
+func (s *scopes) open(b, tfunc string, tpos int) {
 	closer := map[string]string{"(": ")", "[": "]", "{": "}"}[b]
 	s.tableRead() // FROM (subquery) or a call: the table position is taken
-	s.stack = append(s.stack, scope{closer: closer})
+	s.stack = append(s.stack, scope{closer: closer, tfunc: tfunc, tpos: tpos})
 }
 
-// close pops a bracket; false when it does not match (or there is none to close).
-func (s *scopes) close(b string) bool {
+// close pops a bracket and returns its scope; false when it does not match (or there is none
+// to close).
+func (s *scopes) close(b string) (scope, bool) {
 	if len(s.stack) == 1 || s.top().closer != b {
-		return false
+		return scope{}, false
 	}
+	top := *s.top()
 	s.stack = s.stack[:len(s.stack)-1]
-	return true
+	return top, true
 }
 
 // expandWindow replaces each legacy {window} token with the earlier runner's predicate.

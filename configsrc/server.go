@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -31,39 +33,35 @@ func refused(format string, args ...any) error {
 }
 
 // CheckWithServer asks the ClickHouse server's own parser about the exact statement the runner
-// sends for h (FindingsQuery), with every parameter replaced by a typed literal (the statement
-// is parsed, never run). The server is the authority: whatever its parser makes of the text is
-// what would run. The statement is accepted only when
+// sends for h (FindingsQuery), byte for byte, with the parameters bound out of band as the
+// runner binds them (the statement is parsed, never run: EXPLAIN AST evaluates nothing). The
+// server is the authority: whatever its parser makes of the text is what would run. The
+// statement is accepted only when
 //   - its tree outside the hunt's subquery is the wrapper's, node for node, so the hunt could
 //     not close the wrapper's brackets and add a UNION, a JOIN or a clause of its own;
-//   - the hunt's subtree holds only node kinds of a SELECT (anything unknown is refused);
-//   - every table function is allowed by p, no function reaches off the server unless allowed;
+//   - the hunt's subtree holds only node kinds of a SELECT whose children the server prints
+//     (anything unknown, or hiding expressions, is refused);
+//   - every function is on the allowlist (functionAllowed), every table function too, with
+//     literal arguments naming allowed databases (tableFunctionIssue), every dictionary allowed;
 //   - no name is in system or information_schema (unless p.AllowSystem) or in
 //     p.CoordinationDatabase;
-//   - every SETTINGS name, as the server itself formats it (formatQuery), is on the allowlist.
+//   - every SETTINGS name, as the server itself formats it (formatQuery), is on the allowlist,
+//     with its value under the setting's ceiling.
 //
 // A syntax error names its line and column in the query as written.
 func CheckWithServer(ctx context.Context, conn driver.Conn, h Hunt, p Policy) error {
 	if err := identifiersReadable(h.Query); err != nil {
 		return err
 	}
-	stmt, subs, err := substituteParams(FindingsQuery(h.Query))
-	if err != nil {
-		return refused("%v", err)
-	}
-	head := findingsHeadLen()
+	stmt := FindingsQuery(h.Query)
 	tree, err := explain(ctx, conn, stmt)
 	if err != nil {
 		if !isServerException(err) {
 			return fmt.Errorf("ask the server to parse the query: %w", err) // not a verdict: retried on the next reload
 		}
-		return serverRefusal(err, subs, head, h.Query)
+		return serverRefusal(err, len(explainPrefix)+findingsHeadLen(), h.Query)
 	}
-	ref, err := referenceTree(ctx, conn)
-	if err != nil {
-		return err
-	}
-	hunt, err := matchWrapper(ref, tree)
+	hunt, err := huntSubtree(ctx, conn, tree)
 	if err != nil {
 		return err
 	}
@@ -77,36 +75,18 @@ func CheckWithServer(ctx context.Context, conn driver.Conn, h Hunt, p Policy) er
 	return nil
 }
 
-// ResolveWithServer has the server resolve every name the hunt's statement uses (databases,
-// tables, columns, functions) without running it: EXPLAIN QUERY TREE of the exact statement,
-// analysed as the connection's user. validate runs it after CheckWithServer, as an operator
-// with read access to the sources; the runner does not (its coordination identity cannot read
-// source tables, and a table created after the hunt must not make the hunt invalid). A server
-// refusal (an unknown table or column, say) is a RefusedError placed in the query.
-func ResolveWithServer(ctx context.Context, conn driver.Conn, h Hunt) error {
-	stmt, subs, err := substituteParams(FindingsQuery(h.Query))
+// huntSubtree matches a statement's tree against the wrapper's and returns the hunt's part.
+func huntSubtree(ctx context.Context, conn driver.Conn, tree *astNode) (*astNode, error) {
+	ref, err := referenceTree(ctx, conn)
 	if err != nil {
-		return refused("%v", err)
+		return nil, err
 	}
-	rows, err := conn.Query(ctx, resolvePrefix+stmt)
-	if err == nil {
-		for rows.Next() {
-		}
-		err = rows.Err()
-		rows.Close()
-	}
-	if err == nil {
-		return nil
-	}
-	if !isServerException(err) {
-		return fmt.Errorf("ask the server to resolve the query's names: %w", err)
-	}
-	r := serverRefusal(err, subs, findingsHeadLen()-len(explainPrefix)+len(resolvePrefix), h.Query).(*RefusedError)
-	r.Msg = strings.Replace(r.Msg, "the server's parser says: ", "the server says: ", 1)
-	return r
+	return matchWrapper(ref, tree)
 }
 
-const resolvePrefix = "EXPLAIN QUERY TREE "
+// checkParams are the values the check binds: any values of the parameters' types do, since
+// the server substitutes them after parsing, as literals.
+var checkParams = clickhouse.Parameters{ParamLimit: "1", "window_start": "946684800", "window_end": "946684800"}
 
 // identifiersReadable refuses quoted identifiers the server's EXPLAIN output could not show on
 // one line: an escaped newline in a name would print as lines of its own, and a hunt could
@@ -157,7 +137,7 @@ var childrenRe = regexp.MustCompile(` \(children ([0-9]+)\)$`)
 // explain runs EXPLAIN AST and reads the tree, checking that every node has the children the
 // server says it has; output that does not read as one consistent tree is refused.
 func explain(ctx context.Context, conn driver.Conn, stmt string) (*astNode, error) {
-	rows, err := conn.Query(ctx, explainPrefix+stmt)
+	rows, err := conn.Query(clickhouse.Context(ctx, clickhouse.WithParameters(checkParams)), explainPrefix+stmt)
 	if err != nil {
 		return nil, err
 	}
@@ -225,11 +205,7 @@ func consistent(n *astNode) bool {
 // hunt's statement must have outside its subquery. It is asked of the same server, so a
 // version that prints the wrapper differently still compares like with like.
 func referenceTree(ctx context.Context, conn driver.Conn) (*astNode, error) {
-	stmt, _, err := substituteParams(FindingsQuery("SELECT 1"))
-	if err != nil {
-		return nil, err
-	}
-	ref, err := explain(ctx, conn, stmt)
+	ref, err := explain(ctx, conn, FindingsQuery("SELECT 1"))
 	if err != nil {
 		return nil, fmt.Errorf("parse the findings wrapper: %w", err)
 	}
@@ -268,78 +244,307 @@ func matchWrapper(ref, got *astNode) (*astNode, error) {
 	return hunt, nil
 }
 
-// selectKinds are the node kinds EXPLAIN AST prints for a SELECT. A kind not listed (an INSERT,
-// a new clause of a newer server) is refused until someone looks at it.
+// selectKinds are the node kinds EXPLAIN AST prints for a SELECT, with every expression under
+// them printed as children. A kind not listed (an INSERT, a new clause of a newer server) is
+// refused until someone looks at it, and so are the kinds whose expressions the server does not
+// print: a named WINDOW clause (WindowListElement) and APPLY (ColumnsApplyTransformer), which
+// calls a function given by name.
 var selectKinds = map[string]bool{
 	"SelectWithUnionQuery": true, "SelectIntersectExceptQuery": true, "SelectQuery": true,
 	"ExpressionList": true, "Function": true, "Identifier": true, "TableIdentifier": true,
 	"Literal": true, "Asterisk": true, "QualifiedAsterisk": true,
 	"ColumnsRegexpMatcher": true, "ColumnsListMatcher": true,
 	"QualifiedColumnsRegexpMatcher": true, "QualifiedColumnsListMatcher": true,
-	"ColumnsTransformerList": true, "ColumnsApplyTransformer": true, "ColumnsExceptTransformer": true,
+	"ColumnsTransformerList": true, "ColumnsExceptTransformer": true,
 	"ColumnsReplaceTransformer": true, "ColumnsReplaceTransformer::Replacement": true,
 	"TablesInSelectQuery": true, "TablesInSelectQueryElement": true, "TableExpression": true,
 	"TableJoin": true, "ArrayJoin": true, "Subquery": true, "WithElement": true,
 	"OrderByElement": true, "InterpolateElement": true, "WindowDefinition": true,
-	"WindowListElement": true, "SampleRatio": true, "Set": true,
+	"SampleRatio": true, "Set": true,
+}
+
+// hiddenKinds are refused with a message of their own: they are SELECT syntax, but their
+// content is not in the server's tree, so it cannot be checked.
+var hiddenKinds = map[string]string{
+	"WindowListElement":       "a named window (WINDOW w AS (…)), whose definition the server's tree does not show; write the window inline, OVER (PARTITION BY … ORDER BY …)",
+	"ColumnsApplyTransformer": "APPLY, which calls a function the server's tree does not name; call the function on the columns instead",
+}
+
+// inFunctions take a table (or subquery, or tuple) as their right-hand side: a bare identifier
+// there is a table read.
+var inFunctions = map[string]bool{
+	"in": true, "notin": true, "globalin": true, "globalnotin": true,
+	"nullin": true, "notnullin": true, "globalnullin": true, "globalnotnullin": true,
 }
 
 // walkHunt checks every node of the hunt's subtree and counts its SETTINGS clauses (Set nodes).
 func walkHunt(root *astNode, p Policy) (sets int, err error) {
-	allowed := p.allowedTableFunctions()
-	var walk func(n, parent *astNode) error
-	walk = func(n, parent *astNode) error {
+	// tfArg: n is an argument of a table function, checked there (tableFunctionIssue).
+	var walk func(n, parent *astNode, tfArg bool) error
+	walk = func(n, parent *astNode, tfArg bool) error {
 		kind := n.kind()
+		if why, hidden := hiddenKinds[kind]; hidden {
+			return refused("the query uses %s", why)
+		}
 		if !selectKinds[kind] {
 			return refused("the query holds a %s, which is not part of a plain SELECT", safeKind(kind))
 		}
+		tableFunction := false
 		switch kind {
 		case "Set":
 			sets++
 		case "Function":
-			name := n.name()
-			lower := strings.ToLower(name)
-			if parent != nil && parent.kind() == "TableExpression" && !allowed[lower] {
-				if why, bad := offServerReason(lower); bad {
-					return refused("query calls %s(), which %s; a hunt may read only tables on the ClickHouse server", safeName(name), why)
+			switch {
+			case parent != nil && parent.kind() == "TableExpression":
+				if err := tableFunctionIssue(n, p); err != nil {
+					return err
 				}
-				return refused("query calls table function %s(); a hunt may read only tables (an operator can allow it with --allow-table-functions)", safeName(name))
-			}
-			if why, bad := offServerReason(lower); bad && !allowed[lower] {
-				return refused("query calls %s(), which %s; a hunt may read only tables on the ClickHouse server", safeName(name), why)
-			}
-			if db, _, ok := strings.Cut(name, "."); ok {
-				if issue := p.schemaIssue(db); issue != "" {
-					return refused("%s", issue)
+				tableFunction = true
+			case tfArg && strings.EqualFold(n.name(), "REGEXP"):
+				// merge(REGEXP('…'), …): the pattern was checked with the table function.
+			default:
+				if err := functionIssue(n, p); err != nil {
+					return err
 				}
 			}
 		case "Identifier", "TableIdentifier":
-			// The printed name joins its parts with dots whatever their quoting, so a quoted
-			// name with a dot in it is read as qualified: refused if it looks like one of ours,
-			// never the other way round.
-			if db, _, ok := strings.Cut(n.name(), "."); ok {
-				if issue := p.schemaIssue(db); issue != "" {
-					return refused("%s", issue)
-				}
-			} else if kind == "TableIdentifier" {
-				if issue := p.tableIssue(n.name()); issue != "" {
-					return refused("%s", issue)
-				}
+			if err := nameIssue(n.name(), kind == "TableIdentifier", p); err != nil {
+				return err
 			}
 		case "Literal":
-			if p.CoordinationDatabase != "" && strings.Contains(n.label, "'"+p.CoordinationDatabase+".") {
-				// dictGet, joinGet and friends name tables in strings.
-				return refused("query names hunt-runner's own database in a string; a hunt may read only source data")
+			if err := literalIssue(n, p); err != nil {
+				return err
 			}
 		}
 		for _, k := range n.kids {
-			if err := walk(k, n); err != nil {
+			if tableFunction && k.kind() == "ExpressionList" {
+				for _, a := range k.kids {
+					if err := walk(a, k, true); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			if err := walk(k, n, false); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	return sets, walk(root, nil)
+	return sets, walk(root, nil, false)
+}
+
+// nameIssue checks a (maybe qualified) name the tree prints. The printed name joins its parts
+// with dots whatever their quoting, so a quoted name with a dot in it is read as qualified:
+// refused if it looks like one of ours, never the other way round.
+func nameIssue(name string, table bool, p Policy) error {
+	if db, _, ok := strings.Cut(name, "."); ok {
+		if issue := p.schemaIssue(db); issue != "" {
+			return refused("%s", issue)
+		}
+	} else if table {
+		if issue := p.tableIssue(name); issue != "" {
+			return refused("%s", issue)
+		}
+	}
+	return nil
+}
+
+// literalIssue refuses a string naming hunt-runner's database, alone or as a qualifier: dictGet,
+// joinGet, hasColumnInTable and table functions name databases and tables in strings.
+func literalIssue(n *astNode, p Policy) error {
+	if p.CoordinationDatabase == "" {
+		return nil
+	}
+	lit := strings.TrimPrefix(n.label, "Literal ")
+	if i := strings.Index(lit, " (alias "); i >= 0 {
+		lit = lit[:i]
+	}
+	if strings.Contains(lit, "'"+p.CoordinationDatabase+".") || strings.Contains(lit, "'"+p.CoordinationDatabase+"'") {
+		return refused("query names hunt-runner's own database in a string; a hunt may read only source data")
+	}
+	return nil
+}
+
+// args are the argument nodes of a function node (its first ExpressionList).
+func args(n *astNode) []*astNode {
+	if len(n.kids) == 0 || n.kids[0].kind() != "ExpressionList" {
+		return nil
+	}
+	return n.kids[0].kids
+}
+
+// functionIssue checks a scalar, aggregate or window function call.
+func functionIssue(n *astNode, p Policy) error {
+	name := n.name()
+	lower := strings.ToLower(name)
+	if !p.functionAllowed(name) {
+		if why, bad := offServerReason(lower); bad {
+			return refused("query calls %s(), which %s; a hunt may read only tables on the ClickHouse server", safeName(name), why)
+		}
+		return refused("%s", functionRefusal(name))
+	}
+	if db, _, ok := strings.Cut(name, "."); ok { // a qualified function: a UDF of some database
+		if issue := p.schemaIssue(db); issue != "" {
+			return refused("%s", issue)
+		}
+	}
+	a := args(n)
+	if dictionarySet[lower] {
+		if len(a) == 0 || a[0].kind() != "Literal" {
+			return refused("%s() must name its dictionary in a plain string literal ('db.dictionary'); hunt-runner refuses what it cannot check", functionName(name))
+		}
+		if issue := p.dictionaryIssue(name, literalText(a[0])); issue != "" {
+			return refused("%s", issue)
+		}
+	}
+	if inFunctions[lower] && len(a) == 2 && a[1].kind() == "Identifier" {
+		// x IN t reads table t (or a WITH alias of the query's, which is checked where it is defined).
+		if err := nameIssue(a[1].name(), true, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// literalText is a Literal's value as the server prints it (a string keeps its quotes).
+func literalText(n *astNode) string {
+	lit := strings.TrimPrefix(n.label, "Literal ")
+	if i := strings.Index(lit, " (alias "); i >= 0 {
+		lit = lit[:i]
+	}
+	return lit
+}
+
+// intLiteral reads an integer Literal as the server prints it (UInt64_10, Int64_-1).
+func intLiteral(n *astNode) (string, bool) {
+	if n.kind() != "Literal" {
+		return "", false
+	}
+	lit := literalText(n)
+	for _, prefix := range []string{"UInt64_", "Int64_"} {
+		if v, ok := strings.CutPrefix(lit, prefix); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// tableFunctionIssue checks a table function: on the allowlist, and its arguments literals or
+// names that can be proven not to reach hunt-runner's database or system tables. The default
+// generators must have integer literal bounds within MaxGeneratedRows.
+func tableFunctionIssue(n *astNode, p Policy) error {
+	name := n.name()
+	if !p.tableFunctionAllowed(name) {
+		return refused("%s", tableFunctionRefusal(name))
+	}
+	lower := strings.ToLower(name)
+	a := args(n)
+	if slices.Contains(defaultTableFunctions, lower) && !p.allowedTableFunctions()[lower] {
+		vals := make([]string, len(a))
+		for i, arg := range a {
+			v, ok := intLiteral(arg)
+			if !ok {
+				return refused("%s() takes integer literals here, so its size is known before it runs; an operator can lift that with --allow-table-functions %s", name, lower)
+			}
+			vals[i] = v
+		}
+		if rows, ok := generatedRows(lower, vals); !ok || rows > MaxGeneratedRows {
+			return refused("%s() generates more than %d rows (or its bounds are not understood); narrow it, or an operator can lift the bound with --allow-table-functions %s", name, MaxGeneratedRows, lower)
+		}
+		return nil
+	}
+	if lower == "merge" && len(a) < 2 {
+		return refused("merge() without a database reads the connection's current database, which cannot be checked; name the database: merge(db, 'regexp')")
+	}
+	for i, arg := range a {
+		switch arg.kind() {
+		case "Literal":
+			lit := literalText(arg)
+			if v, ok := plainString(lit); ok {
+				if err := argNameIssue(v, p); err != nil {
+					return err
+				}
+			} else if strings.HasPrefix(lit, "'") {
+				return refused("%s() has a string argument with escapes; hunt-runner refuses what it cannot check", name)
+			}
+		case "Identifier":
+			if err := argNameIssue(arg.name(), p); err != nil {
+				return err
+			}
+		case "Function":
+			if lower == "merge" && i == 0 && strings.EqualFold(arg.name(), "REGEXP") {
+				if err := regexpDatabasesIssue(arg, p); err != nil {
+					return err
+				}
+				continue
+			}
+			return refused("%s() has an argument that is an expression (such as currentDatabase()); table-function arguments must be literals, so that what they name can be checked", name)
+		case "SelectWithUnionQuery", "Subquery":
+			// view(SELECT …): the subquery is walked like any other.
+		default:
+			return refused("%s() has an argument that is not a literal; table-function arguments must be literals, so that what they name can be checked", name)
+		}
+	}
+	return nil
+}
+
+// argNameIssue checks a name given to a table function, as a string or an identifier: it may
+// be a database, a table or db.table, so it is checked as each.
+func argNameIssue(v string, p Policy) error {
+	if strings.Contains(v, ".") {
+		return nameIssue(v, true, p)
+	}
+	if issue := cmpOrIssue(p.schemaIssue(v), p.tableIssue(v)); issue != "" {
+		return refused("%s", issue)
+	}
+	return nil
+}
+
+func cmpOrIssue(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// regexpDatabasesIssue checks merge(REGEXP('…'), …): the pattern must be a plain literal that
+// matches none of the databases a hunt may not read. Go's regexp is RE2's syntax, which
+// ClickHouse uses; a pattern Go cannot compile is refused.
+func regexpDatabasesIssue(fn *astNode, p Policy) error {
+	a := args(fn)
+	if len(a) != 1 || a[0].kind() != "Literal" {
+		return refused("merge(REGEXP(…)) must take one string literal")
+	}
+	pat, ok := plainString(literalText(a[0]))
+	if !ok {
+		return refused("merge(REGEXP(…)) must take a plain string literal, without escapes")
+	}
+	return patternIssue(pat, p)
+}
+
+// patternIssue refuses a merge() database pattern that matches a database no hunt may read,
+// or that hunt-runner cannot read.
+func patternIssue(pat string, p Policy) error {
+	re, err := regexp.Compile(pat)
+	if err != nil {
+		return refused("merge(REGEXP(…)): hunt-runner cannot read the pattern, so it cannot prove which databases it matches")
+	}
+	for _, db := range p.forbiddenDatabases() {
+		for _, spelling := range []string{db, strings.ToUpper(db), strings.ToLower(db)} {
+			if re.MatchString(spelling) {
+				return refused("merge(REGEXP(…)) matches a database a hunt may not read (%s); anchor the pattern to the source databases, e.g. '^sample$'", spellingShown(db, p))
+			}
+		}
+	}
+	return nil
+}
+
+func spellingShown(db string, p Policy) string {
+	if db == p.CoordinationDatabase {
+		return "hunt-runner's own database"
+	}
+	return db
 }
 
 func safeKind(k string) string {
@@ -388,65 +593,25 @@ func quoteString(s string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
 }
 
-// substitution is one parameter replaced by a literal: at..end in the text sent, orig as written.
-type substitution struct {
-	at, end int
-	orig    string
-	literal string
-}
-
-type substitutions []substitution
-
-// substituteParams replaces {name:Type} parameters with CAST literals of their type, so the
-// server can parse the text without bound values. Each parameter gets its own second, so that
-// restore can tell them apart in an error message.
-func substituteParams(q string) (string, substitutions, error) {
-	toks, issue := lexQuery(q)
-	if issue != nil {
-		return "", nil, errors.New(issue.msg)
-	}
-	var b strings.Builder
-	var subs substitutions
-	last := 0
-	for _, t := range toks {
-		if t.kind != tkParam {
-			continue
-		}
-		_, typ, ok := strings.Cut(strings.Trim(t.text, "{}"), ":")
-		if !ok {
-			return "", nil, fmt.Errorf("a query parameter has no type")
-		}
-		b.WriteString(q[last:t.pos])
-		lit := fmt.Sprintf("CAST('2000-01-01 00:00:%02d', %s)", len(subs)%60, quoteString(strings.TrimSpace(typ)))
-		if typ := strings.TrimSpace(typ); !strings.HasPrefix(typ, "DateTime") {
-			lit = "CAST('1', " + quoteString(typ) + ")" // the same in every statement, so the wrapper compares equal
-		}
-		subs = append(subs, substitution{at: b.Len(), end: b.Len() + len(lit), orig: t.text, literal: lit})
-		b.WriteString(lit)
-		last = t.pos + len(t.text)
-	}
-	b.WriteString(q[last:])
-	return b.String(), subs, nil
-}
-
 var (
 	failedAtRe      = regexp.MustCompile(`failed at position (\d+)`)
 	serverLineColRe = regexp.MustCompile(` \(line \d+, col \d+\)`)
 )
 
 // serverRefusal turns a server error about the statement into a refusal placed in the query as
-// written: "failed at position N" (a byte offset into what was sent) becomes a line and column
-// of the query, and the literals go back to the parameters the author wrote.
-func serverRefusal(err error, subs substitutions, head int, query string) error {
+// written: "failed at position N" (a byte offset into what was sent, head bytes before the
+// query) becomes a line and column of the query.
+func serverRefusal(err error, head int, query string) error {
 	msg := serverMessage(err)
 	e := &RefusedError{}
 	if m := failedAtRe.FindStringSubmatchIndex(msg); m != nil {
 		if pos, err := strconv.Atoi(msg[m[2]:m[3]]); err == nil {
-			off := subs.original(pos-1-len(explainPrefix)) - head
+			// TrimQuery dropped the query's leading blanks from the statement.
+			off := pos - 1 - head + len(query) - len(strings.TrimLeftFunc(query, unicode.IsSpace))
 			if off >= 0 && off <= len(query) {
 				e.Line = 1 + strings.Count(query[:off], "\n")
 				e.Column = 1 + off - (strings.LastIndex(query[:off], "\n") + 1)
-				// The server's own "(line L, col C)" counts in the substituted text: drop it.
+				// The server's own "(line L, col C)" counts in the whole statement: drop it.
 				rest := serverLineColRe.ReplaceAllString(msg[m[1]:], "")
 				msg = msg[:m[0]] + fmt.Sprintf("failed at line %d, column %d of the query", e.Line, e.Column) + rest
 			} else {
@@ -456,26 +621,8 @@ func serverRefusal(err error, subs substitutions, head int, query string) error 
 			}
 		}
 	}
-	for _, s := range subs {
-		msg = strings.ReplaceAll(msg, s.literal, s.orig)
-	}
 	e.Msg = "the server's parser says: " + msg
 	return e
-}
-
-// original maps a byte offset in the substituted text back to the text before substitution.
-func (subs substitutions) original(off int) int {
-	shift := 0
-	for _, s := range subs {
-		if off < s.at {
-			break
-		}
-		if off < s.end {
-			return s.at - shift
-		}
-		shift += (s.end - s.at) - len(s.orig)
-	}
-	return off - shift
 }
 
 var exceptionCodeRe = regexp.MustCompile(`\bcode: [0-9]+\b`)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -161,7 +162,7 @@ func TestValidateWithServer(t *testing.T) {
 	}
 	// Names are resolved by default: the same corpus names tables the server does not know.
 	out, err = runApp(t, "validate", "--clickhouse-url", db.URL, filepath.Join(corpusDir, "good"))
-	if exitCode(err) != exitError || !strings.Contains(out, "the server says:") || !strings.Contains(out, ": 0 valid hunts,") {
+	if exitCode(err) != exitError || !strings.Contains(out, "database sample does not exist on the server") || !strings.Contains(out, ": 0 valid hunts,") {
 		t.Errorf("unresolvable names passed, or their hunts were still counted valid: exit %d\n%s", exitCode(err), out)
 	}
 	dir := t.TempDir()
@@ -271,27 +272,36 @@ func writeTestFile(t *testing.T, path, content string) {
 	}
 }
 
-// TestValidatePolicyFlags: --allow-table-functions and --allow-system-tables widen what validate
-// accepts, offline and with the server, and a bad list is a usage error.
+// TestValidatePolicyFlags: --allow-table-functions, --allow-functions, --allow-dictionaries and
+// --allow-system-tables widen what validate accepts, offline and with the server, and a bad
+// list is a usage error.
 func TestValidatePolicyFlags(t *testing.T) {
 	db := chtest.New(t)
 	dir := t.TempDir()
-	writeTestFile(t, filepath.Join(dir, "n.yaml"), "interval: 5m\nquery: SELECT number FROM numbers(3) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}\n")
-	writeTestFile(t, filepath.Join(dir, "s.yaml"), "interval: 5m\nquery: SELECT dummy FROM system.one WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}\n")
+	const w = " WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}\n"
+	writeTestFile(t, filepath.Join(dir, "n.yaml"), "interval: 5m\nquery: SELECT zero FROM zeros(3)"+w)
+	writeTestFile(t, filepath.Join(dir, "s.yaml"), "interval: 5m\nquery: SELECT dummy FROM system.one"+w)
+	writeTestFile(t, filepath.Join(dir, "f.yaml"), "interval: 5m\nquery: SELECT throwIf(0) FROM numbers(3)"+w)
+	writeTestFile(t, filepath.Join(dir, "d.yaml"), "interval: 5m\nquery: SELECT dictHas('geo.country', toUInt64(1)) FROM numbers(3)"+w)
 	out, err := runApp(t, "validate", dir)
-	if exitCode(err) != exitError || !strings.Contains(out, "table function numbers()") || !strings.Contains(out, "reads system tables") {
-		t.Errorf("default policy: exit %d\n%s", exitCode(err), out)
+	for _, want := range []string{"table function zeros()", "reads system tables", "--allow-functions throwIf", "--allow-dictionaries"} {
+		if exitCode(err) != exitError || !strings.Contains(out, want) {
+			t.Errorf("default policy, want %q: exit %d\n%s", want, exitCode(err), out)
+		}
 	}
+	widen := []string{"--allow-table-functions", "zeros", "--allow-system-tables", "--allow-functions", "throwIf", "--allow-dictionaries", "geo.country"}
 	for _, args := range [][]string{
-		{"validate", "--allow-table-functions", "numbers", "--allow-system-tables", dir},
-		{"validate", "--allow-table-functions", "numbers", "--allow-system-tables", "--clickhouse-url", db.URL, dir},
+		slices.Concat([]string{"validate"}, widen, []string{dir}),
+		slices.Concat([]string{"validate", "--clickhouse-url", db.URL, "--resolve-names=false"}, widen, []string{dir}),
 	} {
 		if out, err := runApp(t, args...); err != nil {
 			t.Errorf("%v: %v\n%s", args, err, out)
 		}
 	}
-	if _, err := runApp(t, "validate", "--allow-table-functions", "url('x')", dir); exitCode(err) != exitUsage {
-		t.Errorf("a bad list: %v", err)
+	for _, flag := range []string{"--allow-table-functions", "--allow-functions", "--allow-dictionaries"} {
+		if _, err := runApp(t, "validate", flag, "url('x')", dir); exitCode(err) != exitUsage {
+			t.Errorf("a bad %s list: %v", flag, err)
+		}
 	}
 }
 

@@ -82,7 +82,11 @@ func sourcePath(c *cli.Context, dir string) func(rel string) string {
 func policyFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "allow-table-functions", EnvVars: envFor("allow-table-functions"),
-			Usage: "comma-separated table functions hunts may call (e.g. numbers,merge); none by default"},
+			Usage: "comma-separated table functions hunts may call beyond numbers and generate_series with literal bounds (e.g. merge; its databases are still checked)"},
+		&cli.StringFlag{Name: "allow-functions", EnvVars: envFor("allow-functions"),
+			Usage: "comma-separated functions hunts may call beyond the default allowlist (docs/hunts.md), e.g. throwIf"},
+		&cli.StringFlag{Name: "allow-dictionaries", EnvVars: envFor("allow-dictionaries"),
+			Usage: "comma-separated dictionaries (db.name, as written in dictGet) hunts may read; none by default"},
 		&cli.BoolFlag{Name: "allow-system-tables", EnvVars: envFor("allow-system-tables"),
 			Usage: "let hunts read system.* and information_schema (they hold other users' queries and server state)"},
 	}
@@ -95,8 +99,16 @@ func huntPolicy(c *cli.Context) (configsrc.Policy, error) {
 	if err != nil {
 		return configsrc.Policy{}, cli.Exit(fmt.Sprintf("--allow-table-functions: %v", err), exitUsage)
 	}
-	p := configsrc.Policy{AllowTableFunctions: fns, AllowSystem: c.Bool("allow-system-tables"),
-		CoordinationDatabase: chstore.DefaultDatabase}
+	extra, err := configsrc.ParseFunctions(c.String("allow-functions"))
+	if err != nil {
+		return configsrc.Policy{}, cli.Exit(fmt.Sprintf("--allow-functions: %v", err), exitUsage)
+	}
+	dicts, err := configsrc.ParseDictionaries(c.String("allow-dictionaries"))
+	if err != nil {
+		return configsrc.Policy{}, cli.Exit(fmt.Sprintf("--allow-dictionaries: %v", err), exitUsage)
+	}
+	p := configsrc.Policy{AllowTableFunctions: fns, AllowFunctions: extra, AllowDictionaries: dicts,
+		AllowSystem: c.Bool("allow-system-tables"), CoordinationDatabase: chstore.DefaultDatabase}
 	if o, err := clickhouseOptions(c).WithDefaults(); err == nil {
 		p.CoordinationDatabase = o.Database
 	}
