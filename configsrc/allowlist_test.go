@@ -117,6 +117,7 @@ func TestAllowlist(t *testing.T) {
 	const w = " WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}"
 	base := Policy{CoordinationDatabase: "hunt_runner"}
 	merge := Policy{CoordinationDatabase: "hunt_runner", AllowTableFunctions: []string{"merge"}}
+	mergeCurrent := Policy{CoordinationDatabase: "hunt_runner", AllowTableFunctions: []string{"merge"}, AllowFunctions: []string{"currentDatabase"}}
 	withHas := Policy{CoordinationDatabase: "hunt_runner", AllowFunctions: []string{"hasColumnInTable"}}
 	dicts := Policy{CoordinationDatabase: "hunt_runner", AllowDictionaries: []string{"geo.country"}}
 	for _, tc := range []struct {
@@ -145,6 +146,8 @@ func TestAllowlist(t *testing.T) {
 		{"merge by regexp", "SELECT * FROM merge(REGEXP('hunt.*'), '^hunt')" + w, merge, "hunt-runner's own database"},
 		{"merge by regexp matching system", "SELECT * FROM merge(REGEXP('^sys'), '^query')" + w, merge, "system"},
 		{"merge by currentDatabase()", "SELECT * FROM merge(currentDatabase(), '^hunt')" + w, merge, "currentDatabase()"},
+		{"merge by currentDatabase(), allowed as a function", "SELECT * FROM merge(currentDatabase(), '^hunt')" + w, mergeCurrent, "table-function arguments must be literals"},
+		{"merge of system by string", "SELECT * FROM merge('system', '^query_log$')" + w, merge, "reads system tables"},
 		{"merge without a database", "SELECT * FROM merge('^hunt')" + w, merge, "merge() without a database"},
 		{"merge of a source database", "SELECT * FROM merge(REGEXP('^sample$'), '^events')" + w, merge, ""},
 		{"merge not allowed", "SELECT * FROM merge(sample, '^events')" + w, base, "--allow-table-functions merge"},
