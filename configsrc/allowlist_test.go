@@ -183,3 +183,46 @@ func TestAllowlist(t *testing.T) {
 		t.Error("a three-part dictionary name was accepted")
 	}
 }
+
+// swallowQuery has a backslash in a parameter's type. This lexer, were it to take the
+// parameter as ending at the first '}', would read "')} OR hostName() = '" as a string; the
+// server's lexer reads the type as SQL, where '\' escapes the quote, so its string runs from the
+// type to "s = '" and hostName() is code.
+const swallowQuery = `SELECT 1 FROM sample.t WHERE ts >= {window_start:DateTime('\')} AND ts < {window_end:DateTime64(3)} AND s = ')} OR hostName() = '--'`
+
+// TestParameterTypeBackslash: the checked statement is the run statement. A backslash or quote
+// in a parameter's type is refused by both checks, and the server does read such a statement
+// differently from a lexer that stops at the first '}'.
+func TestParameterTypeBackslash(t *testing.T) {
+	db := chtest.New(t)
+	ctx := context.Background()
+	for _, q := range []string{
+		swallowQuery,
+		`SELECT 1 FROM sample.t WHERE ts >= {window_start:DateTime64(3, 'U\TC')} AND ts < {window_end:DateTime64(3)}`,
+		`SELECT 1 FROM sample.t WHERE ts >= {window_start:DateTime64(3, "UTC")} AND ts < {window_end:DateTime64(3)}`,
+		`SELECT 1 FROM sample.t WHERE ts >= {window_start:DateTime64(3, 'UTC)} AND ts < {window_end:DateTime64(3)}`,
+	} {
+		_, issues := checkQuery(q)
+		if len(issues) != 1 || !strings.Contains(issues[0].msg, "parameter's type holds a backslash or a quote") {
+			t.Errorf("offline %s: %v", q, issues)
+		}
+		err := CheckWithServer(ctx, db.Conn, Hunt{ID: "x", Query: q}, Policy{})
+		if !errors.Is(err, ErrQueryRefused) || !strings.Contains(err.Error(), "parameter's type holds a backslash or a quote") {
+			t.Errorf("server %s: %v", q, err)
+		}
+	}
+	// The plain time zone form stays accepted.
+	ok := `SELECT 1 FROM sample.t WHERE ts >= {window_start:DateTime64(3, 'Europe/Paris')} AND ts < {window_end:DateTime('UTC')}`
+	if _, issues := checkQuery(ok); len(issues) != 0 {
+		t.Errorf("offline %s: %v", ok, issues)
+	}
+	if err := CheckWithServer(ctx, db.Conn, Hunt{ID: "x", Query: ok}, Policy{}); err != nil {
+		t.Errorf("server %s: %v", ok, err)
+	}
+	// What the server makes of it: the type's string runs on to "s = '", taking the second
+	// parameter with it, which a lexer stopping at '}' would not see.
+	_, err := explain(ctx, db.Conn, FindingsQuery(swallowQuery))
+	if err == nil || !strings.Contains(serverMessage(err), "AND ts < {window_end:DateTime64(3)} AND s = ") {
+		t.Errorf("the server read the statement as the naive lexer does: %v", err)
+	}
+}

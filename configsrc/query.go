@@ -129,9 +129,15 @@ func lexQuery(q string) ([]token, *queryIssue) {
 			i = end
 		case c == '{':
 			// Parameters are short; bounding the search keeps the lexer linear.
-			if end := strings.IndexByte(q[i:min(len(q), i+256)], '}'); end > 0 && paramRe.MatchString(q[i:i+end+1]) {
+			end := strings.IndexByte(q[i:min(len(q), i+256)], '}')
+			if end > 0 && paramRe.MatchString(q[i:i+end+1]) {
 				toks = append(toks, token{tkParam, q[i : i+end+1], i})
 				i += end + 1
+			} else if paramStartRe.MatchString(q[i:min(len(q), i+256)]) && (end < 0 || strings.ContainsAny(q[i:i+end+1], "\\'\"`")) {
+				// The server lexes a parameter's type as SQL: a backslash or quote there can
+				// open a string that runs past the '}' this lexer would stop at, and the two
+				// would read the rest of the query differently.
+				return nil, &queryIssue{i, "a query parameter's type holds a backslash or a quote (or does not close); write {window_start:DateTime64(3)}, with a time zone only as a plain name: DateTime64(3, 'UTC')"}
 			} else {
 				toks = append(toks, token{tkPunct, "{", i})
 				i++
@@ -179,9 +185,11 @@ func isIdentStart(c byte) bool {
 }
 
 var (
-	paramRe = regexp.MustCompile(`^\{\s*[A-Za-z_][A-Za-z0-9_]*\s*(:[^{}]*)?\}$`)
+	// A parameter's type holds no backslash and no quote but around a plain time zone name.
+	paramRe      = regexp.MustCompile(`^\{\s*[A-Za-z_][A-Za-z0-9_]*\s*(:([^{}\\'"` + "`" + `]|'[A-Za-z0-9_/+-]*')*)?\}$`)
+	paramStartRe = regexp.MustCompile(`^\{\s*[A-Za-z_][A-Za-z0-9_]*\s*:`)
 	// The window parameters must be a date-time type the runner's UTC values parse into.
-	windowTypeRe = regexp.MustCompile(`^(DateTime64\(\s*[0-9]\s*(,\s*'[^']*'\s*)?\)|DateTime(\(\s*'[^']*'\s*\))?)$`)
+	windowTypeRe = regexp.MustCompile(`^(DateTime64\(\s*[0-9]\s*(,\s*'[A-Za-z0-9_/+-]*'\s*)?\)|DateTime(\(\s*'[A-Za-z0-9_/+-]*'\s*\))?)$`)
 )
 
 // writeKeywords start statements that change data or the server.
