@@ -30,16 +30,17 @@ func TestValidateRunsNothing(t *testing.T) {
 	if err := CheckWithServer(ctx, db.Conn, h, p); err != nil {
 		t.Fatalf("check: %v", err)
 	}
+	checked := len(srv.StatementLog(t))
 	if err := ResolveWithServer(ctx, db.Conn, h); err != nil {
 		t.Fatalf("resolve: %v", err)
 	}
 	log := srv.StatementLog(t)[start:]
 	exact := false
-	for _, st := range log {
+	for i, st := range log {
 		upper := strings.ToUpper(strings.TrimSpace(st.SQL))
 		switch {
 		case st.SQL == explainPrefix+FindingsQuery(q):
-			exact = exact || (st.Params["window_start"] != "" && st.Params[ParamLimit] != "")
+			exact = exact || (start+i < checked && st.Params["window_start"] != "" && st.Params[ParamLimit] != "")
 		case strings.HasPrefix(upper, "EXPLAIN AST "):
 		case strings.HasPrefix(upper, "SELECT FORMATQUERY("):
 		case strings.Contains(st.SQL, "throwIf"):
@@ -52,7 +53,7 @@ func TestValidateRunsNothing(t *testing.T) {
 		}
 	}
 	if !exact {
-		t.Errorf("the server was not asked about the exact statement the runner sends, with its parameters bound; log: %+v", log)
+		t.Errorf("the check did not ask the server about the exact statement the runner sends, with its parameters bound; log: %+v", log)
 	}
 	// The premise: what name resolution used to ask evaluates the subquery.
 	qctx := clickhouse.Context(ctx, clickhouse.WithParameters(checkParams))
