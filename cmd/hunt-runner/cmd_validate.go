@@ -23,14 +23,17 @@ func validateCommand() *cli.Command {
 		Usage:     "lint hunt definitions; prints file:line:col: message per problem and exits 1 on any",
 		ArgsUsage: "[DIR | FILE...]",
 		Description: "Checks every hunt file the way the runner loads it: strict YAML, schedule, query shape\n" +
-			"(one read-only SELECT over {window_start}/{window_end}, no table functions reaching off the\n" +
-			"server). DIR defaults to --hunts-dir; --git-url validates a branch, tag or commit instead; one\n" +
-			"or more FILEs are checked on their own (for a pre-commit hook).\n" +
+			"(one read-only SELECT over {window_start}/{window_end}, only functions and table functions on the\n" +
+			"allowlists of docs/hunts.md, widened by --allow-functions, --allow-table-functions and\n" +
+			"--allow-dictionaries). DIR defaults to --hunts-dir; --git-url validates a branch, tag or commit\n" +
+			"instead; one or more FILEs are checked on their own (for a pre-commit hook).\n" +
 			"When --clickhouse-url is given explicitly, the exact statement the runner sends for each query is also\n" +
-			"parsed by the server (EXPLAIN AST) and checked against the same rules (docs/hunts.md), and\n" +
-			"the server resolves its names (EXPLAIN QUERY TREE): an unknown database, table or column is a\n" +
-			"problem. --resolve-names=false skips that, e.g. against a CI server without the source tables.\n" +
-			"Without --clickhouse-url the SQL is only checked offline: a typo the parser would catch passes.\n\n" +
+			"parsed by the server (EXPLAIN AST, which evaluates nothing) and checked against the same rules,\n" +
+			"and the databases, tables and columns it names are looked up in system.tables and\n" +
+			"system.columns: an unknown one is a problem. Nothing of the hunt ever runs. --resolve-names=false\n" +
+			"skips the look-up, e.g. against a CI server without the source tables.\n" +
+			"Without --clickhouse-url only a lexical check of the SQL runs, and validate says so: a typo the\n" +
+			"parser would catch, or a missing table, passes.\n\n" +
 			"Exit status: 0 all valid, 1 any problem or no hunt file at all (a wrong path must not pass CI),\n" +
 			"2 usage. Example, in CI: hunt-runner validate hunts/",
 		Flags: concat(
@@ -137,7 +140,7 @@ func validateAction(c *cli.Context) error {
 	display = keepPath(display, c.String("notify-config"))
 	w := c.App.Writer
 	if c.Bool("json") {
-		if err := writeValidateJSON(w, set, problems, display); err != nil {
+		if err := writeValidateJSON(w, set, problems, display, sqlCheck(c)); err != nil {
 			return err
 		}
 	} else {
@@ -155,7 +158,7 @@ func validateAction(c *cli.Context) error {
 			where += " (commit " + set.Commit[:min(12, len(set.Commit))] + ")"
 		}
 		if !c.IsSet("clickhouse-url") && len(set.Hunts) > 0 {
-			fmt.Fprintln(w, "note: SQL checked offline only; add --clickhouse-url to have the server parse each query and resolve its tables and columns")
+			fmt.Fprintln(w, "note: only a lexical check of the SQL ran (no server): add --clickhouse-url to have the server parse each query and look up its tables and columns")
 		}
 		fmt.Fprintf(w, "%s: %s, %s in %s\n", where, nounCount(len(set.Hunts), "valid hunt"), nounCount(len(problems), "problem"), nounCount(len(files), "file"))
 	}
@@ -169,12 +172,25 @@ func validateAction(c *cli.Context) error {
 	return nil
 }
 
-func writeValidateJSON(w io.Writer, set *configsrc.Set, problems []configsrc.Problem, display func(string) string) error {
+// sqlCheck says how far the SQL was checked, for --json: "lexical" (no server), "server" (the
+// server's parse) or "server+names" (and the names looked up in the catalogue).
+func sqlCheck(c *cli.Context) string {
+	switch {
+	case !c.IsSet("clickhouse-url"):
+		return "lexical"
+	case c.Bool("resolve-names"):
+		return "server+names"
+	}
+	return "server"
+}
+
+func writeValidateJSON(w io.Writer, set *configsrc.Set, problems []configsrc.Problem, display func(string) string, check string) error {
 	out := struct {
-		Hunts  []validateHunt  `json:"hunts"`
-		Errors []validateError `json:"errors"`
-		Commit string          `json:"commit,omitempty"`
-	}{Hunts: []validateHunt{}, Errors: []validateError{}, Commit: set.Commit}
+		Hunts    []validateHunt  `json:"hunts"`
+		Errors   []validateError `json:"errors"`
+		Commit   string          `json:"commit,omitempty"`
+		SQLCheck string          `json:"sql_check"`
+	}{Hunts: []validateHunt{}, Errors: []validateError{}, Commit: set.Commit, SQLCheck: check}
 	for _, h := range set.Hunts {
 		out.Hunts = append(out.Hunts, validateHunt{ID: h.ID, File: display(h.File),
 			IntervalSeconds: int64(h.Interval / time.Second), PhaseOffset: int64(h.Offset / time.Second),

@@ -46,7 +46,7 @@ func TestValidateCorpus(t *testing.T) {
 		want = append(want, filepath.Join(corpusDir, l))
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if note := lines[len(lines)-2]; !strings.HasPrefix(note, "note: SQL checked offline only") {
+	if note := lines[len(lines)-2]; !strings.HasPrefix(note, "note: only a lexical check of the SQL ran (no server)") {
 		t.Errorf("validate without a server does not say the SQL was only checked offline: %q", note)
 	} else {
 		lines = append(lines[:len(lines)-2], lines[len(lines)-1])
@@ -61,9 +61,10 @@ func TestValidateCorpus(t *testing.T) {
 }
 
 type validateJSON struct {
-	Hunts  []validateHunt  `json:"hunts"`
-	Errors []validateError `json:"errors"`
-	Commit string          `json:"commit"`
+	Hunts    []validateHunt  `json:"hunts"`
+	Errors   []validateError `json:"errors"`
+	Commit   string          `json:"commit"`
+	SQLCheck string          `json:"sql_check"`
 }
 
 func TestValidateJSON(t *testing.T) {
@@ -78,6 +79,9 @@ func TestValidateJSON(t *testing.T) {
 	}
 	if len(got.Hunts) != 6 || got.Errors == nil || len(got.Errors) != 0 {
 		t.Fatalf("hunts %d errors %v", len(got.Hunts), got.Errors)
+	}
+	if got.SQLCheck != "lexical" { // no server: the output says only the lexer looked
+		t.Errorf("sql_check = %q, want lexical", got.SQLCheck)
 	}
 	for _, h := range got.Hunts {
 		if !h.Pinned && h.PhaseOffset != schedule.PhaseOffset(h.ID, h.IntervalSeconds, 0.5) {
