@@ -30,9 +30,20 @@ const (
 	maxFileSize        = 1 << 20
 )
 
+// Ceilings of what one hunt may ask for, in the unit that costs. Labels are copied into every
+// finding row and notification and the description into notifications, so they are capped in
+// bytes; a timeout is how long one run may hold a query slot.
+const (
+	MaxDescriptionBytes = 4 << 10
+	MaxLabelNameBytes   = 63 // labelRe
+	MaxLabelValueBytes  = 256
+	MaxLabelsBytes      = 4 << 10 // every label's name and value together
+	MaxTimeout          = time.Hour
+)
+
 var (
 	idRe       = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
-	labelRe    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]{0,62}$`)
+	labelRe    = regexp.MustCompile(fmt.Sprintf(`^[A-Za-z_][A-Za-z0-9_.-]{0,%d}$`, MaxLabelNameBytes-1))
 	fieldRe    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
 	sexagesRe  = regexp.MustCompile(`^[0-9]+(:[0-5]?[0-9])+$`)
 	yamlLineRe = regexp.MustCompile(`^yaml: line ([0-9]+): (.*)$`)
@@ -306,6 +317,9 @@ func (d *decoder) hunt(root *yaml.Node, stem string) (parsed, bool) {
 			}
 		case "description":
 			if s, ok := d.optStr(v, "description"); ok {
+				if len(s) > MaxDescriptionBytes {
+					d.at(v, "description is %d bytes, more than %d; it is copied into notifications, so keep it short and link to a runbook", len(s), MaxDescriptionBytes)
+				}
 				h.Description = s
 			}
 		case "interval":
@@ -392,7 +406,9 @@ func (d *decoder) hunt(root *yaml.Node, stem string) (parsed, bool) {
 			}
 		}
 		if timeoutN != nil {
-			if t := d.duration(timeoutN, "timeout", false); t > 0 {
+			if t := d.duration(timeoutN, "timeout", false); t > MaxTimeout {
+				d.at(timeoutN, "timeout %s is longer than %s, the most one run may hold a query slot; make the query cheaper or the interval shorter", schedule.FormatInterval(t), schedule.FormatInterval(MaxTimeout))
+			} else if t > 0 {
 				h.Timeout = t
 			}
 		}

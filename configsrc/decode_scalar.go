@@ -145,13 +145,22 @@ func (d *decoder) labels(v *yaml.Node) map[string]string {
 	}
 	order, f := d.fields(v, "labels.")
 	out := make(map[string]string, len(order))
+	total := 0
 	for _, key := range order {
 		k, n := f[key][0], f[key][1]
 		if !labelRe.MatchString(key) {
-			d.at(k, "label name is not valid: start with a letter or '_', then letters, digits, '_', '.', '-'")
+			d.at(k, "label name is not valid: start with a letter or '_', then letters, digits, '_', '.', '-', at most %d bytes", MaxLabelNameBytes)
 			continue
 		}
 		if s, ok := d.str(n, "labels."+key); ok {
+			if len(s) > MaxLabelValueBytes {
+				d.at(n, "labels.%s is %d bytes, more than %d; labels are copied into every finding", key, len(s), MaxLabelValueBytes)
+				continue
+			}
+			if total += len(key) + len(s); total > MaxLabelsBytes {
+				d.at(n, "labels add up to more than %d bytes (names and values); labels are copied into every finding", MaxLabelsBytes)
+				return out
+			}
 			out[key] = s
 		}
 	}

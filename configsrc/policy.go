@@ -3,6 +3,7 @@ package configsrc
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
@@ -172,29 +173,78 @@ var deniedSettings = map[string]string{
 	"allow_experimental_database_replicated": "would change server behaviour",
 }
 
+// settingKind says what values an allowlisted setting takes.
+type settingKind int
+
+const (
+	settingEnum   settingKind = iota // a word or string the server checks (join_algorithm = 'hash')
+	settingBool                      // 0, 1, true or false
+	settingNumber                    // a non-negative integer at most the setting's ceiling
+)
+
+type settingRule struct {
+	kind    settingKind
+	ceiling uint64 // for settingNumber
+}
+
+// Ceilings of the numeric settings a hunt may set: each lowers or tunes what the hunt identity's
+// profile already bounds, and a ceiling keeps one hunt from asking the server for more than a
+// fair share (max_threads = 4096 would).
+const (
+	MaxHuntThreads        = 16
+	MaxHuntBlockSize      = 1 << 20 // rows per block
+	MaxHuntExternalBytes  = 8 << 30 // memory an aggregation or sort uses before it spills to disk
+	maxHuntSettingLiteral = 20      // digits of a uint64
+)
+
 // allowedSettings are the settings a hunt may set: they tune how a read executes, never what it
 // may reach or how long it may run.
-var allowedSettings = map[string]bool{
-	"max_threads":                        true,
-	"max_block_size":                     true,
-	"join_algorithm":                     true,
-	"join_use_nulls":                     true,
-	"max_bytes_before_external_group_by": true,
-	"max_bytes_before_external_sort":     true,
-	"optimize_read_in_order":             true,
-	"optimize_aggregation_in_order":      true,
-	"aggregate_functions_null_for_empty": true,
-	"transform_null_in":                  true,
-	"cast_keep_nullable":                 true,
-	"prefer_column_name_to_alias":        true,
-	"use_skip_indexes":                   true,
-	"force_primary_key":                  true,
-	"force_index_by_date":                true,
-	"enable_analyzer":                    true,
-	"date_time_input_format":             true,
-	"any_join_distinct_right_table_keys": true,
-	"distributed_product_mode":           true,
-	"prefer_localhost_replica":           true,
+var allowedSettings = map[string]settingRule{
+	"max_threads":                        {settingNumber, MaxHuntThreads},
+	"max_block_size":                     {settingNumber, MaxHuntBlockSize},
+	"join_algorithm":                     {kind: settingEnum},
+	"join_use_nulls":                     {kind: settingBool},
+	"max_bytes_before_external_group_by": {settingNumber, MaxHuntExternalBytes},
+	"max_bytes_before_external_sort":     {settingNumber, MaxHuntExternalBytes},
+	"optimize_read_in_order":             {kind: settingBool},
+	"optimize_aggregation_in_order":      {kind: settingBool},
+	"aggregate_functions_null_for_empty": {kind: settingBool},
+	"transform_null_in":                  {kind: settingBool},
+	"cast_keep_nullable":                 {kind: settingBool},
+	"prefer_column_name_to_alias":        {kind: settingBool},
+	"use_skip_indexes":                   {kind: settingBool},
+	"force_primary_key":                  {kind: settingBool},
+	"force_index_by_date":                {kind: settingBool},
+	"enable_analyzer":                    {kind: settingBool},
+	"date_time_input_format":             {kind: settingEnum},
+	"any_join_distinct_right_table_keys": {kind: settingBool},
+	"distributed_product_mode":           {kind: settingEnum},
+	"prefer_localhost_replica":           {kind: settingBool},
+}
+
+// settingValueIssue says why value (the tokens after "name =") is not a value the hunt may give
+// the allowlisted setting name, or "".
+func settingValueIssue(name string, value []token) string {
+	r := allowedSettings[strings.ToLower(name)]
+	single := len(value) == 1
+	switch r.kind {
+	case settingBool:
+		if single && (value[0].text == "0" || value[0].text == "1" || strings.EqualFold(value[0].text, "true") || strings.EqualFold(value[0].text, "false")) {
+			return ""
+		}
+		return "takes 0 or 1"
+	case settingNumber:
+		if single && value[0].kind == tkNumber && len(value[0].text) <= maxHuntSettingLiteral {
+			if n, err := strconv.ParseUint(value[0].text, 10, 64); err == nil && n <= r.ceiling {
+				return ""
+			}
+		}
+		return fmt.Sprintf("takes a whole number at most %d in a hunt", r.ceiling)
+	}
+	if single && (value[0].kind == tkWord || value[0].kind == tkString) {
+		return ""
+	}
+	return "takes one word or string"
 }
 
 // AllowedSettings lists the settings a hunt query may set, sorted (for documentation).
@@ -213,7 +263,7 @@ func settingRefusal(name string) (string, bool) {
 	if why, bad := deniedSettings[l]; bad {
 		return why, true
 	}
-	if allowedSettings[l] {
+	if _, ok := allowedSettings[l]; ok {
 		return "", false
 	}
 	return "is not on hunt-runner's settings allowlist (see docs/hunts.md)", true

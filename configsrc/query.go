@@ -293,7 +293,7 @@ func safeName(s string) string {
 	if !identRe.MatchString(s) {
 		return "(a name)"
 	}
-	if knownTableFunctions[l] || allowedSettings[l] || deniedSettings[l] != "" {
+	if _, setting := allowedSettings[l]; knownTableFunctions[l] || setting || deniedSettings[l] != "" {
 		return s
 	}
 	for _, f := range offServer {
@@ -335,12 +335,13 @@ func settingsClause(s []token, at int, issues *issueList) (end int, ok bool) {
 			}
 			return i, true
 		}
-		name := s[i].name()
-		if why, bad := settingRefusal(name); bad {
+		name, at := s[i].name(), i
+		why, bad := settingRefusal(name)
+		if bad {
 			issues.add(s[i].pos, "SETTINGS %s is not allowed in a hunt query: it %s", safeName(name), why)
 		}
 		i += 2
-		depth := 0
+		first, depth, closed := i, 0, false
 		for ; i < len(s); i++ {
 			switch s[i].text {
 			case "(", "[", "{":
@@ -349,13 +350,19 @@ func settingsClause(s []token, at int, issues *issueList) (end int, ok bool) {
 				depth--
 			}
 			if depth < 0 {
-				return i, true
+				closed = true
+				break
 			}
 			if depth == 0 && s[i].text == "," {
 				break
 			}
 		}
-		if i >= len(s) {
+		if !bad {
+			if issue := settingValueIssue(name, s[first:i]); issue != "" {
+				issues.add(s[at].pos, "SETTINGS %s %s", safeName(name), issue)
+			}
+		}
+		if closed || i >= len(s) {
 			return i, true
 		}
 		i++ // past the comma
