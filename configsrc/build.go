@@ -28,8 +28,8 @@ func isHuntFile(rel string) bool {
 // and ..timestamp directories).
 func hidden(name string) bool { return strings.HasPrefix(name, ".") }
 
-// buildSet decodes every file, rejects duplicate ids (all copies, each naming the others) and
-// returns the set.
+// buildSet decodes every file, rejects duplicate ids (all copies, each naming the others, kept
+// aside in Set.duplicates for a Loader to choose from) and returns the set.
 func buildSet(files []rawFile, fraction float64, policy Policy, source, commit string) *Set {
 	s := &Set{Source: source, Commit: commit}
 	byID := map[string][]parsed{}
@@ -50,7 +50,11 @@ func buildSet(files []rawFile, fraction float64, policy Policy, source, commit s
 			s.Hunts = append(s.Hunts, ps[0].hunt)
 			continue
 		}
+		if s.duplicates == nil {
+			s.duplicates = map[string][]Hunt{}
+		}
 		for i, p := range ps {
+			s.duplicates[id] = append(s.duplicates[id], p.hunt)
 			var others []string
 			for j, o := range ps {
 				if j != i {
@@ -59,7 +63,7 @@ func buildSet(files []rawFile, fraction float64, policy Policy, source, commit s
 			}
 			slices.Sort(others)
 			s.Problems = append(s.Problems, Problem{File: p.hunt.File, Line: p.idLine, Column: p.idCol, HuntID: id,
-				Message: fmt.Sprintf("duplicate hunt id %q, also defined in %s; ids must be unique, so neither file is loaded", id, strings.Join(others, ", "))})
+				Message: fmt.Sprintf("duplicate hunt id %q, also defined in %s; ids must be unique: neither file's definition is loaded, and a running or published definition of the hunt keeps running until one file is fixed", id, strings.Join(others, ", "))})
 		}
 	}
 	s.finish()

@@ -71,6 +71,10 @@ type Set struct {
 	// Stale lists hunts kept from the previous set because their file became invalid; the
 	// value is the first problem of that file.
 	Stale map[string]Problem
+
+	// duplicates holds, per id defined by more than one file, every valid copy: none is in
+	// Hunts, and a Loader may keep the one that is running or published (resolveDuplicates).
+	duplicates map[string][]Hunt
 }
 
 // Get returns the hunt with the given id.

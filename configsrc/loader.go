@@ -26,6 +26,9 @@ type Loader struct {
 	// check, when set, has the server parse each new or changed hunt (see WithServerCheck).
 	check   func(ctx context.Context, h Hunt) error
 	checked map[string]error // by hunt hash: the last verdict (nil: accepted)
+	// published, when set, reads the live publication's definition hash per hunt id
+	// (WithPublished), to settle a duplicate id after a restart.
+	published func(ctx context.Context) (map[string]string, error)
 
 	mu      sync.Mutex
 	cur     *Set
@@ -44,6 +47,15 @@ func WithServerCheck(conn driver.Conn, p Policy) LoaderOption {
 	return func(l *Loader) {
 		l.check = func(ctx context.Context, h Hunt) error { return CheckWithServer(ctx, conn, h, p) }
 	}
+}
+
+// WithPublished gives the loader the published definitions (hunt id → Hunt.Hash, as
+// hunt_schedule.config_hash holds them). When a hunt's id is defined by more than one file, the
+// copy whose definition is the published one keeps running (listed in Set.Stale, both files
+// reported), so a duplicate added anywhere, even in a disabled file, cannot stop the hunt at
+// the next restart. A failed read is logged and treated as "nothing published".
+func WithPublished(fn func(ctx context.Context) (map[string]string, error)) LoaderOption {
+	return func(l *Loader) { l.published = fn }
 }
 
 // NewLoader returns a loader polling src every interval (DefaultReloadInterval if ≤ 0).
@@ -79,10 +91,13 @@ func (l *Loader) Load(ctx context.Context) (set *Set, changed bool, err error) {
 	next, err := l.src.Load(ctx)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	prev := l.cur
+	if err == nil && len(next.duplicates) > 0 {
+		next = l.resolveDuplicates(ctx, prev, next)
+	}
 	if err == nil && l.check != nil {
 		next = l.serverCheck(ctx, next)
 	}
-	prev := l.cur
 	if err == nil && prev != nil && len(prev.Hunts) > 0 && len(next.Hunts) == 0 && len(next.Problems) == 0 {
 		// A source that suddenly has no hunt files at all is far more often an empty mount or
 		// a bad sync than a decision to stop every detection; materialise refuses the same
@@ -140,7 +155,7 @@ func (l *Loader) Start(ctx context.Context) error {
 // problems keeps its previous definition; a hunt whose file is gone is dropped.
 func merge(prev, next *Set) *Set {
 	out := &Set{Hunts: slices.Clone(next.Hunts), Commit: next.Commit, Source: next.Source,
-		Problems: slices.Clone(next.Problems)}
+		Problems: slices.Clone(next.Problems), Stale: maps.Clone(next.Stale)}
 	if prev != nil {
 		broken := map[string]Problem{}
 		for _, p := range next.Problems {
@@ -169,6 +184,48 @@ func merge(prev, next *Set) *Set {
 		out.Stale = maps.Clone(out.Stale)
 	}
 	return out
+}
+
+// resolveDuplicates keeps, for each id several files define, the copy that is running (its
+// definition in prev) or else the published one, as a stale hunt: its file's duplicate problem
+// stays reported, with the other file's. Neither copy is new code: the one kept is exactly what
+// was already running or published, so a duplicate can take nothing over.
+func (l *Loader) resolveDuplicates(ctx context.Context, prev, next *Set) *Set {
+	var published map[string]string
+	if l.published != nil {
+		var err error
+		if published, err = l.published(ctx); err != nil {
+			l.log.Warn("cannot read the published definitions to settle duplicate hunt ids", "error", err)
+		}
+	}
+	out := *next
+	out.Hunts = slices.Clone(next.Hunts)
+	out.Stale = maps.Clone(next.Stale)
+	for id, copies := range next.duplicates {
+		want := published[id]
+		if prev != nil {
+			if h, ok := prev.Get(id); ok {
+				want = h.Hash
+			}
+		}
+		i := slices.IndexFunc(copies, func(h Hunt) bool { return want != "" && h.Hash == want })
+		if i < 0 {
+			continue
+		}
+		kept := copies[i]
+		for _, p := range next.Problems {
+			if p.File == kept.File && p.HuntID == id {
+				if out.Stale == nil {
+					out.Stale = map[string]Problem{}
+				}
+				out.Stale[id] = p
+				break
+			}
+		}
+		out.Hunts = append(out.Hunts, kept)
+	}
+	out.finish()
+	return &out
 }
 
 // serverCheck returns next without the hunts the server refuses (or could not check), each

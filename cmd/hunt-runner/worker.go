@@ -67,7 +67,8 @@ func buildWorker(ctx context.Context, cfg workerConfig, log *slog.Logger) (*work
 		return nil, err
 	}
 	w.metrics.SetConsistency(cfg.consistency)
-	w.loader = configsrc.NewLoader(countingSource{cfg.src, w.metrics}, cfg.reload, log, configsrc.WithServerCheck(cfg.conn, cfg.policy))
+	w.loader = configsrc.NewLoader(countingSource{cfg.src, w.metrics}, cfg.reload, log, configsrc.WithServerCheck(cfg.conn, cfg.policy),
+		configsrc.WithPublished(publishedDefinitions(cfg.conn, cfg.database, cfg.huntSet)))
 	adapter := &setAdapter{current: w.loader.Current}
 	opts := cfg.loop
 	conn, db := cfg.conn, cfg.database
@@ -113,6 +114,27 @@ func (w *worker) close() {
 // publishedHash reads the hash hunt set set last published (the default set when set is ""),
 // which the runner compares with the set it loaded: another set's publication must neither
 // raise nor hide a mismatch.
+// publishedDefinitions reads the definition hash per hunt of set's live publication, which the
+// loader keeps when a duplicate id appears (configsrc.WithPublished).
+func publishedDefinitions(conn driver.Conn, database, set string) func(context.Context) (map[string]string, error) {
+	if set == "" {
+		set = schedule.DefaultHuntSet
+	}
+	return func(ctx context.Context) (map[string]string, error) {
+		p, err := schedule.NewClickHouseStore(conn, database).Published(ctx, set)
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]string{}
+		for id, r := range p.Rows {
+			if r.Set == set && r.Enabled {
+				out[id] = r.ConfigHash
+			}
+		}
+		return out, nil
+	}
+}
+
 func publishedHash(conn driver.Conn, database, set string) func(context.Context) (string, error) {
 	if set == "" {
 		set = schedule.DefaultHuntSet
