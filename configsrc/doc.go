@@ -18,11 +18,14 @@
 // so a half-written file is never loaded as valid. A git source reads blobs straight from the
 // fetched commit's tree, which is atomic by construction.
 //
-// A hunt file is untrusted code. Queries are checked offline by a linear lexer (one read-only
-// SELECT with balanced brackets that uses the window parameters; table functions, system
-// tables, hunt-runner's own database and SETTINGS only as a Policy allows); CheckWithServer
-// has ClickHouse's own parser, the authority, parse the exact statement the runner sends
-// (FindingsQuery) and walks its tree under the same Policy. A Loader built WithServerCheck
+// A hunt file is untrusted code, allowed only what is listed. Queries are checked offline by a
+// linear lexer (one read-only SELECT with balanced brackets that uses the window parameters;
+// every function, table function, dictionary and SETTINGS name it sees on an allowlist
+// (allowlist.go, functions.go) widened by a Policy; no system tables or hunt-runner's own
+// database); CheckWithServer has ClickHouse's own parser, the authority, parse the exact bytes
+// the runner sends (FindingsQuery) and walks its tree under the same Policy. ResolveWithServer
+// looks the tree's names up in the catalogue; nothing that checks a hunt evaluates any of it.
+// Free text a hunt adds to every finding (labels, description) is capped in bytes at decode. A Loader built WithServerCheck
 // holds back any hunt the server refuses, like an invalid file. Symlinked files must resolve
 // inside the hunts directory, and no message quotes a file's content.
 package configsrc
