@@ -63,6 +63,8 @@ func TestSymlinkedSecretNeverEchoed(t *testing.T) {
 		"query: SELECT * FROM `" + secret + "`(1)\n",
 		"x: &a " + secret + "\ny: *" + secret + "x\n",
 		"- " + secret + "\n",
+		"interval: 5m\nnotify: [\"" + secret + " x\"]\n",
+		"interval: 5m\nsuppress: {by: [" + secret + ", " + secret + "], for: 1h}\n",
 		"{" + secret + "\n",
 	} {
 		writeFile(t, filepath.Join(root, fmt.Sprintf("inside-%02d.yaml", i)), body)

@@ -372,7 +372,7 @@ func (d *decoder) hunt(root *yaml.Node, stem string) (parsed, bool) {
 	if !idSet {
 		h.ID = stem
 		if !idRe.MatchString(stem) {
-			d.addf(1, 1, "file name %q is not a valid hunt id (letters, digits, '_', '.', '-'); rename the file or add id:", stem)
+			d.addf(1, 1, "the file name is not a valid hunt id (letters, digits, '_', '.', '-'); rename the file or add id:")
 		}
 	}
 	if p.idLine == 0 {

@@ -41,7 +41,7 @@ func (d *decoder) notify(v *yaml.Node) []string {
 			continue
 		}
 		if !SinkNameRe.MatchString(s) {
-			d.at(n, "sink name %q is not valid: letters, digits, '_', '.', '-', starting with a letter or digit", s)
+			d.at(n, "sink name is not valid: letters, digits, '_', '.', '-', starting with a letter or digit")
 			continue
 		}
 		if seen[s] {
@@ -87,7 +87,7 @@ func (d *decoder) suppress(v *yaml.Node) *Suppress {
 				case name == "":
 					d.at(n, "suppress.by entry is empty")
 				case seen[name]:
-					d.at(n, "suppress.by lists %q twice", name)
+					d.at(n, "suppress.by lists this field twice")
 				default:
 					seen[name] = true
 					s.By = append(s.By, name)
