@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 
@@ -147,7 +148,7 @@ func validateAction(c *cli.Context) error {
 		files := map[string]bool{}
 		for _, p := range problems {
 			files[p.File] = true
-			p.File = display(p.File)
+			p.File = printable(display(p.File))
 			fmt.Fprintln(w, p.Error())
 		}
 		where := src.String()
@@ -202,6 +203,25 @@ func writeValidateJSON(w io.Writer, set *configsrc.Set, problems []configsrc.Pro
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(out)
+}
+
+// printable escapes the bytes of a file name a terminal would act on (control characters, ESC
+// sequences, invalid UTF-8) as \xNN, so that a file named with a newline cannot forge a line of
+// the report.
+func printable(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if (r == utf8.RuneError && size <= 1) || r < 0x20 || (r >= 0x7f && r < 0xa0) || r == '\\' {
+			for _, c := range []byte(s[i : i+size]) {
+				fmt.Fprintf(&b, "\\x%02x", c)
+			}
+		} else {
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
 }
 
 // nounCount writes n and the noun, plural unless n is 1.

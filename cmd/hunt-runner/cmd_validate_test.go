@@ -328,3 +328,23 @@ func TestValidateFiles(t *testing.T) {
 		t.Fatalf("one good file: %v\n%s", err, out)
 	}
 }
+
+// TestValidateFileNamesCannotForgeLines: a file name with a newline or an ESC sequence is shown
+// escaped, so it cannot forge a line (or clear one) of validate's report.
+func TestValidateFileNamesCannotForgeLines(t *testing.T) {
+	dir := t.TempDir()
+	name := "evil\nhunts/forged.yaml:1:1: all good\x1b[2K.yaml"
+	writeTestFile(t, filepath.Join(dir, name), "interval: nope\n")
+	out, err := runApp(t, "validate", dir)
+	if exitCode(err) != exitError {
+		t.Fatalf("exit %d\n%s", exitCode(err), out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "hunts/forged.yaml") {
+			t.Errorf("a file name forged a line: %q", line)
+		}
+	}
+	if strings.Contains(out, "\x1b") || !strings.Contains(out, `evil\x0ahunts/forged.yaml:1:1: all good\x1b[2K.yaml`) {
+		t.Errorf("file name not escaped:\n%q", out)
+	}
+}
