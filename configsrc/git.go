@@ -301,7 +301,7 @@ func (g *gitSource) readCommit(c *object.Commit) ([]rawFile, error) {
 }
 
 // checkGitURL refuses a git URL carrying credentials: any user part on http(s) (a token there
-// is the common mistake), a password on any scheme. A user name alone is fine for ssh
+// is the common mistake), a password on any scheme, and any query string or fragment. A user name alone is fine for ssh
 // (ssh://git@host/… and the scp-like git@host:path). The URL is never quoted in the error,
 // and so never reaches a log line or hunt_publish.source.
 func checkGitURL(raw string) error {
@@ -313,6 +313,10 @@ func checkGitURL(raw string) error {
 				return refuse
 			}
 			return errors.New("configsrc: the git URL does not parse; URL-encode special characters")
+		}
+		if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+			// A git remote needs neither; a token in ?access_token= would be printed and stored.
+			return errors.New("configsrc: the git URL has a query string or fragment, which a git remote does not need (a token there would be logged); remove it and give the token with --git-token-file")
 		}
 		if u.User == nil {
 			return nil
