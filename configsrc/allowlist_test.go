@@ -139,6 +139,7 @@ func TestAllowlist(t *testing.T) {
 		{"allowed by the operator", "SELECT hasColumnInTable('sample', 't', 'c')" + w, withHas, ""},
 		{"allowed, but names hunt-runner's database", "SELECT hasColumnInTable('hunt_runner', 'hunt_lease', 'c')" + w, withHas, "hunt-runner's own database"},
 		{"IN a coordination table", "SELECT 1 FROM sample.t" + w + " AND x IN hunt_schedule", base, "hunt-runner's own tables"},
+		{"IN a bracketed coordination table", "SELECT 1 FROM sample.t" + w + " AND x GLOBAL NOT IN (`hunt_lease`)", base, "hunt-runner's own tables"},
 		{"APPLY hides a call", "SELECT * APPLY(x -> hostName()) FROM sample.t" + w, base, "APPLY"},
 		{"named window hides calls", "SELECT count() OVER w FROM sample.t" + w + " WINDOW w AS (PARTITION BY hostName())", base, "named window"},
 		{"merge by identifier", "SELECT * FROM merge(hunt_runner, '^hunt')" + w, merge, "hunt-runner's own database"},

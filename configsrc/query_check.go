@@ -190,6 +190,9 @@ func (c *queryChecker) call(t token, name, lower string) {
 		}
 	case callKeywords[lower]:
 		// SQL syntax or a type name before a bracket, not a call.
+		if lower == "in" {
+			c.inTable()
+		}
 	case !c.p.functionAllowed(name):
 		if why, bad := offServerReason(lower); bad {
 			c.issues.add(t.pos, "query calls %s(), which %s; a hunt may read only tables on the ClickHouse server", safeName(name), why)
@@ -206,6 +209,24 @@ func (c *queryChecker) call(t token, name, lower string) {
 		}
 	}
 	c.sc.tableRead()
+}
+
+// inTable checks the table a bare name after IN reads: x IN t and x IN (t).
+func (c *queryChecker) inTable() {
+	n1, ok1 := c.next(1)
+	n2, ok2 := c.next(2)
+	n3, ok3 := c.next(3)
+	t := n1
+	switch {
+	case ok1 && (n1.kind == tkWord || n1.kind == tkQuoted) && (!ok2 || (n2.text != "(" && n2.text != ".")):
+	case ok3 && n1.text == "(" && (n2.kind == tkWord || n2.kind == tkQuoted) && n3.text == ")":
+		t = n2
+	default:
+		return
+	}
+	if issue := c.p.tableIssue(t.name()); issue != "" {
+		c.issues.add(t.pos, "%s", issue)
+	}
 }
 
 // generatorBounds checks a default generator's arguments lexically: integer literals, within
@@ -266,12 +287,7 @@ func (c *queryChecker) keyword(t, n1 token, ok1 bool) {
 		"UNION", "EXCEPT", "INTERSECT", "SELECT", "WITH", "ARRAY":
 		c.sc.expr()
 	case "IN":
-		// x IN t reads table t.
-		if n2, ok2 := c.next(2); ok1 && (n1.kind == tkWord || n1.kind == tkQuoted) && (!ok2 || (n2.text != "(" && n2.text != ".")) {
-			if issue := c.p.tableIssue(n1.name()); issue != "" {
-				c.issues.add(n1.pos, "%s", issue)
-			}
-		}
+		c.inTable()
 	case "INTO":
 		if n1.kind == tkWord && strings.EqualFold(n1.text, "OUTFILE") {
 			c.issues.add(t.pos, "INTO OUTFILE writes a file; remove it (hunt-runner stores findings in hunt_findings)")
