@@ -59,12 +59,14 @@ func TestRunExecutesNoHostileHunt(t *testing.T) {
 	}
 	win := "WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"
 	for name, q := range map[string]string{
-		"listener-url":      "SELECT * FROM url('http://" + addr + "/x', CSV, 'a String') " + win,
-		"listener-heredoc":  "SELECT $$'$$ AS a, * FROM url('http://" + addr + "/x', CSV, 'a String') " + win + " -- '",
-		"listener-s3":       "SELECT * FROM s3('http://" + addr + "/b/x.csv', CSV, 'a String') " + win,
-		"listener-remote":   "SELECT * FROM remote('" + addr + "', system.one) " + win,
-		"listener-in":       "SELECT 1 AS x " + win + " AND 'a' IN (SELECT * FROM url('http://" + addr + "/x', CSV, 'a String'))",
-		"listener-breakout": "SELECT 1 AS x " + win + "\n) UNION ALL SELECT * FROM url('http://" + addr + "/x', CSV, 'a String') FROM (SELECT 1",
+		"listener-url":       "SELECT * FROM url('http://" + addr + "/x', CSV, 'a String') " + win,
+		"listener-heredoc":   "SELECT $$'$$ AS a, * FROM url('http://" + addr + "/x', CSV, 'a String') " + win + " -- '",
+		"listener-s3":        "SELECT * FROM s3('http://" + addr + "/b/x.csv', CSV, 'a String') " + win,
+		"listener-remote":    "SELECT * FROM remote('" + addr + "', system.one) " + win,
+		"listener-in":        "SELECT 1 AS x " + win + " AND 'a' IN (SELECT * FROM url('http://" + addr + "/x', CSV, 'a String'))",
+		"listener-hascolumn": "SELECT 1 AS x " + win + " AND hasColumnInTable('" + addr + "', 'default', '', 'db', 't', 'c')",
+		"listener-apply":     "SELECT * APPLY(x -> hasColumnInTable('" + addr + "', 'default', '', 'db', 't', x)) FROM (SELECT 'c' AS a) " + win,
+		"listener-breakout":  "SELECT 1 AS x " + win + "\n) UNION ALL SELECT * FROM url('http://" + addr + "/x', CSV, 'a String') FROM (SELECT 1",
 	} {
 		writeTestFile(t, filepath.Join(dir, name+".yaml"), "interval: 1m\nquery: |\n  "+strings.ReplaceAll(q, "\n", "\n  ")+"\n")
 	}
