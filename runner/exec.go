@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/go-faster/city"
 	"github.com/google/uuid"
 
@@ -27,17 +28,32 @@ func epochParam(t time.Time) string {
 
 // found is what one run of a hunt found.
 type found struct {
-	docs    []string // distinct findings kept, at most the hunt's max_findings, in the query's order
-	total   uint64   // result rows before the cap
-	dropped uint64   // result rows past the cap, not stored
+	docs      []string // distinct findings kept, within the hunt's max_findings and the byte caps, in the query's order
+	total     uint64   // result rows before any cap
+	dropped   uint64   // result rows not stored: past max_findings or past the run's byte cap
+	truncated uint64   // findings over the per-finding byte cap, stored as truncation records
+	bytes     int64    // what the kept rows cost, documents and labels
+}
+
+// findingCaps bound what one run reads: rows, and bytes per finding and per run.
+type findingCaps struct {
+	rows       int
+	findingMax int64 // one document
+	runMax     int64 // all kept rows, rowBytes each beyond their document
+	rowBytes   int64
+}
+
+func (r *Runner) capsFor(h *Hunt) findingCaps {
+	return findingCaps{rows: h.maxFindings(), findingMax: r.opts.MaxFindingBytes, runMax: r.opts.MaxRunFindingsBytes, rowBytes: h.rowBytes()}
 }
 
 // query runs the hunt's SELECT (configsrc.FindingsQuery, the statement the server-side check
 // parsed) over the window w, on the hunts connection, and returns at most max_findings
-// distinct rows as JSON documents. The hunt only reads: the runner writes its findings (storeFindings).
+// distinct rows as JSON documents, bounded in bytes (findingCaps). The hunt only reads: the
+// runner writes its findings (storeFindings).
 func (r *Runner) query(ctx context.Context, h *Hunt, fire int64, runID uuid.UUID, w window) (found, error) {
 	timeout := h.timeout()
-	limit := h.maxFindings()
+	caps := r.capsFor(h)
 	// Client-side limit a little past the server's. Not a context deadline: clickhouse-go
 	// turns any deadline it sees into its own max_execution_time, overriding the hunt's, so the
 	// parent's deadline is stripped and only its cancellation kept.
@@ -48,11 +64,18 @@ func (r *Runner) query(ctx context.Context, h *Hunt, fire int64, runID uuid.UUID
 	defer stopParent()
 	stop := time.AfterFunc(timeout+5*time.Second, cancel)
 	defer stop.Stop()
+	// The byte caps are parameters of the statement, not max_result_bytes with
+	// result_overflow_mode='break': that setting is also applied on the shards running parts
+	// of a distributed query, where cutting a partial result silently would change what the
+	// hunt finds, and it still sends the whole block that crosses it.
 	qctx := clickhouse.Context(ctx,
 		clickhouse.WithParameters(clickhouse.Parameters{
-			configsrc.ParamLimit: strconv.Itoa(limit + 1),
-			"window_start":       epochParam(w.DataStart),
-			"window_end":         epochParam(w.DataEnd),
+			configsrc.ParamLimit:           strconv.Itoa(caps.rows + 1),
+			configsrc.ParamMaxFindingBytes: strconv.FormatInt(caps.findingMax, 10),
+			configsrc.ParamMaxRunBytes:     strconv.FormatInt(caps.runMax, 10),
+			configsrc.ParamRowBytes:        strconv.FormatInt(caps.rowBytes, 10),
+			"window_start":                 epochParam(w.DataStart),
+			"window_end":                   epochParam(w.DataEnd),
 		}),
 		clickhouse.WithSettings(clickhouse.Settings{
 			"max_execution_time": int(timeout / time.Second),
@@ -64,27 +87,53 @@ func (r *Runner) query(ctx context.Context, h *Hunt, fire int64, runID uuid.UUID
 		return found{}, fmt.Errorf("hunt query: %w", err)
 	}
 	defer rows.Close()
+	out, err := readFindings(rows, caps)
+	if err != nil {
+		return found{}, fmt.Errorf("hunt query: %w", err)
+	}
+	if out.truncated > 0 || out.bytes >= caps.runMax {
+		r.log.Warn("hunt findings over a byte cap", "hunt_id", h.ID, "fire", fire, "run_id", runID,
+			"findings_truncated", out.truncated, "max_finding_bytes", caps.findingMax,
+			"findings_bytes", out.bytes, "max_run_findings_bytes", caps.runMax, "findings_dropped", out.dropped)
+		r.opts.Metrics.findingsTruncated(ctx, h.ID, out.truncated)
+	}
+	return out, nil
+}
+
+// readFindings reads FindingsQuery's rows and keeps them while the run is within caps. The
+// server already truncates long documents and stops at the run's byte cap; the reader applies
+// the same caps itself, so a server that did not (an older statement, a proxy) still cannot
+// make the runner hold more than the cap: reading stops there, and closing the rows cancels
+// the rest. A document over the per-finding cap here is not stored (the server should have
+// truncated it) and counts as dropped. dropped is every row of hr_total not kept.
+func readFindings(rows driver.Rows, caps findingCaps) (found, error) {
 	var out found
 	seen := map[string]bool{}
-	n := 0
+	var kept uint64
 	for rows.Next() {
 		var doc string
-		if err := rows.Scan(&doc, &out.total); err != nil {
-			return found{}, fmt.Errorf("hunt query: %w", err)
+		var before uint64 // the server's own count, read to keep the columns in step
+		if err := rows.Scan(&doc, &out.total, &out.truncated, &before); err != nil {
+			return found{}, err
 		}
-		if n++; n > limit {
+		if kept == uint64(caps.rows) || out.bytes >= caps.runMax {
 			break
 		}
+		if int64(len(doc)) > caps.findingMax {
+			continue
+		}
+		kept++
+		out.bytes += int64(len(doc)) + caps.rowBytes
 		if !seen[doc] { // identical rows are one finding, as their shared finding_id says
 			seen[doc] = true
 			out.docs = append(out.docs, doc)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return found{}, fmt.Errorf("hunt query: %w", err)
+		return found{}, err
 	}
-	if out.total > uint64(limit) {
-		out.dropped = out.total - uint64(limit)
+	if out.total > kept {
+		out.dropped = out.total - kept
 	}
 	return out, nil
 }

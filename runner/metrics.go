@@ -21,6 +21,7 @@ import (
 //	hunt_runner_behind_seconds{hunt_id}                 now − oldest owed fire (0 when caught up)
 //	hunt_runner_gaps_total{hunt_id}
 //	hunt_runner_findings_dropped_total{hunt_id}
+//	hunt_runner_findings_truncated_total{hunt_id}
 //	hunt_runner_overruns_total{hunt_id}
 //	hunt_runner_tick_duration_seconds
 //	hunt_runner_claim_insert_duration_seconds          the slowest claim insert of a tick, send → ack
@@ -32,8 +33,8 @@ import (
 //	hunt_runner_consistency_info{mode}                  1 for the coordination connection's mode
 //	and the ops pack's health gauges (metrics_health.go)
 type Metrics struct {
-	runs, rows, claimsC, gaps, overruns, chErrors, dropped metric.Int64Counter
-	runDur, tickDur, claimInsert                           metric.Float64Histogram
+	runs, rows, claimsC, gaps, overruns, chErrors, dropped, truncated metric.Int64Counter
+	runDur, tickDur, claimInsert                                      metric.Float64Histogram
 
 	mu           sync.Mutex
 	replicaDelay time.Duration
@@ -61,7 +62,8 @@ func NewMetrics(meter metric.Meter, settle time.Duration) (*Metrics, error) {
 	m.rows = counter("hunt_runner_rows_written", "Findings of succeeded runs (distinct rows of the fire).")
 	m.claimsC = counter("hunt_runner_claims", "Claim attempts by outcome.")
 	m.gaps = counter("hunt_runner_gaps", "Ranges skipped because an outage exceeded max_catchup.")
-	m.dropped = counter("hunt_runner_findings_dropped", "Result rows past a hunt's max_findings, counted but not stored.")
+	m.dropped = counter("hunt_runner_findings_dropped", "Result rows past a hunt's max_findings or its run's byte cap, counted but not stored.")
+	m.truncated = counter("hunt_runner_findings_truncated", "Findings over the per-finding byte cap, stored as truncation records.")
 	m.overruns = counter("hunt_runner_overruns", "Fires owed while the previous fire still held the lease.")
 	m.chErrors = counter("hunt_runner_clickhouse_errors", "ClickHouse errors by stage.")
 	if err != nil {
@@ -178,6 +180,13 @@ func (m *Metrics) claims(ctx context.Context, outcome string, n int) {
 		return
 	}
 	m.claimsC.Add(ctx, int64(n), metric.WithAttributes(attribute.String("outcome", outcome)))
+}
+
+func (m *Metrics) findingsTruncated(ctx context.Context, huntID string, n uint64) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.truncated.Add(ctx, int64(n), metric.WithAttributes(attribute.String("hunt_id", huntID)))
 }
 
 func (m *Metrics) findingsDropped(ctx context.Context, huntID string, n uint64) {

@@ -35,6 +35,7 @@ func TestExportedMetricNames(t *testing.T) {
 	m.runDone(ctx, "h", StatusSucceeded, time.Second, 3)
 	m.claims(ctx, "won", 1)
 	m.findingsDropped(ctx, "h", 1)
+	m.findingsTruncated(ctx, "h", 1)
 	m.gap(ctx, "h")
 	m.overrun(ctx, "h")
 	m.clickhouseError(ctx, "claim")
