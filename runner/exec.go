@@ -2,7 +2,10 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"strconv"
 	"time"
 
@@ -84,12 +87,12 @@ func (r *Runner) query(ctx context.Context, h *Hunt, fire int64, runID uuid.UUID
 	)
 	rows, err := r.huntConn.Query(qctx, configsrc.FindingsQuery(h.Query))
 	if err != nil {
-		return found{}, fmt.Errorf("hunt query: %w", err)
+		return found{}, &runError{stage: "hunt query", err: err}
 	}
 	defer rows.Close()
 	out, err := readFindings(rows, caps)
 	if err != nil {
-		return found{}, fmt.Errorf("hunt query: %w", err)
+		return found{}, &runError{stage: "hunt query", err: err}
 	}
 	if out.truncated > 0 || out.bytes >= caps.runMax {
 		r.log.Warn("hunt findings over a byte cap", "hunt_id", h.ID, "fire", fire, "run_id", runID,
@@ -156,7 +159,7 @@ func (r *Runner) storeFindings(ctx context.Context, h *Hunt, fire int64, runID u
 		"hunt_id", "fire", "finding_id", "finding", "severity", "labels", "run_id", "found")
 	batch, err := r.conn.PrepareBatch(ctx, insert)
 	if err != nil {
-		return fmt.Errorf("store findings: %w", err)
+		return &runError{stage: "store findings", err: err}
 	}
 	defer func() { _ = batch.Abort() }()
 	when := time.Unix(fire, 0).UTC()
@@ -164,11 +167,55 @@ func (r *Runner) storeFindings(ctx context.Context, h *Hunt, fire int64, runID u
 	for _, d := range docs {
 		// city.CH64 is ClickHouse's cityHash64, so finding_id = cityHash64(finding) as before.
 		if err := batch.Append(h.ID, when, city.CH64([]byte(d)), d, h.Severity, labels, runID, now); err != nil {
-			return fmt.Errorf("store findings: %w", err)
+			return &runError{stage: "store findings", err: err}
 		}
 	}
 	if err := batch.Send(); err != nil {
-		return fmt.Errorf("store findings: %w", err)
+		return &runError{stage: "store findings", err: err}
 	}
 	return nil
+}
+
+// runError is an error of a hunt's own statement, or of storing what it found. Its text is the
+// server's and can quote row values (`Cannot parse string '…'`, a row echoed by an insert
+// error), so it is data: Error, the whole text, goes into the run record (hunt_runs.error,
+// hunt_state.last_error), shown with the run where its findings are; logs and traces get only
+// LogValue, which names the stage and the server's error code (the run id is on the log line).
+type runError struct {
+	stage string // "hunt query", "store findings"
+	err   error
+}
+
+func (e *runError) Error() string { return e.stage + ": " + e.err.Error() }
+func (e *runError) Unwrap() error { return e.err }
+
+// LogValue makes slog print the summary wherever a runError is logged as a value.
+func (e *runError) LogValue() slog.Value { return slog.StringValue(e.summary()) }
+
+// summary quotes only text made here: the server's error code, a network error (addresses
+// and the system's reason) or a context error. Anything else is named by its type.
+func (e *runError) summary() string {
+	var ex *clickhouse.Exception
+	var op *net.OpError
+	switch {
+	case errors.As(e.err, &ex):
+		return fmt.Sprintf("%s: ClickHouse error code %d (the server's message can quote row values: it is in the run's record, hunt_runs.error)", e.stage, ex.Code)
+	case errors.Is(e.err, context.Canceled):
+		return e.stage + ": " + context.Canceled.Error()
+	case errors.Is(e.err, context.DeadlineExceeded):
+		return e.stage + ": " + context.DeadlineExceeded.Error()
+	case errors.As(e.err, &op):
+		return e.stage + ": " + op.Error()
+	}
+	return fmt.Sprintf("%s failed (%T; the message is in the run's record, hunt_runs.error)", e.stage, e.err)
+}
+
+// logSafe is err as logs and traces may carry it: a runError's summary, any other error as is
+// (the runner's own errors quote no row values).
+func logSafe(err error) error {
+	var re *runError
+	if errors.As(err, &re) {
+		return errors.New(re.summary())
+	}
+	return err
 }
