@@ -30,6 +30,7 @@ import (
 //	hunt_runner_published_set_mismatch                  1 while the loaded hash ≠ materialise's
 //	hunt_runner_replica_delay_seconds, hunt_runner_settle_seconds
 //	hunt_runner_runs_in_flight, hunt_runner_runs_queued
+//	hunt_runner_hunt_foreign{hunt_id,hunt_set}          1: not run, another hunt set publishes it
 //	hunt_runner_consistency_info{mode}                  1 for the coordination connection's mode
 //	and the ops pack's health gauges (metrics_health.go)
 type Metrics struct {
@@ -119,6 +120,11 @@ func NewMetrics(meter metric.Meter, settle time.Duration) (*Metrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	foreign, err := meter.Int64ObservableGauge("hunt_runner_hunt_foreign",
+		metric.WithDescription("1 for each loaded hunt not run because another hunt set publishes it (hunt_set: that set)."))
+	if err != nil {
+		return nil, err
+	}
 	consistency, err := meter.Int64ObservableGauge("hunt_runner_consistency_info",
 		metric.WithDescription("1, labelled with the consistency mode of the coordination connection (auto resolved)."))
 	if err != nil {
@@ -148,9 +154,12 @@ func NewMetrics(meter metric.Meter, settle time.Duration) (*Metrics, error) {
 			o.ObserveInt64(mismatch, mm)
 			o.ObserveInt64(inFlight, int64(running))
 			o.ObserveInt64(queued, int64(q))
+			for id, set := range r.foreignHunts() {
+				o.ObserveInt64(foreign, 1, metric.WithAttributes(attribute.String("hunt_id", id), attribute.String("hunt_set", set)))
+			}
 		}
 		return nil
-	}, behind, setInfo, mismatch, delay, settleG, inFlight, queued, consistency)
+	}, behind, setInfo, mismatch, delay, settleG, inFlight, queued, consistency, foreign)
 	if err != nil {
 		return nil, err
 	}

@@ -42,7 +42,7 @@ func TestExportedMetricNames(t *testing.T) {
 	m.tickDone(ctx, time.Second)
 	m.claimInserted(ctx, 200*time.Millisecond)
 	m.setReplicaDelay(time.Second)
-	m.observe(&Runner{behind: map[string]int64{"h": 1}, setHash: "a", pubHash: "b"})
+	m.observe(&Runner{behind: map[string]int64{"h": 1}, setHash: "a", pubHash: "b", foreign: map[string]string{"f": "other"}})
 	m.SetHuntHealth(map[string]HuntHealth{"h": {Interval: 60, LastSuccess: time.Now()}, "n": {Interval: 60, Lag: 5, ConsecutiveFailures: 2}})
 	m.Reloaded(ctx, ReloadOK, 2)
 

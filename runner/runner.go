@@ -196,6 +196,7 @@ type Runner struct {
 	runAvg   time.Duration // moving average of a run, start to commit
 	tickAvg  time.Duration // moving average of a tick that claimed (snapshot + claim)
 
+	foreign      map[string]string // hunt id → the other hunt set publishing it (ownership.go)
 	hb           heartbeatState
 	ticks        int
 	mismatchLogd string // the published hash already logged as a mismatch
@@ -222,6 +223,7 @@ func New(conn driver.Conn, claimer Claimer, store StateStore, source Source, opt
 		held:    map[string]*job{},
 		wake:    make(chan struct{}, 1),
 		behind:  map[string]int64{},
+		foreign: map[string]string{},
 	}
 	r.states = newGroup(store.SetStates)
 	if opts.Metrics != nil {
@@ -406,6 +408,13 @@ func (r *Runner) tick(ctx context.Context) error {
 		p.Due = p.Due[:max(capacity, 0)] // most overdue first: the rest waits for a slot
 	}
 	p.Due = append(p.Due, r.planBackfills(snap, set, capacity-len(p.Due))...) // below live fires
+	if len(p.Due) > 0 {
+		if p.Due, err = r.ownDue(ctx, set, p.Due); err != nil {
+			span.RecordError(err)
+			r.log.Warn("claims skipped this tick: who publishes the due hunts could not be read", "error", err)
+			return nil
+		}
+	}
 
 	if len(p.Due) == 0 {
 		r.log.Debug("tick: nothing due", "hunts", len(set.Hunts), "leased", p.Leased, "backoff", p.BackOff, "busy", p.Busy)
