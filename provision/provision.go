@@ -8,9 +8,11 @@
 //     and a 5 s max_execution_time. The KEDA shim (or KEDA's native ClickHouse trigger)
 //     connects as it.
 //   - runner: exactly what the runner's own statements need: SELECT and INSERT on the lease,
-//     watermark, state, run and findings tables, SELECT on the schedule, publish and request
-//     tables (which only materialise and trigger write), SELECT on the two system tables it
-//     consults. No source data: hunts run as the hunts identity.
+//     watermark, state, run, findings and heartbeat tables and on the notification delivery
+//     and suppression tables (its dispatcher writes them), SELECT on the other coordination
+//     tables (the schedule, publish and request tables only materialise and trigger write),
+//     SELECT on the two system tables it consults. No source data: hunts run as the hunts
+//     identity.
 //   - materialiser: SELECT and INSERT on the schedule, publish and request tables, for
 //     `materialise` and `trigger`, and nothing else.
 //   - hunts: the identity hunt queries run as. SELECT on the named source databases only (given
@@ -263,8 +265,11 @@ var runnerSystemTables = []string{"databases", "replicas"}
 
 // Which coordination tables each role writes; the runner reads the rest.
 var (
+	// The runner's notification dispatcher (run --notify-config) writes the delivery and
+	// suppression tables; cmd's TestRunnerRoleGrantsEveryTableRunWrites derives this list from
+	// what a real run inserts into.
 	runnerWrites = []string{chstore.TableLease, chstore.TableWatermark, chstore.TableState, chstore.TableRun, chstore.TableFindings,
-		chstore.TableHeartbeat}
+		chstore.TableHeartbeat, chstore.TableDelivery, chstore.TableSuppress}
 	materialiserWrites = []string{chstore.TableSchedule, chstore.TablePublish, chstore.TableRequest}
 )
 

@@ -156,7 +156,7 @@ func (r *Runner) recordBackfill(ctx context.Context, log logger, span trace.Span
 		run.Finished = time.Now().UTC()
 		r.recordRun(ctx, log, run)
 		span.SetStatus(codes.Error, "failed")
-		span.RecordError(rep.Err)
+		span.RecordError(logSafe(rep.Err))
 		log.Error("backfill chunk failed", "backfill_id", j.backfill.ID, "error", rep.Err,
 			"consecutive_failures", failures, "backoff", d.String())
 	case StatusLost:

@@ -2,11 +2,15 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"strconv"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/go-faster/city"
 	"github.com/google/uuid"
 
@@ -27,17 +31,32 @@ func epochParam(t time.Time) string {
 
 // found is what one run of a hunt found.
 type found struct {
-	docs    []string // distinct findings kept, at most the hunt's max_findings, in the query's order
-	total   uint64   // result rows before the cap
-	dropped uint64   // result rows past the cap, not stored
+	docs      []string // distinct findings kept, within the hunt's max_findings and the byte caps, in the query's order
+	total     uint64   // result rows before any cap
+	dropped   uint64   // result rows not stored: past max_findings or past the run's byte cap
+	truncated uint64   // findings over the per-finding byte cap, stored as truncation records
+	bytes     int64    // what the kept rows cost, documents and labels
+}
+
+// findingCaps bound what one run reads: rows, and bytes per finding and per run.
+type findingCaps struct {
+	rows       int
+	findingMax int64 // one document
+	runMax     int64 // all kept rows, rowBytes each beyond their document
+	rowBytes   int64
+}
+
+func (r *Runner) capsFor(h *Hunt) findingCaps {
+	return findingCaps{rows: h.maxFindings(), findingMax: r.opts.MaxFindingBytes, runMax: r.opts.MaxRunFindingsBytes, rowBytes: h.rowBytes()}
 }
 
 // query runs the hunt's SELECT (configsrc.FindingsQuery, the statement the server-side check
 // parsed) over the window w, on the hunts connection, and returns at most max_findings
-// distinct rows as JSON documents. The hunt only reads: the runner writes its findings (storeFindings).
+// distinct rows as JSON documents, bounded in bytes (findingCaps). The hunt only reads: the
+// runner writes its findings (storeFindings).
 func (r *Runner) query(ctx context.Context, h *Hunt, fire int64, runID uuid.UUID, w window) (found, error) {
 	timeout := h.timeout()
-	limit := h.maxFindings()
+	caps := r.capsFor(h)
 	// Client-side limit a little past the server's. Not a context deadline: clickhouse-go
 	// turns any deadline it sees into its own max_execution_time, overriding the hunt's, so the
 	// parent's deadline is stripped and only its cancellation kept.
@@ -48,11 +67,18 @@ func (r *Runner) query(ctx context.Context, h *Hunt, fire int64, runID uuid.UUID
 	defer stopParent()
 	stop := time.AfterFunc(timeout+5*time.Second, cancel)
 	defer stop.Stop()
+	// The byte caps are parameters of the statement, not max_result_bytes with
+	// result_overflow_mode='break': that setting is also applied on the shards running parts
+	// of a distributed query, where cutting a partial result silently would change what the
+	// hunt finds, and it still sends the whole block that crosses it.
 	qctx := clickhouse.Context(ctx,
 		clickhouse.WithParameters(clickhouse.Parameters{
-			configsrc.ParamLimit: strconv.Itoa(limit + 1),
-			"window_start":       epochParam(w.DataStart),
-			"window_end":         epochParam(w.DataEnd),
+			configsrc.ParamLimit:           strconv.Itoa(caps.rows + 1),
+			configsrc.ParamMaxFindingBytes: strconv.FormatInt(caps.findingMax, 10),
+			configsrc.ParamMaxRunBytes:     strconv.FormatInt(caps.runMax, 10),
+			configsrc.ParamRowBytes:        strconv.FormatInt(caps.rowBytes, 10),
+			"window_start":                 epochParam(w.DataStart),
+			"window_end":                   epochParam(w.DataEnd),
 		}),
 		clickhouse.WithSettings(clickhouse.Settings{
 			"max_execution_time": int(timeout / time.Second),
@@ -61,30 +87,56 @@ func (r *Runner) query(ctx context.Context, h *Hunt, fire int64, runID uuid.UUID
 	)
 	rows, err := r.huntConn.Query(qctx, configsrc.FindingsQuery(h.Query))
 	if err != nil {
-		return found{}, fmt.Errorf("hunt query: %w", err)
+		return found{}, &runError{stage: "hunt query", err: err}
 	}
 	defer rows.Close()
+	out, err := readFindings(rows, caps)
+	if err != nil {
+		return found{}, &runError{stage: "hunt query", err: err}
+	}
+	if out.truncated > 0 || out.bytes >= caps.runMax {
+		r.log.Warn("hunt findings over a byte cap", "hunt_id", h.ID, "fire", fire, "run_id", runID,
+			"findings_truncated", out.truncated, "max_finding_bytes", caps.findingMax,
+			"findings_bytes", out.bytes, "max_run_findings_bytes", caps.runMax, "findings_dropped", out.dropped)
+		r.opts.Metrics.findingsTruncated(ctx, h.ID, out.truncated)
+	}
+	return out, nil
+}
+
+// readFindings reads FindingsQuery's rows and keeps them while the run is within caps. The
+// server already truncates long documents and stops at the run's byte cap; the reader applies
+// the same caps itself, so a server that did not (an older statement, a proxy) still cannot
+// make the runner hold more than the cap: reading stops there, and closing the rows cancels
+// the rest. A document over the per-finding cap here is not stored (the server should have
+// truncated it) and counts as dropped. dropped is every row of hr_total not kept.
+func readFindings(rows driver.Rows, caps findingCaps) (found, error) {
 	var out found
 	seen := map[string]bool{}
-	n := 0
+	var kept uint64
 	for rows.Next() {
 		var doc string
-		if err := rows.Scan(&doc, &out.total); err != nil {
-			return found{}, fmt.Errorf("hunt query: %w", err)
+		var before uint64 // the server's own count, read to keep the columns in step
+		if err := rows.Scan(&doc, &out.total, &out.truncated, &before); err != nil {
+			return found{}, err
 		}
-		if n++; n > limit {
+		if kept == uint64(caps.rows) || out.bytes >= caps.runMax {
 			break
 		}
+		if int64(len(doc)) > caps.findingMax {
+			continue
+		}
+		kept++
+		out.bytes += int64(len(doc)) + caps.rowBytes
 		if !seen[doc] { // identical rows are one finding, as their shared finding_id says
 			seen[doc] = true
 			out.docs = append(out.docs, doc)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return found{}, fmt.Errorf("hunt query: %w", err)
+		return found{}, err
 	}
-	if out.total > uint64(limit) {
-		out.dropped = out.total - uint64(limit)
+	if out.total > kept {
+		out.dropped = out.total - kept
 	}
 	return out, nil
 }
@@ -107,7 +159,7 @@ func (r *Runner) storeFindings(ctx context.Context, h *Hunt, fire int64, runID u
 		"hunt_id", "fire", "finding_id", "finding", "severity", "labels", "run_id", "found")
 	batch, err := r.conn.PrepareBatch(ctx, insert)
 	if err != nil {
-		return fmt.Errorf("store findings: %w", err)
+		return &runError{stage: "store findings", err: err}
 	}
 	defer func() { _ = batch.Abort() }()
 	when := time.Unix(fire, 0).UTC()
@@ -115,11 +167,55 @@ func (r *Runner) storeFindings(ctx context.Context, h *Hunt, fire int64, runID u
 	for _, d := range docs {
 		// city.CH64 is ClickHouse's cityHash64, so finding_id = cityHash64(finding) as before.
 		if err := batch.Append(h.ID, when, city.CH64([]byte(d)), d, h.Severity, labels, runID, now); err != nil {
-			return fmt.Errorf("store findings: %w", err)
+			return &runError{stage: "store findings", err: err}
 		}
 	}
 	if err := batch.Send(); err != nil {
-		return fmt.Errorf("store findings: %w", err)
+		return &runError{stage: "store findings", err: err}
 	}
 	return nil
+}
+
+// runError is an error of a hunt's own statement, or of storing what it found. Its text is the
+// server's and can quote row values (`Cannot parse string '…'`, a row echoed by an insert
+// error), so it is data: Error, the whole text, goes into the run record (hunt_runs.error,
+// hunt_state.last_error), shown with the run where its findings are; logs and traces get only
+// LogValue, which names the stage and the server's error code (the run id is on the log line).
+type runError struct {
+	stage string // "hunt query", "store findings"
+	err   error
+}
+
+func (e *runError) Error() string { return e.stage + ": " + e.err.Error() }
+func (e *runError) Unwrap() error { return e.err }
+
+// LogValue makes slog print the summary wherever a runError is logged as a value.
+func (e *runError) LogValue() slog.Value { return slog.StringValue(e.summary()) }
+
+// summary quotes only text made here: the server's error code, a network error (addresses
+// and the system's reason) or a context error. Anything else is named by its type.
+func (e *runError) summary() string {
+	var ex *clickhouse.Exception
+	var op *net.OpError
+	switch {
+	case errors.As(e.err, &ex):
+		return fmt.Sprintf("%s: ClickHouse error code %d (the server's message can quote row values: it is in the run's record, hunt_runs.error)", e.stage, ex.Code)
+	case errors.Is(e.err, context.Canceled):
+		return e.stage + ": " + context.Canceled.Error()
+	case errors.Is(e.err, context.DeadlineExceeded):
+		return e.stage + ": " + context.DeadlineExceeded.Error()
+	case errors.As(e.err, &op):
+		return e.stage + ": " + op.Error()
+	}
+	return fmt.Sprintf("%s failed (%T; the message is in the run's record, hunt_runs.error)", e.stage, e.err)
+}
+
+// logSafe is err as logs and traces may carry it: a runError's summary, any other error as is
+// (the runner's own errors quote no row values).
+func logSafe(err error) error {
+	var re *runError
+	if errors.As(err, &re) {
+		return errors.New(re.summary())
+	}
+	return err
 }

@@ -327,7 +327,7 @@ func (r *Runner) record(ctx context.Context, log logger, span trace.Span, j *job
 		run.Finished = time.Now().UTC()
 		r.recordRun(ctx, log, run)
 		span.SetStatus(codes.Error, "failed")
-		span.RecordError(rep.Err)
+		span.RecordError(logSafe(rep.Err))
 		log.Error("hunt run failed", "error", rep.Err, "consecutive_failures", failures, "backoff", d.String())
 	case StatusLost:
 		// Someone else owns the fire now: no commit, no release, only the audit row.

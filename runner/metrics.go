@@ -21,6 +21,7 @@ import (
 //	hunt_runner_behind_seconds{hunt_id}                 now − oldest owed fire (0 when caught up)
 //	hunt_runner_gaps_total{hunt_id}
 //	hunt_runner_findings_dropped_total{hunt_id}
+//	hunt_runner_findings_truncated_total{hunt_id}
 //	hunt_runner_overruns_total{hunt_id}
 //	hunt_runner_tick_duration_seconds
 //	hunt_runner_claim_insert_duration_seconds          the slowest claim insert of a tick, send → ack
@@ -29,11 +30,12 @@ import (
 //	hunt_runner_published_set_mismatch                  1 while the loaded hash ≠ materialise's
 //	hunt_runner_replica_delay_seconds, hunt_runner_settle_seconds
 //	hunt_runner_runs_in_flight, hunt_runner_runs_queued
+//	hunt_runner_hunt_foreign{hunt_id,hunt_set}          1: not run, another hunt set publishes it
 //	hunt_runner_consistency_info{mode}                  1 for the coordination connection's mode
 //	and the ops pack's health gauges (metrics_health.go)
 type Metrics struct {
-	runs, rows, claimsC, gaps, overruns, chErrors, dropped metric.Int64Counter
-	runDur, tickDur, claimInsert                           metric.Float64Histogram
+	runs, rows, claimsC, gaps, overruns, chErrors, dropped, truncated metric.Int64Counter
+	runDur, tickDur, claimInsert                                      metric.Float64Histogram
 
 	mu           sync.Mutex
 	replicaDelay time.Duration
@@ -61,7 +63,8 @@ func NewMetrics(meter metric.Meter, settle time.Duration) (*Metrics, error) {
 	m.rows = counter("hunt_runner_rows_written", "Findings of succeeded runs (distinct rows of the fire).")
 	m.claimsC = counter("hunt_runner_claims", "Claim attempts by outcome.")
 	m.gaps = counter("hunt_runner_gaps", "Ranges skipped because an outage exceeded max_catchup.")
-	m.dropped = counter("hunt_runner_findings_dropped", "Result rows past a hunt's max_findings, counted but not stored.")
+	m.dropped = counter("hunt_runner_findings_dropped", "Result rows past a hunt's max_findings or its run's byte cap, counted but not stored.")
+	m.truncated = counter("hunt_runner_findings_truncated", "Findings over the per-finding byte cap, stored as truncation records.")
 	m.overruns = counter("hunt_runner_overruns", "Fires owed while the previous fire still held the lease.")
 	m.chErrors = counter("hunt_runner_clickhouse_errors", "ClickHouse errors by stage.")
 	if err != nil {
@@ -117,6 +120,11 @@ func NewMetrics(meter metric.Meter, settle time.Duration) (*Metrics, error) {
 	if err != nil {
 		return nil, err
 	}
+	foreign, err := meter.Int64ObservableGauge("hunt_runner_hunt_foreign",
+		metric.WithDescription("1 for each loaded hunt not run because another hunt set publishes it (hunt_set: that set)."))
+	if err != nil {
+		return nil, err
+	}
 	consistency, err := meter.Int64ObservableGauge("hunt_runner_consistency_info",
 		metric.WithDescription("1, labelled with the consistency mode of the coordination connection (auto resolved)."))
 	if err != nil {
@@ -146,9 +154,12 @@ func NewMetrics(meter metric.Meter, settle time.Duration) (*Metrics, error) {
 			o.ObserveInt64(mismatch, mm)
 			o.ObserveInt64(inFlight, int64(running))
 			o.ObserveInt64(queued, int64(q))
+			for id, set := range r.foreignHunts() {
+				o.ObserveInt64(foreign, 1, metric.WithAttributes(attribute.String("hunt_id", id), attribute.String("hunt_set", set)))
+			}
 		}
 		return nil
-	}, behind, setInfo, mismatch, delay, settleG, inFlight, queued, consistency)
+	}, behind, setInfo, mismatch, delay, settleG, inFlight, queued, consistency, foreign)
 	if err != nil {
 		return nil, err
 	}
@@ -178,6 +189,13 @@ func (m *Metrics) claims(ctx context.Context, outcome string, n int) {
 		return
 	}
 	m.claimsC.Add(ctx, int64(n), metric.WithAttributes(attribute.String("outcome", outcome)))
+}
+
+func (m *Metrics) findingsTruncated(ctx context.Context, huntID string, n uint64) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.truncated.Add(ctx, int64(n), metric.WithAttributes(attribute.String("hunt_id", huntID)))
 }
 
 func (m *Metrics) findingsDropped(ctx context.Context, huntID string, n uint64) {

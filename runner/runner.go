@@ -86,6 +86,14 @@ type Options struct {
 	ReplicaDelay func(ctx context.Context) (time.Duration, error)
 	// OnRun, when set, is called after every finished attempt (dev prints it).
 	OnRun func(RunReport)
+
+	// MaxFindingBytes caps one finding's document: a longer one is stored as a truncation
+	// record (FindingsQuery); default DefaultMaxFindingBytes, at least MinMaxFindingBytes.
+	// MaxRunFindingsBytes caps what one run holds and stores, labels included: the rows past
+	// it are dropped and counted; default DefaultMaxRunFindingsBytes. Both are enforced by
+	// the server (the rows are never sent) and again by the runner's reader.
+	MaxFindingBytes     int64
+	MaxRunFindingsBytes int64
 }
 
 func (o *Options) setDefaults() error {
@@ -116,6 +124,12 @@ func (o *Options) setDefaults() error {
 	if o.HeartbeatEvery <= 0 {
 		o.HeartbeatEvery = HeartbeatEvery
 	}
+	if o.MaxFindingBytes == 0 {
+		o.MaxFindingBytes = DefaultMaxFindingBytes
+	}
+	if o.MaxRunFindingsBytes == 0 {
+		o.MaxRunFindingsBytes = DefaultMaxRunFindingsBytes
+	}
 	switch {
 	case o.Tick < 0:
 		return fmt.Errorf("runner: tick %v must be positive", o.Tick)
@@ -129,6 +143,10 @@ func (o *Options) setDefaults() error {
 		return fmt.Errorf("runner: grace %v must not be negative", o.Grace)
 	case o.CheckEvery < 0:
 		return fmt.Errorf("runner: check-every %d must be positive", o.CheckEvery)
+	case o.MaxFindingBytes < MinMaxFindingBytes:
+		return fmt.Errorf("runner: max finding bytes %d must be at least %d (a truncation record must fit)", o.MaxFindingBytes, MinMaxFindingBytes)
+	case o.MaxRunFindingsBytes < o.MaxFindingBytes:
+		return fmt.Errorf("runner: max run findings bytes %d must be at least max finding bytes %d", o.MaxRunFindingsBytes, o.MaxFindingBytes)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -178,6 +196,7 @@ type Runner struct {
 	runAvg   time.Duration // moving average of a run, start to commit
 	tickAvg  time.Duration // moving average of a tick that claimed (snapshot + claim)
 
+	foreign      map[string]string // hunt id → the other hunt set publishing it (ownership.go)
 	hb           heartbeatState
 	ticks        int
 	mismatchLogd string // the published hash already logged as a mismatch
@@ -204,6 +223,7 @@ func New(conn driver.Conn, claimer Claimer, store StateStore, source Source, opt
 		held:    map[string]*job{},
 		wake:    make(chan struct{}, 1),
 		behind:  map[string]int64{},
+		foreign: map[string]string{},
 	}
 	r.states = newGroup(store.SetStates)
 	if opts.Metrics != nil {
@@ -388,6 +408,13 @@ func (r *Runner) tick(ctx context.Context) error {
 		p.Due = p.Due[:max(capacity, 0)] // most overdue first: the rest waits for a slot
 	}
 	p.Due = append(p.Due, r.planBackfills(snap, set, capacity-len(p.Due))...) // below live fires
+	if len(p.Due) > 0 {
+		if p.Due, err = r.ownDue(ctx, set, p.Due); err != nil {
+			span.RecordError(err)
+			r.log.Warn("claims skipped this tick: who publishes the due hunts could not be read", "error", err)
+			return nil
+		}
+	}
 
 	if len(p.Due) == 0 {
 		r.log.Debug("tick: nothing due", "hunts", len(set.Hunts), "leased", p.Leased, "backoff", p.BackOff, "busy", p.Busy)

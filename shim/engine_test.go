@@ -2,6 +2,9 @@ package shim
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -205,7 +208,7 @@ func TestOutageHoldsLastGoodAndRecovers(t *testing.T) {
 		t.Fatalf("%d holding-started lines for 5 held answers, want 1:\n%s", n, s.logs)
 	}
 	m := s.get(t, "/metrics")
-	for _, want := range []string{`hunt_shim_held_total{query="hunt-backlog",reason="unreachable"} 5`, `hunt_shim_held_age_seconds{cold="false",params="",query="hunt-backlog"}`,
+	for _, want := range []string{`hunt_shim_held_total{query="hunt-backlog",reason="unreachable"} 5`, `hunt_shim_held_age_seconds{cold="false",query="hunt-backlog"}`,
 		`hunt_shim_query_up{query="hunt-backlog"} 0`} {
 		if !strings.Contains(string(m.Body), want) {
 			t.Errorf("/metrics lacks %s:\n%s", want, m.Body)
@@ -260,7 +263,7 @@ func TestColdStartWithEngineDown(t *testing.T) {
 	if n := s.logs.count("older than max_stale"); n != 1 {
 		t.Errorf("%d max_stale lines, want 1", n)
 	}
-	if !strings.Contains(string(s.get(t, "/metrics").Body), `hunt_shim_held_stale{params="",query="hunt-backlog"} 1`) {
+	if !strings.Contains(string(s.get(t, "/metrics").Body), `hunt_shim_held_stale{query="hunt-backlog"} 1`) {
 		t.Error("/metrics lacks the stale flag")
 	}
 }
@@ -332,4 +335,48 @@ queries:
 			t.Errorf("%s = %d %s, want %v (%q)", path, r.Status, r.Body, want.value, want.reason)
 		}
 	}
+}
+
+// The issue's attack: while ClickHouse is down, 10,001 unauthenticated requests with distinct
+// ?service= values. The held backlog stays what it was (not a cold 0 that would let KEDA scale
+// the runners to zero mid-outage), and /metrics names no parameter value and stays small.
+func TestParameterFloodDuringOutageKeepsTheBacklog(t *testing.T) {
+	e := startEngine(t)
+	coordination(t, e.conn, e.db, "a", "b", "c")
+	s := startShim(t, Options{Conn: e.conn, Database: e.db, OtelDatabase: e.db, Timeout: time.Second})
+	if r := s.get(t, "/keda/hunt-backlog"); r.value(t) != 3 || r.held() {
+		t.Fatalf("before the outage: %s", r.Body)
+	}
+	e.srv.Stop()
+	if r := s.get(t, "/keda/hunt-backlog"); r.value(t) != 3 || !r.held() {
+		t.Fatalf("outage: %s, want 3 held", r.Body)
+	}
+	// One after another, as the attack ran: each value is held (its query failed) before the
+	// next arrives, so none is an unsettled entry the cache would drop first.
+	const flood = 10001
+	for i := 1; i <= flood; i++ {
+		rec := httptest.NewRecorder()
+		s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, fmt.Sprintf("/keda/pressure?service=flood-%d", i), nil))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("flood request %d: %d %s", i, rec.Code, rec.Body)
+		}
+	}
+	r := s.get(t, "/keda/hunt-backlog")
+	if r.value(t) != 3 || !r.held() || r.JSON["cold"] == true {
+		t.Fatalf("after %d distinct parameter requests: %s, want the held 3", flood, r.Body)
+	}
+	m := string(s.get(t, "/metrics").Body)
+	if strings.Contains(m, "flood-") {
+		t.Fatal("/metrics carries request parameter values")
+	}
+	series := 0
+	for _, line := range strings.Split(m, "\n") {
+		if strings.HasPrefix(line, "hunt_shim_") {
+			series++
+		}
+	}
+	if series > 100 || len(m) > 64<<10 {
+		t.Fatalf("/metrics holds %d shim series in %d bytes after the flood, want it bounded by the catalogue", series, len(m))
+	}
+	t.Logf("/metrics after the flood: %d shim series, %d bytes", series, len(m))
 }

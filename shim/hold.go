@@ -36,15 +36,23 @@ type answer struct {
 	Stale  bool      // held past max_stale
 }
 
-// cache keeps one entry per (query, canonical params), bounded by max entries.
+// cache keeps one entry per (query, canonical params). The entry of a query without
+// parameters (the backlog KEDA scales on) is never evicted: there is one per such query in the
+// catalogue, so they are bounded without a cap, and no request can push them out. Entries of
+// parameterised queries, whose values come from whoever sends requests, are capped per query
+// and in all; a full query evicts only its own entries, so a flood of one query's parameter
+// values cannot touch another query's.
 type cache struct {
-	mu      sync.Mutex
-	entries map[string]*entry
-	max     int
+	mu       sync.Mutex
+	entries  map[string]*entry
+	perQuery map[string]int // parameterised entries of each query
+	params   int            // parameterised entries in all
+	max      int            // bound on params
+	maxQuery int            // bound on each perQuery
 }
 
-func newCache(max int) *cache {
-	return &cache{entries: map[string]*entry{}, max: max}
+func newCache(max, maxQuery int) *cache {
+	return &cache{entries: map[string]*entry{}, perQuery: map[string]int{}, max: max, maxQuery: min(max, maxQuery)}
 }
 
 // canonicalParams renders params sorted by name, URL-escaped, so that equal requests share an
@@ -69,42 +77,63 @@ func canonicalParams(params map[string]string) string {
 
 func cacheKey(q *Query, canon string) string { return q.Name + "?" + canon }
 
-// get returns the entry of key, creating it; when the cache is full the least recently used
-// entry that is not holding goes first (a held value is what protects the scaling decision).
+// pinned tells an entry that is never evicted: its query takes no parameters.
+func (e *entry) pinned() bool { return len(e.query.Params) == 0 }
+
+// get returns the entry of key, creating it, and evicting first when its query, or the cache,
+// is full (evictLocked says which entry goes).
 func (c *cache) get(key string, q *Query, canon string, now time.Time) *entry {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.entries[key]
 	if !ok {
-		if len(c.entries) >= c.max {
-			c.evictLocked()
-		}
 		e = &entry{query: q, params: canon}
+		if !e.pinned() {
+			switch {
+			case c.perQuery[q.Name] >= c.maxQuery:
+				c.evictLocked(q.Name)
+			case c.params >= c.max:
+				c.evictLocked("")
+			}
+			c.perQuery[q.Name]++
+			c.params++
+		}
 		c.entries[key] = e
 	}
 	e.lastUsed = now
 	return e
 }
 
-func (c *cache) evictLocked() {
-	var oldestKey string
-	var oldest *entry
+// evictLocked drops one parameterised entry, of query (every query when ""): the least
+// recently used that is not holding; else, as a held value protects a scaling decision, the
+// least recently used cold hold (no good value yet: a value first asked for during an outage,
+// like a flood of made-up parameters); else the least recently used.
+func (c *cache) evictLocked(query string) {
+	rank := func(e *entry) int {
+		switch {
+		case !e.holding:
+			return 0
+		case !e.good:
+			return 1
+		}
+		return 2
+	}
+	var victimKey string
+	var victim *entry
 	for k, e := range c.entries {
-		if e.holding {
+		if e.pinned() || (query != "" && e.query.Name != query) {
 			continue
 		}
-		if oldest == nil || e.lastUsed.Before(oldest.lastUsed) {
-			oldestKey, oldest = k, e
+		if victim == nil || rank(e) < rank(victim) || (rank(e) == rank(victim) && e.lastUsed.Before(victim.lastUsed)) {
+			victimKey, victim = k, e
 		}
 	}
-	if oldest == nil { // everything is holding: drop the least recently used anyway
-		for k, e := range c.entries {
-			if oldest == nil || e.lastUsed.Before(oldest.lastUsed) {
-				oldestKey, oldest = k, e
-			}
-		}
+	if victim == nil {
+		return
 	}
-	delete(c.entries, oldestKey)
+	delete(c.entries, victimKey)
+	c.perQuery[victim.query.Name]--
+	c.params--
 }
 
 // heldAnswerLocked is the answer while holding: the last good value, or cold_hold.
@@ -120,29 +149,43 @@ func (e *entry) heldAnswerLocked(now time.Time) answer {
 	return a
 }
 
-// held lists the entries being held, for the age and stale gauges.
+// held summarises the entries being held per (query, cold), for the age and stale gauges:
+// one series per query and kind, never per parameter value (values come from requests, and
+// would make the metrics as large as the cache). age is the oldest held value's.
 func (c *cache) held(now time.Time) []heldInfo {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var out []heldInfo
+	type key struct {
+		query string
+		cold  bool
+	}
+	byKey := map[key]*heldInfo{}
 	for _, e := range c.entries {
 		if !e.holding {
 			continue
 		}
-		h := heldInfo{query: e.query.Name, params: e.params, cold: !e.good}
+		age := now.Sub(e.since)
 		if e.good {
-			h.age = now.Sub(e.goodAt)
-		} else {
-			h.age = now.Sub(e.since)
+			age = now.Sub(e.goodAt)
 		}
-		h.stale = h.age > e.query.MaxStale
-		out = append(out, h)
+		k := key{e.query.Name, !e.good}
+		h := byKey[k]
+		if h == nil {
+			h = &heldInfo{query: k.query, cold: k.cold}
+			byKey[k] = h
+		}
+		h.age = max(h.age, age)
+		h.stale = h.stale || age > e.query.MaxStale
+	}
+	out := make([]heldInfo, 0, len(byKey))
+	for _, h := range byKey {
+		out = append(out, *h)
 	}
 	return out
 }
 
 type heldInfo struct {
-	query, params string
-	cold, stale   bool
-	age           time.Duration
+	query       string
+	cold, stale bool
+	age         time.Duration // the oldest held value's
 }

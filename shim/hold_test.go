@@ -131,8 +131,8 @@ func TestDriverPanicIsHeld(t *testing.T) {
 }
 
 func TestCacheEvictsLeastRecentlyUsedNotHeld(t *testing.T) {
-	q := &Query{Name: "q"}
-	c := newCache(2)
+	q := &Query{Name: "q", Params: []string{"a"}}
+	c := newCache(2, 2)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	held := c.get("held", q, "a=1", t0)
 	held.holding = true
@@ -143,11 +143,58 @@ func TestCacheEvictsLeastRecentlyUsedNotHeld(t *testing.T) {
 	if !heldKept || idleKept || len(c.entries) != 2 {
 		t.Fatalf("entries after eviction: held=%v idle=%v n=%d, want the held one kept and idle evicted", heldKept, idleKept, len(c.entries))
 	}
-	// When everything is held, the least recently used goes anyway: the cache stays bounded.
+	// When everything is held, a cold hold (no good value yet) goes before a held good value,
+	// however recently it was used; the cache stays bounded.
+	held.good = true
 	c.entries["new"].holding = true
 	c.get("newest", q, "a=4", t0.Add(3*time.Second))
-	if _, ok := c.entries["held"]; ok || len(c.entries) != 2 {
-		t.Fatalf("all held: %d entries, oldest kept=%v; want 2 and the oldest gone", len(c.entries), ok)
+	if _, ok := c.entries["held"]; !ok || len(c.entries) != 2 {
+		t.Fatalf("all held: %d entries, held good value kept=%v; want 2 and the good value kept", len(c.entries), ok)
+	}
+	if _, ok := c.entries["new"]; ok {
+		t.Fatal("the cold hold was kept over the held good value")
+	}
+}
+
+// The value of a query without parameters (the backlog KEDA scales on) is never evicted, even
+// when it is the least recently used and every other entry is held.
+func TestCacheNeverEvictsAParameterlessValue(t *testing.T) {
+	backlog := &Query{Name: BacklogQuery}
+	pressure := &Query{Name: PressureQuery, Params: []string{"service"}}
+	c := newCache(3, 3)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	b := c.get(cacheKey(backlog, ""), backlog, "", t0)
+	b.holding, b.good, b.value = true, true, 25
+	for i := range 100 {
+		canon := fmt.Sprintf("service=s-%d", i)
+		e := c.get(cacheKey(pressure, canon), pressure, canon, t0.Add(time.Duration(i+1)*time.Second))
+		e.holding, e.good = true, true // as good as the backlog's, and more recently used
+	}
+	if got, ok := c.entries[cacheKey(backlog, "")]; !ok || got.value != 25 {
+		t.Fatal("the backlog's held value was evicted")
+	}
+	if len(c.entries) != 4 || c.params != 3 {
+		t.Fatalf("%d entries (%d parameterised), want the backlog and 3", len(c.entries), c.params)
+	}
+}
+
+// A flood of one query's parameter values evicts only that query's entries.
+func TestCacheFloodEvictsOnlyItsOwnQuery(t *testing.T) {
+	flooded := &Query{Name: "flooded", Params: []string{"p"}}
+	other := &Query{Name: "other", Params: []string{"p"}}
+	c := newCache(10, 3)
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	kept := c.get(cacheKey(other, "p=x"), other, "p=x", t0)
+	kept.holding, kept.good = true, true
+	for i := range 100 {
+		canon := fmt.Sprintf("p=%d", i)
+		c.get(cacheKey(flooded, canon), flooded, canon, t0.Add(time.Duration(i+1)*time.Second)).holding = true
+	}
+	if _, ok := c.entries[cacheKey(other, "p=x")]; !ok {
+		t.Fatal("another query's held value was evicted by the flood")
+	}
+	if c.perQuery["flooded"] != 3 || len(c.entries) != 4 {
+		t.Fatalf("flooded query holds %d entries (%d in all), want its cap of 3", c.perQuery["flooded"], len(c.entries))
 	}
 }
 

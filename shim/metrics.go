@@ -19,8 +19,11 @@ const scope = "github.com/hunt-runner/hunt-runner/shim"
 //
 //	hunt_shim_requests_total{query,outcome}        outcome: fresh, held, bad_request, unknown_query, unauthorized
 //	hunt_shim_held_total{query,reason}             answers served held, by why
-//	hunt_shim_held_age_seconds{query,params,cold}  age of each value being held (cold: since holding started)
-//	hunt_shim_held_stale{query,params}             1 while a held value is older than its max_stale
+//	hunt_shim_held_age_seconds{query,cold}         age of the oldest value held (cold: since holding started)
+//	hunt_shim_held_stale{query}                    1 while a held value of the query is older than its max_stale
+//
+// No label carries a request's parameter values: they come from whoever sends requests.
+//
 //	hunt_shim_query_duration_seconds{query,ok}     ClickHouse round trips
 //	hunt_shim_query_up{query}                      1 when the query's newest round trip succeeded, else 0
 type Metrics struct {
@@ -90,24 +93,28 @@ func (m *Metrics) Handler() http.Handler { return m.handler }
 // observeHeld registers the gauges that report each value being held.
 func (m *Metrics) observeHeld(c *cache, now func() time.Time) error {
 	age, err := m.meter.Float64ObservableGauge("hunt_shim_held_age",
-		metric.WithUnit("s"), metric.WithDescription("age of each value the shim is holding; for a cold hold, time since holding started"))
+		metric.WithUnit("s"), metric.WithDescription("age of the oldest value the shim is holding for the query; for a cold hold, time since holding started"))
 	if err != nil {
 		return err
 	}
 	stale, err := m.meter.Int64ObservableGauge("hunt_shim_held_stale",
-		metric.WithDescription("1 while a held value is older than its query's max_stale"))
+		metric.WithDescription("1 while a value held for the query is older than its max_stale"))
 	if err != nil {
 		return err
 	}
 	_, err = m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		staleBy := map[string]bool{}
 		for _, h := range c.held(now()) {
 			o.ObserveFloat64(age, h.age.Seconds(), metric.WithAttributes(
-				attribute.String("query", h.query), attribute.String("params", h.params), attribute.Bool("cold", h.cold)))
+				attribute.String("query", h.query), attribute.Bool("cold", h.cold)))
+			staleBy[h.query] = staleBy[h.query] || h.stale
+		}
+		for q, st := range staleBy {
 			var v int64
-			if h.stale {
+			if st {
 				v = 1
 			}
-			o.ObserveInt64(stale, v, metric.WithAttributes(attribute.String("query", h.query), attribute.String("params", h.params)))
+			o.ObserveInt64(stale, v, metric.WithAttributes(attribute.String("query", q)))
 		}
 		return nil
 	}, age, stale)

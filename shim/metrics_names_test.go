@@ -22,7 +22,7 @@ func TestExportedMetricNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	c := newCache(10)
+	c := newCache(10, 10)
 	c.entries["k"] = &entry{query: &Query{Name: BacklogQuery, MaxStale: time.Minute}, holding: true, good: true,
 		goodAt: now.Add(-time.Hour)}
 	if err := m.observeHeld(c, func() time.Time { return now }); err != nil {
@@ -36,7 +36,7 @@ func TestExportedMetricNames(t *testing.T) {
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body := rec.Body.String()
-	if !strings.Contains(body, `hunt_shim_query_up{query="hunt-backlog"} 0`) || !strings.Contains(body, `hunt_shim_held_stale{params="",query="hunt-backlog"} 1`) {
+	if !strings.Contains(body, `hunt_shim_query_up{query="hunt-backlog"} 0`) || !strings.Contains(body, `hunt_shim_held_stale{query="hunt-backlog"} 1`) {
 		t.Errorf("metrics:\n%s", body)
 	}
 	var got []string

@@ -27,6 +27,9 @@ const (
 	DefaultMaxStale     = 5 * time.Minute
 	DefaultRetryBackoff = time.Second
 	DefaultMaxEntries   = 10000
+	// DefaultMaxEntriesPerQuery bounds one parameterised query's cached values, so a flood of
+	// made-up parameter values evicts only that query's own.
+	DefaultMaxEntriesPerQuery = 1000
 )
 
 // Routes with a fixed query behind them.
@@ -60,8 +63,11 @@ type Options struct {
 	// RetryBackoff: after a failure, requests for the same value are answered held without
 	// asking ClickHouse again for this long (default 1s), so a dead server costs nothing.
 	RetryBackoff time.Duration
-	// MaxEntries bounds the last-good cache (default 10000 (query, params) pairs).
-	MaxEntries int
+	// MaxEntries bounds the last-good cache (default 10000 (query, params) pairs), and
+	// MaxEntriesPerQuery each parameterised query's share (default 1000). The value of a query
+	// without parameters (the backlog) is never evicted and counts against neither.
+	MaxEntries         int
+	MaxEntriesPerQuery int
 	// Logger receives the holding-started/ended lines; default discards.
 	Logger *slog.Logger
 	// Metrics records the shim's instruments; default: a private Prometheus registry served
@@ -117,6 +123,9 @@ func New(o Options) (*Server, error) {
 	if o.MaxEntries <= 0 {
 		o.MaxEntries = DefaultMaxEntries
 	}
+	if o.MaxEntriesPerQuery <= 0 {
+		o.MaxEntriesPerQuery = DefaultMaxEntriesPerQuery
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -145,7 +154,7 @@ func New(o Options) (*Server, error) {
 		cat:   cat,
 		conn:  o.Conn,
 		log:   o.Logger,
-		cache: newCache(o.MaxEntries),
+		cache: newCache(o.MaxEntries, o.MaxEntriesPerQuery),
 	}
 	s.fetch = s.runQuery
 	if o.Token != "" {

@@ -35,6 +35,12 @@ func runFlags() []cli.Flag {
 			Usage: "on SIGTERM, how long running hunts may finish before they are cancelled"},
 		&cli.StringFlag{Name: "owner", EnvVars: envFor("owner"),
 			Usage: "this runner's identity in lease rows (default: the host name, the pod name under Kubernetes)"},
+		&cli.Int64Flag{Name: "max-finding-bytes", Value: runner.DefaultMaxFindingBytes, EnvVars: envFor("max-finding-bytes"),
+			Usage: fmt.Sprintf("bytes one finding's JSON document may hold (at least %d); a longer one is stored as a truncation record "+
+				"(hr_truncated_bytes, hr_hash, hr_prefix) and counted in hunt_runner_findings_truncated_total", runner.MinMaxFindingBytes)},
+		&cli.Int64Flag{Name: "max-run-findings-bytes", Value: runner.DefaultMaxRunFindingsBytes, EnvVars: envFor("max-run-findings-bytes"),
+			Usage: "bytes of findings (documents and labels) one run holds and stores; the rest are counted in the run's findings_dropped. " +
+				"The server stops sending at the cap, so a pod needs about 6 × concurrency × this much memory for findings at worst"},
 	}
 }
 
@@ -96,7 +102,7 @@ func runAction(c *cli.Context) error {
 		listen: c.String("listen"), replicas: true,
 		lease: lease.Options{Lease: c.Duration("lease"), Settle: c.Duration("settle")},
 		loop: runner.Options{Tick: c.Duration("tick"), Concurrency: c.Int("concurrency"), MaxQueued: c.Int("max-queued"),
-			Grace: c.Duration("grace")},
+			Grace: c.Duration("grace"), MaxFindingBytes: c.Int64("max-finding-bytes"), MaxRunFindingsBytes: c.Int64("max-run-findings-bytes")},
 	}, log)
 	if err != nil {
 		return cli.Exit(err.Error(), exitUsage)

@@ -17,8 +17,8 @@ GRANT
   SELECT, INSERT ON `hunt_runner`.`hunt_run`,
   SELECT, INSERT ON `hunt_runner`.`hunt_findings`,
   SELECT ON `hunt_runner`.`hunt_request`,
-  SELECT ON `hunt_runner`.`hunt_delivery`,
-  SELECT ON `hunt_runner`.`hunt_suppress`,
+  SELECT, INSERT ON `hunt_runner`.`hunt_delivery`,
+  SELECT, INSERT ON `hunt_runner`.`hunt_suppress`,
   SELECT ON `hunt_runner`.`hunt_pause`,
   SELECT ON `hunt_runner`.`hunt_backfill`,
   SELECT ON `hunt_runner`.`hunt_schema`,
@@ -26,4 +26,4 @@ GRANT
   SELECT ON system.`databases`,
   SELECT ON system.`replicas`
 TO `hunt_runner` WITH REPLACE OPTION;
--- sha256: 83af521389497ab3abe34e2e54cb1a6494018b27ebeb3d20c7382f0e039421f5
+-- sha256: bb6ac54606892959c8b6db43541c22c48f9e25d887c214b59383648f691d2342

@@ -1,0 +1,89 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
+)
+
+// Ownership: a hunt id belongs to the hunt set whose publication of it is live (the newest
+// hunt_schedule row is enabled with an interval, as schedule.Row.Live says). materialise
+// refuses to publish an id another set publishes; the runner must refuse to run one, or a
+// runner of team-b loading a file with team-a's id would take fires of team-a's hunt and commit
+// its own findings under it. An id no set publishes, or that its set retired, is free.
+
+// foreignOwners reads which of ids are live in another set's publication, and their set. It
+// is one read of the rows of ids only, made on every tick that claims, so a claim is always
+// checked against the publications of that moment.
+func (r *Runner) foreignOwners(ctx context.Context, ids []string) (map[string]string, error) {
+	q := "SELECT hunt_id, hunt_set FROM (SELECT hunt_id, argMax(hunt_set, updated) AS hunt_set, " +
+		"argMax(enabled = 1 AND interval_seconds > 0, updated) AS live FROM " +
+		chstore.QuoteIdent(r.opts.Database) + "." + chstore.TableSchedule +
+		" WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id) WHERE live AND hunt_set != {set:String}"
+	rows, err := r.conn.Query(ctx, q, clickhouse.Named("ids", ids), clickhouse.Named("set", r.opts.HuntSet))
+	if err != nil {
+		return nil, fmt.Errorf("read the hunt sets publishing the due hunts: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var id, set string
+		if err := rows.Scan(&id, &set); err != nil {
+			return nil, fmt.Errorf("read the hunt sets publishing the due hunts: %w", err)
+		}
+		out[id] = set
+	}
+	return out, rows.Err()
+}
+
+// ownDue drops the fires of hunts another set publishes, logging each such hunt once (again
+// only if its owner changes) and exporting them as hunt_runner_hunt_foreign. When the owners
+// cannot be read nothing is claimed this tick: claiming unchecked is what must never happen.
+func (r *Runner) ownDue(ctx context.Context, loaded *HuntSet, due []dueFire) ([]dueFire, error) {
+	ids := make([]string, 0, len(due))
+	for _, d := range due {
+		ids = append(ids, d.Hunt.ID)
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	foreign, err := r.foreignOwners(ctx, ids)
+	if err != nil {
+		r.opts.Metrics.clickhouseError(ctx, "ownership")
+		return nil, err
+	}
+	r.mu.Lock()
+	for _, id := range ids {
+		set, isForeign := foreign[id]
+		if isForeign && r.foreign[id] != set {
+			r.log.Warn("hunt not run: another hunt set publishes it; rename it in this set, or retire it from its set first",
+				"hunt_id", id, "published_by", set, "hunt_set", r.opts.HuntSet)
+		}
+		if isForeign {
+			r.foreign[id] = set
+		} else {
+			delete(r.foreign, id)
+		}
+	}
+	for id := range r.foreign {
+		if loaded.find(id) == nil { // no longer loaded: nothing left to refuse
+			delete(r.foreign, id)
+		}
+	}
+	r.mu.Unlock()
+	if len(foreign) == 0 {
+		return due, nil
+	}
+	return slices.DeleteFunc(due, func(d dueFire) bool { _, ok := foreign[d.Hunt.ID]; return ok }), nil
+}
+
+// foreignHunts is what the hunt_runner_hunt_foreign gauge reads.
+func (r *Runner) foreignHunts() map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.foreign)
+}
