@@ -323,6 +323,19 @@ func (w *simWorld) claimedAt(r int, at time.Time) time.Time {
 	return w.clock(r, at).Truncate(res)
 }
 
+// nextClaimed is chStore's nextClaimed: replica r's now64(6), or just above prev (the
+// claimed of the newest row the statement saw) when prev is ahead of that clock.
+func (w *simWorld) nextClaimed(r int, at, prev time.Time) time.Time {
+	res := w.p.resolution
+	if res == 0 {
+		res = time.Microsecond
+	}
+	if now := w.claimedAt(r, at); now.After(prev) {
+		return now
+	}
+	return prev.Add(res)
+}
+
 // merge is a background merge on replica m: per hunt, of the rows m has, only the greatest
 // claimed survives, the last inserted when several share it (ReplacingMergeTree(claimed)).
 // Caller holds mu.
@@ -462,13 +475,14 @@ func (c *simClient) InsertClaims(ctx context.Context, claims []Row, lease time.D
 	c.w.mu.Lock()
 	for _, cl := range claims {
 		m, hasWM := c.w.newestWatermark(cl.HuntID, r, check)
-		if l, _, ok := c.w.newestLease(cl.HuntID, r, check); ok && l.Until.After(now) && !(hasWM && l.Fire <= m.wm) {
+		l, _, ok := c.w.newestLease(cl.HuntID, r, check)
+		if ok && l.Until.After(now) && !(hasWM && l.Fire <= m.wm) {
 			continue
 		}
 		if hasWM && m.wm >= cl.Fire {
 			continue
 		}
-		cl.Claimed, cl.Until = c.w.claimedAt(r, check), now.Add(lease)
+		cl.Claimed, cl.Until = c.w.nextClaimed(r, check, l.Claimed), now.Add(lease)
 		rows = append(rows, cl)
 	}
 	c.w.mu.Unlock()
@@ -493,7 +507,7 @@ func (c *simClient) Release(ctx context.Context, leases []Lease) error {
 	for _, l := range leases {
 		// Fenced: only while the newest row is this claim's and still live.
 		if cur, _, ok := c.w.newestLease(l.HuntID, r, at); ok && cur.ClaimID == l.ClaimID && cur.Until.After(now) {
-			cur.Claimed, cur.Until = c.w.claimedAt(r, at), now
+			cur.Claimed, cur.Until = c.w.nextClaimed(r, at, cur.Claimed), now
 			c.w.addLease(cur, false, r, at)
 		}
 	}
@@ -502,17 +516,18 @@ func (c *simClient) Release(ctx context.Context, leases []Lease) error {
 	return nil
 }
 
-// Extend is chStore.Extend: for each lease whose row is still the newest of its hunt and live
-// on the replica reached, a copy lasting lease from that replica's clock.
-func (c *simClient) Extend(ctx context.Context, leases []Lease, lease time.Duration) error {
+// Extend is chStore.Extend: for each lease whose row is still the newest of its hunt and lives
+// more than margin on the replica reached, a copy lasting lease from that replica's clock. The
+// statement checks and lands in one instant (chStore bounds it to margin/2).
+func (c *simClient) Extend(ctx context.Context, leases []Lease, lease, margin time.Duration) error {
 	c.net()
 	r := c.replica()
 	c.w.mu.Lock()
 	at := time.Now()
 	now := c.w.clock(r, at)
 	for _, l := range leases {
-		if cur, _, ok := c.w.newestLease(l.HuntID, r, at); ok && cur.ClaimID == l.ClaimID && cur.Until.After(now) {
-			cur.Claimed, cur.Until = c.w.claimedAt(r, at), now.Add(lease)
+		if cur, _, ok := c.w.newestLease(l.HuntID, r, at); ok && cur.ClaimID == l.ClaimID && cur.Until.After(now.Add(margin)) {
+			cur.Claimed, cur.Until = c.w.nextClaimed(r, at, cur.Claimed), now.Add(lease)
 			c.w.addLease(cur, false, r, at)
 		}
 	}
@@ -533,15 +548,13 @@ func (c *simClient) renew(l Lease, lease, settle time.Duration) (Lease, error) {
 		at := time.Now()
 		now := c.w.clock(r, at)
 		if cur, _, ok := c.w.newestLease(l.HuntID, r, at); ok && cur.ClaimID == l.ClaimID && cur.Until.After(now) {
-			cur.Claimed, cur.Until = c.w.claimedAt(r, at), now.Add(lease)
+			cur.Claimed, cur.Until = c.w.nextClaimed(r, at, cur.Claimed), now.Add(lease)
 			c.w.addLease(cur, false, r, at)
 		}
 		c.w.mu.Unlock()
 	}
 	c.net()
-	if before || after {
-		return l, errSimStore
-	}
+	// A failed answer leaves the outcome unknown: the read-back decides, as in chStore.renew.
 	v, _ := c.Read(context.Background(), []string{l.HuntID})
 	cur, ok := v.Leases[l.HuntID]
 	switch {
@@ -550,9 +563,12 @@ func (c *simClient) renew(l Lease, lease, settle time.Duration) (Lease, error) {
 	case !cur.Until.After(v.Now):
 		return l, ErrLost
 	case !cur.Claimed.After(l.Claimed):
+		if before || after {
+			return l, errSimStore
+		}
 		return l, errors.New("renewal not visible yet")
 	}
-	l.Claimed, l.Until, l.Trusted = cur.Claimed, cur.Until, start.Add(lease-settle)
+	l.Claimed, l.Until, l.Trusted = cur.Claimed, cur.Until, trustFrom(start, cur, v.Now, lease, settle)
 	return l, nil
 }
 

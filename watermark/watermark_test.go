@@ -565,3 +565,52 @@ func TestSetStatesSplitsLongErrors(t *testing.T) {
 		t.Fatalf("%d of 64 states stored whole (%v)", n, err)
 	}
 }
+
+// The commit must be able to finish before its lease ends: the compare-and-set refuses a lease
+// that does not outlive the statement's execution bound (CommitBound, its max_execution_time),
+// so a commit that passes its fence lands before the next holder can claim the hunt.
+func TestAdvanceNeedsTheLeaseToOutliveTheStatement(t *testing.T) {
+	db := chtest.NewWithSchema(t)
+	s := New(db.Conn, db.Name)
+	held := claimOne(t, coord(t, db, "pod-a", 8*time.Second), "h", serverNow(t, db))
+	// Half of a 40 s deadline is a 20 s bound: longer than the lease has left.
+	long, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	if err := s.Advance(long, held, commit(held.Fire)); !errors.Is(err, ErrFenced) {
+		t.Fatalf("a commit that may outlast its lease: %v, want ErrFenced", err)
+	}
+	if _, ok := watermarkOf(t, s, "h"); ok {
+		t.Fatal("a commit that may outlast its lease wrote a watermark")
+	}
+	short, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := s.Advance(short, held, commit(held.Fire)); err != nil {
+		t.Fatalf("a commit bound to 1 s under a lease with seconds left: %v", err)
+	}
+}
+
+// A run commits at most one row: even an Advance whose compare would pass again (here the same
+// run handed a window that starts at its own commit) writes nothing once the run has a row.
+func TestAdvanceRefusesASecondRowOfItsRun(t *testing.T) {
+	db := chtest.NewWithSchema(t)
+	ctx := context.Background()
+	s := New(db.Conn, db.Name)
+	held := claimOne(t, coord(t, db, "pod-a", time.Minute), "h", serverNow(t, db))
+	run := commit(held.Fire)
+	if err := s.Advance(ctx, held, run); err != nil {
+		t.Fatal(err)
+	}
+	again, next := held, run
+	again.Watermark, again.HasWatermark = run.WindowEnd, true
+	next.WindowStart, next.WindowEnd = run.WindowEnd, run.WindowEnd+60
+	if err := s.Advance(ctx, again, next); err != nil {
+		t.Fatalf("the second Advance of a committed run: %v, want nil (its row is there)", err)
+	}
+	var n uint64
+	if err := db.Conn.QueryRow(ctx, "SELECT count() FROM hunt_watermark WHERE run_id = ?", run.RunID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if wm, _ := watermarkOf(t, s, "h"); n != 1 || wm != run.WindowEnd {
+		t.Fatalf("%d rows of the run, watermark %d; want 1 row at %d", n, wm, run.WindowEnd)
+	}
+}
