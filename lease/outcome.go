@@ -2,8 +2,11 @@ package lease
 
 import (
 	"context"
+	"database/sql/driver"
 	"errors"
+	"io"
 	"math/rand/v2"
+	"net"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -63,7 +66,8 @@ func Refused(err error) bool {
 }
 
 // Transient reports whether a retry may succeed: a refusal, an answer that leaves the outcome
-// unknown, or no answer at all (a network error, the attempt's own timeout). The caller of a
+// unknown, or no answer at all (a network error, a broken connection, the attempt's own
+// deadline). The caller of a
 // write that failed transiently must treat it as possibly applied (read it back by its id)
 // unless Refused says otherwise. Cancellation of ctx (shutdown) is not transient.
 func Transient(err error) bool {
@@ -72,13 +76,21 @@ func Transient(err error) bool {
 	}
 	var ex *clickhouse.Exception
 	if !errors.As(err, &ex) {
-		return true // no answer from the server: a network error or a deadline
+		return noAnswer(err)
 	}
 	if _, ok := refusedCodes[ex.Code]; ok {
 		return true
 	}
 	_, ok := unknownCodes[ex.Code]
 	return ok
+}
+
+// noAnswer reports whether err says the server's answer never arrived: the network failed,
+// the connection broke, or the attempt's own deadline passed.
+func noAnswer(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, driver.ErrBadConn)
 }
 
 // Jitter is a wait in [d/2, d): retries of writers refused together (several pods' quorum

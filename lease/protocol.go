@@ -85,11 +85,12 @@ type protocol struct {
 	settle      time.Duration
 	log         *slog.Logger
 	newID       func() uuid.UUID
+	jitter      func(time.Duration) time.Duration // Jitter; the simulation's draws from its seed
 }
 
 func newProtocol(st Store, o Options) *protocol {
 	return &protocol{store: st, owner: o.Owner, lease: o.Lease, provisional: o.Provisional, settle: o.Settle,
-		log: o.Logger, newID: uuid.New}
+		log: o.Logger, newID: uuid.New, jitter: Jitter}
 }
 
 // claim runs one batch: free read, one conditional insert, one settle, one verify read (which
@@ -226,7 +227,7 @@ func (p *protocol) sendClaims(ctx context.Context, part []Row) (time.Time, error
 	for attempt := 0; ; attempt++ {
 		sent := time.Now()
 		err := p.store.InsertClaims(ctx, part, p.provisionalLease())
-		if err == nil || !Refused(err) || attempt == claimRetries || !sleepCtx(ctx, Jitter(wait)) {
+		if err == nil || !Refused(err) || attempt == claimRetries || !sleepCtx(ctx, p.jitter(wait)) {
 			return sent, err
 		}
 		wait *= 2
@@ -318,7 +319,7 @@ func (p *protocol) sendExtend(ctx context.Context, won []Lease, freeRead time.Ti
 		// The free read precedes the rows' claimed: past this, no provisional row has the
 		// margin left, and the fence would refuse the extension anyway.
 		last := time.Since(freeRead)+wait >= p.provisionalLease()-p.settle
-		if err == nil || !Refused(err) || last || !sleepCtx(ctx, Jitter(wait)) {
+		if err == nil || !Refused(err) || last || !sleepCtx(ctx, p.jitter(wait)) {
 			return sent, err
 		}
 		wait *= 2

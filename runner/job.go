@@ -410,7 +410,9 @@ func retryable(err error) bool {
 // commit must not leave a watermark without its hunt_run row, nor lose the run's outcome; and
 // writers refused together (several pods' quorum inserts into one table) must not collide again.
 func (r *Runner) durably(ctx context.Context, log logger, what string, write func(context.Context) error) error {
-	wait := 250 * time.Millisecond
+	// A refusal before execution (another quorum insert pending on the table) clears as soon
+	// as that insert is confirmed: it is retried sooner than an outage.
+	wait, refusedWait := 250*time.Millisecond, 50*time.Millisecond
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, min(r.opts.Lease/3, 10*time.Second))
 		err := write(actx)
@@ -422,10 +424,15 @@ func (r *Runner) durably(ctx context.Context, log logger, what string, write fun
 			log.Warn("commit write failed; retrying until ClickHouse answers", "write", what, "error", err)
 		}
 		r.opts.Metrics.clickhouseError(ctx, "commit")
-		if !sleepCtx(ctx, lease.Jitter(wait)) {
+		var d time.Duration
+		if lease.Refused(err) {
+			d, refusedWait = refusedWait, min(2*refusedWait, time.Second)
+		} else {
+			d, wait = wait, min(2*wait, 5*time.Second)
+		}
+		if !sleepCtx(ctx, lease.Jitter(d)) {
 			return err
 		}
-		wait = min(2*wait, 5*time.Second)
 	}
 }
 
