@@ -329,27 +329,29 @@ func (r *Runner) record(ctx context.Context, log logger, span trace.Span, j *job
 		overran := !j.requested && schedule.LatestFire(r.opts.ScheduleClock(j.serverNow()).Unix(), h.Interval, h.Offset) > j.fire
 		aggressive := rep.Duration > time.Duration(h.Interval)*time.Second
 		if overran {
-			st.OverrunCount++
 			r.opts.Metrics.overrun(ctx, h.ID)
-			log.Warn("overrun: the next fire came due before this run committed", "overrun_count", st.OverrunCount,
+			log.Warn("overrun: the next fire came due before this run committed", "overrun_count_before", st.OverrunCount,
 				"duration_seconds", rep.Duration.Seconds(), "interval_seconds", h.Interval, "too_aggressive", aggressive)
 		}
 		// hunt_state records health transitions: a healthy hunt staying healthy writes nothing
-		// (one round trip less per run); the commit row carries its progress.
+		// (one round trip less per run); the commit row carries its progress. The overrun is
+		// counted by the server, once for this fire (watermark.State.Overran).
 		if overran || aggressive != st.TooAggressive || st.Status != StatusSucceeded || st.ConsecutiveFailures != 0 ||
 			st.LastError != "" || st.HasRetryAfter {
 			r.setState(ctx, log, watermark.State{HuntID: h.ID, Status: StatusSucceeded, LastFire: j.fire,
-				OverrunCount: st.OverrunCount, TooAggressive: aggressive})
+				Overran: overran, TooAggressive: aggressive})
 		}
 		r.planner.succeeded(h.ID)
 		log.Info("hunt run succeeded", "findings", rep.Rows, "findings_dropped", rep.Dropped,
 			"window_start", rep.WindowStart, "window_end", rep.WindowEnd, "duration_seconds", rep.Duration.Seconds())
 	case StatusFailed:
+		// The count and the backoff are derived on the server from the hunt's newest state row;
+		// these are what this pod's snapshot expects them to be, for the log.
 		failures := j.state.ConsecutiveFailures + 1
 		d := r.planner.failed(h, failures, r.opts.Clock())
-		r.setState(ctx, log, watermark.State{HuntID: h.ID, Status: StatusFailed, ConsecutiveFailures: failures,
-			LastError: run.Error, LastFire: j.fire, Backoff: d,
-			OverrunCount: j.state.OverrunCount, TooAggressive: j.state.TooAggressive})
+		base, limit := backoffRule(r.opts.Tick, h.Interval)
+		r.setState(ctx, log, watermark.State{HuntID: h.ID, Status: StatusFailed, LastError: run.Error, LastFire: j.fire,
+			BackoffBase: base, BackoffCap: limit, TooAggressive: j.state.TooAggressive})
 		r.release(ctx, log, j)
 		run.Finished = time.Now().UTC()
 		r.recordRun(ctx, log, run)

@@ -1,10 +1,15 @@
 package runner
 
 import (
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/watermark"
 )
 
 // matchCommitReadBack is Advance's read-back by run id (Store.Committed).
@@ -68,5 +73,69 @@ func TestAmbiguousCommitEndsAsItsRow(t *testing.T) {
 				t.Errorf("%d committed findings, want %d", got, want)
 			}
 		})
+	}
+}
+
+// A late hunt_state row never undoes a newer fire's outcome: pod A commits fire N and its
+// success state row is held on the way; pod B runs fire N+1, which fails, and records the
+// failure and its backoff; A's row then lands (or is retried) and is refused by the fence on
+// the fire: the hunt stays failed, backing off.
+func TestLateStateRowKeepsTheNextFiresFailure(t *testing.T) {
+	e := newPrivateEnv(t)
+	var sched atomic.Int64
+	sched.Store(e.now)
+	h := Hunt{ID: "flip", Interval: 60, Offset: e.mid(60)}
+	fire := e.latest(h)
+	// Fire N's window succeeds, fire N+1's fails.
+	h.Query = fmt.Sprintf("SELECT throwIf({window_end:DateTime64(3)} > toDateTime64(%d, 3, 'UTC'), 'boom') AS x FROM numbers(1) "+
+		"WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}", fire)
+	hs := &HuntSet{Hash: "x", Hunts: []Hunt{h}}
+	e.setWatermark(h.ID, fire-60)
+	// An earlier failure, so that A's success is a health transition and writes a state row.
+	if err := e.store().SetState(e.ctx, watermark.State{HuntID: h.ID, Status: StatusFailed, LastError: "earlier", LastFire: fire - 60}); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.SetFaults(t, ctl.FaultRule{Name: "held", Kind: ctl.KindInsert, Match: `INSERT INTO \S*hunt_state`, Times: 1,
+		Effect: ctl.DelayStart, Delay: 2 * time.Minute})
+	mod := func(o *Options) {
+		o.Lease = 30 * time.Second
+		o.ScheduleClock = func(time.Time) time.Time { return time.Unix(sched.Load(), 0) }
+	}
+	a := e.runner("pod-a", hs, mod)
+	aDone := make(chan struct{})
+	go func() {
+		defer close(aDone)
+		e.waitFor("A to commit fire N", func() bool {
+			if err := a.tick(e.ctx); err != nil {
+				t.Error(err)
+			}
+			a.wg.Wait()
+			wm, _ := e.watermarkOf(h.ID)
+			return wm == fire
+		})
+	}()
+	e.waitFor("A's success state row to be held", func() bool { return e.firedCount("held") > 0 })
+	sched.Add(60)
+	b := e.runner("pod-b", hs, mod)
+	e.tickUntil(b, "B's failure of fire N+1", func() bool {
+		return e.count("SELECT count() FROM hunt_run WHERE hunt_id = ? AND status = 'failed'", h.ID) > 0
+	})
+	e.srv.ClearFaults(t) // A's held row executes now
+	<-aDone
+	chtest.Eventually(t, time.Minute, "A's state write to end", func() bool {
+		for _, st := range e.srv.StatementLog(t) {
+			if st.Fault == "held" && !st.Done {
+				return false
+			}
+		}
+		return true
+	})
+	snap, err := e.store().Snapshot(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := snap.Hunts[h.ID]
+	if st.Status != StatusFailed || st.LastFire != fire+60 || st.ConsecutiveFailures == 0 || !st.HasRetryAfter {
+		t.Fatalf("state %+v after A's late row of fire N, want fire N+1's failure with its backoff", st)
 	}
 }

@@ -154,17 +154,22 @@ const (
 	KindBackfill  = "backfill"
 )
 
-// State is one hunt_state row.
+// State is what a finished run writes to hunt_state. Its counters are not taken from the
+// writer's snapshot but derived on the server from the hunt's newest row when the statement
+// runs, so two pods cannot lose or reverse each other's increments, and a write for an older
+// fire never lands over a newer one (SetStates).
 type State struct {
-	HuntID              string
-	Status              string
-	ConsecutiveFailures uint32
-	LastError           string
-	LastFire            int64
-	// Backoff > 0 sets retry_after to the server's now plus Backoff.
-	Backoff       time.Duration
-	OverrunCount  uint64
+	HuntID    string
+	Status    string // StatusFailed counts one more consecutive failure; any other resets them
+	LastError string
+	LastFire  int64 // the fire the run was for: the write is fenced on it
+	// Overran counts one overrun for LastFire: the count rises by one the first time a row of
+	// that fire is written, whoever writes it and however often.
+	Overran       bool
 	TooAggressive bool
+	// A failure backs the hunt off: the n-th consecutive failure (n as derived) sets retry_after
+	// to the server's now plus min(BackoffBase × 2^(n−1), BackoffCap) (0: no backoff).
+	BackoffBase, BackoffCap time.Duration
 }
 
 // Store reads and writes the progress tables.
@@ -461,7 +466,8 @@ func (s *Store) table(name string) string {
 	return chstore.QuoteIdent(s.database) + "." + chstore.QuoteIdent(name)
 }
 
-// insertCtx sets what every coordination insert carries: synchronous, and a deduplication
+// insertCtx sets what every coordination insert carries: synchronous, explicit join defaults,
+// and a deduplication
 // token derived from the row's content, so a retry routed to another replica after a lost
 // answer is dropped by the block deduplication (an identical later write is dropped too, which
 // changes nothing).
@@ -471,7 +477,8 @@ func insertCtx(ctx context.Context, parts ...any) context.Context {
 		fmt.Fprintf(h, "%v\x00", p)
 	}
 	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
-		"async_insert": 0, "insert_deduplication_token": hex.EncodeToString(h.Sum(nil)[:16])}))
+		"async_insert": 0, "insert_deduplication_token": hex.EncodeToString(h.Sum(nil)[:16]),
+		"join_use_nulls": 0})) // a hunt without a previous row reads zeros
 }
 
 // RecordRun appends a hunt_run row.
@@ -566,30 +573,49 @@ func (s *Store) SetStates(ctx context.Context, sts []State) error {
 }
 
 // setStates writes hunt_state rows in one insert. The rows travel as array parameters; the
-// deduplication token covers them all.
+// deduplication token covers them all. Each row is derived from the hunt's newest row (by
+// updated) as the statement runs:
+//
+//   - written only if that row's last_fire is not above the new one: a late write for an
+//     older fire (a held statement, a slow pod) never undoes a newer fire's failure or backoff;
+//   - consecutive_failures is the previous count plus one for a failure, 0 otherwise;
+//   - overrun_count is the previous count, plus one for an overrun of a fire above the
+//     previous row's (so each fire's overrun counts once, a retried write included);
+//   - retry_after follows from the derived failure count.
+//
+// A failure written again after a lost answer counts twice (one backoff step more); nothing
+// can count less.
 func (s *Store) setStates(ctx context.Context, sts []State) error {
 	var (
-		ids, statuses, errs  = make([]string, len(sts)), make([]string, len(sts)), make([]string, len(sts))
-		failures             = make([]uint32, len(sts))
-		fires, backoffs      = make([]int64, len(sts)), make([]int64, len(sts))
-		overruns, aggressive = make([]uint64, len(sts)), make([]bool, len(sts))
-		token                = []any{"state"}
+		ids, statuses, errs = make([]string, len(sts)), make([]string, len(sts)), make([]string, len(sts))
+		fires, bases, caps  = make([]int64, len(sts)), make([]int64, len(sts)), make([]int64, len(sts))
+		overran, aggressive = make([]bool, len(sts)), make([]bool, len(sts))
+		token               = []any{"state"}
 	)
 	for i, st := range sts {
-		ids[i], statuses[i], errs[i], failures[i] = st.HuntID, st.Status, boundError(st.LastError), st.ConsecutiveFailures
-		fires[i], backoffs[i], overruns[i], aggressive[i] = st.LastFire, st.Backoff.Milliseconds(), st.OverrunCount, st.TooAggressive
-		token = append(token, st.HuntID, st.Status, st.ConsecutiveFailures, st.LastError, st.LastFire,
-			st.Backoff, st.OverrunCount, st.TooAggressive)
+		ids[i], statuses[i], errs[i] = st.HuntID, st.Status, boundError(st.LastError)
+		fires[i], bases[i], caps[i] = st.LastFire, st.BackoffBase.Milliseconds(), st.BackoffCap.Milliseconds()
+		overran[i], aggressive[i] = st.Overran, st.TooAggressive
+		token = append(token, st.HuntID, st.Status, st.LastError, st.LastFire, st.Overran, st.TooAggressive,
+			st.BackoffBase, st.BackoffCap)
 	}
 	q := `INSERT INTO ` + s.table(chstore.TableState) + ` (hunt_id, status, consecutive_failures, last_error, last_fire, updated,
     retry_after, overrun_count, too_aggressive)
-SELECT r.1, r.2, r.3, r.4, toDateTime(r.5, 'UTC'), now64(6),
-    if(r.6 > 0, now64(3) + toIntervalMillisecond(r.6), toDateTime64(0, 3, 'UTC')), r.7, r.8
-FROM (SELECT arrayJoin(arrayZip({h:Array(String)}, {status:Array(String)}, {failures:Array(UInt32)}, {err:Array(String)},
-    {fire:Array(Int64)}, {backoff_ms:Array(Int64)}, {overruns:Array(UInt64)}, {aggressive:Array(Bool)})) AS r)`
-	args := []any{clickhouse.Named("h", ids), clickhouse.Named("status", statuses), clickhouse.Named("failures", failures),
-		clickhouse.Named("err", errs), clickhouse.Named("fire", fires), clickhouse.Named("backoff_ms", backoffs),
-		clickhouse.Named("overruns", overruns), clickhouse.Named("aggressive", aggressive)}
+SELECT b.h, b.status, b.failures, b.err, toDateTime(b.fire, 'UTC'), now64(6),
+    if(b.failures > 0 AND b.base > 0,
+       now64(3) + toIntervalMillisecond(least(toUInt64(b.base) * bitShiftLeft(toUInt64(1), least(greatest(b.failures, 1) - 1, 40)), toUInt64(b.cap))),
+       toDateTime64(0, 3, 'UTC')),
+    toUInt64(p.overruns) + if(b.overran AND toInt64(p.last_fire) < b.fire, 1, 0), b.aggressive
+FROM (SELECT r.1 AS h, r.2 AS status, r.3 AS err, r.4 AS fire, r.5 AS base, r.6 AS cap, r.7 AS overran, r.8 AS aggressive,
+             if(r.2 = '` + StatusFailed + `', toUInt32(p0.failures + 1), toUInt32(0)) AS failures
+      FROM (SELECT arrayJoin(arrayZip({h:Array(String)}, {status:Array(String)}, {err:Array(String)}, {fire:Array(Int64)},
+                {base_ms:Array(Int64)}, {cap_ms:Array(Int64)}, {overran:Array(Bool)}, {aggressive:Array(Bool)})) AS r) AS z
+      LEFT JOIN (` + newestStateSQL(s.database) + `) AS p0 ON p0.hunt_id = z.r.1) AS b
+LEFT JOIN (` + newestStateSQL(s.database) + `) AS p ON p.hunt_id = b.h
+WHERE toInt64(p.last_fire) <= b.fire`
+	args := []any{clickhouse.Named("h", ids), clickhouse.Named("status", statuses), clickhouse.Named("err", errs),
+		clickhouse.Named("fire", fires), clickhouse.Named("base_ms", bases), clickhouse.Named("cap_ms", caps),
+		clickhouse.Named("overran", overran), clickhouse.Named("aggressive", aggressive)}
 	if err := s.conn.Exec(insertCtx(ctx, token...), q, args...); err != nil {
 		if len(sts) == 1 {
 			return fmt.Errorf("watermark: set state %s: %w", sts[0].HuntID, err)
@@ -597,6 +623,14 @@ FROM (SELECT arrayJoin(arrayZip({h:Array(String)}, {status:Array(String)}, {fail
 		return fmt.Errorf("watermark: set state of %d hunts: %w", len(sts), err)
 	}
 	return nil
+}
+
+// newestStateSQL is a subquery of each hunt's newest hunt_state row (by updated, the table's
+// version) as hunt_id, failures, last_fire, overruns.
+func newestStateSQL(database string) string {
+	return `SELECT hunt_id, t.1 AS failures, t.2 AS last_fire, t.3 AS overruns
+FROM (SELECT hunt_id, argMax((consecutive_failures, last_fire, overrun_count), updated) AS t
+      FROM ` + chstore.QuoteIdent(database) + `.` + chstore.TableState + ` WHERE hunt_id IN {h:Array(String)} GROUP BY hunt_id)`
 }
 
 // Request queues a run-now request for huntID at fire (epoch seconds).
