@@ -62,7 +62,9 @@ type Store interface {
 	Read(ctx context.Context, hunts []string) (View, error)
 	// InsertClaims writes, in one conditional statement, a row for each claim whose hunt the
 	// store still sees as free when the statement runs: no live lease (newest lease_until <=
-	// now, or spent: its fire <= watermark) and watermark < fire. The store sets Claimed (its clock) and Until (Claimed+lease).
+	// now, or spent: its fire <= watermark), watermark < fire, and not paused. The store sets
+	// Claimed (its clock, or just above the newest row's when that is ahead) and Until (its
+	// clock + lease).
 	InsertClaims(ctx context.Context, claims []Row, lease time.Duration) error
 	// Release writes, for each lease whose row is still the newest of its hunt, a row with the
 	// same claim id ending it now. Leases that are no longer newest are left alone.
