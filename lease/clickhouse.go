@@ -46,10 +46,13 @@ FROM (SELECT hunt_id, argMax((watermark, claim_id, run_id), (watermark, updated)
 // invisible until flushed and its errors are lost) and explicit about join defaults, which
 // the freeness checks rely on (an unmatched LEFT JOIN row reads as epoch 0: no lease, no
 // watermark).
-func writeSettings(token string) clickhouse.Settings {
+func writeSettings(ctx context.Context, token string) clickhouse.Settings {
 	s := clickhouse.Settings{
 		"async_insert":   0,
 		"join_use_nulls": 0,
+	}
+	if d, ok := ctx.Value(executionBoundKey{}).(time.Duration); ok && d > 0 {
+		s["max_execution_time"] = d.Seconds()
 	}
 	if token != "" {
 		// Replicated tables drop an insert whose block hash they have seen; a token unique
@@ -164,15 +167,17 @@ func (s chStore) insertClaims(ctx context.Context, claims []Row, lease time.Dura
 	// lease whose fire is committed is spent: it frees the hunt. A hunt with no commit has no
 	// watermark row (join_use_nulls = 0 reads it as 0), and its lease is never spent.
 	q := `INSERT INTO ` + s.table(chstore.TableLease) + ` (hunt_id, fire, owner, claim_id, claimed, lease_until)
-SELECT b.h, toDateTime(b.f, 'UTC'), {owner:String}, toUUID(b.cid), now64(6),
+SELECT b.h, toDateTime(b.f, 'UTC'), {owner:String}, toUUID(b.cid), ` + nextClaimed("l.claimed") + `,
        now64(3) + toIntervalMillisecond({lease_ms:Int64})
 FROM (SELECT c.1 AS h, c.2 AS f, c.3 AS cid
       FROM (SELECT arrayJoin(arrayZip({ids:Array(String)}, {fires:Array(Int64)}, {claims:Array(String)})) AS c)) AS b
 LEFT JOIN (` + NewestLeaseSQL(s.database, "ids") + `) AS l ON l.hunt_id = b.h
 LEFT JOIN (` + NewestWatermarkSQL(s.database, "ids") + `) AS w ON w.hunt_id = b.h
+LEFT JOIN (` + pausedSQL(s.database) + `) AS p ON p.hunt_id = ` + huntOfKey("b.h") + `
 WHERE (l.until <= now64(3) OR (w.hunt_id != '' AND toInt64(l.fire) <= toInt64(w.watermark)))
-  AND toInt64(w.watermark) < b.f`
-	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(writeSettings(batchToken(claimIDs))))
+  AND toInt64(w.watermark) < b.f
+  AND p.hunt_id = ''`
+	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(writeSettings(ctx, batchToken(claimIDs))))
 	return s.conn.Exec(ctx, q,
 		clickhouse.Named("owner", claims[0].Owner),
 		clickhouse.Named("lease_ms", lease.Milliseconds()),
@@ -180,6 +185,23 @@ WHERE (l.until <= now64(3) OR (w.hunt_id != '' AND toInt64(l.fire) <= toInt64(w.
 		clickhouse.Named("fires", fires),
 		clickhouse.Named("claims", claimIDs),
 	)
+}
+
+// pausedSQL is a subquery of the hunts paused now (hunt_id): their newest hunt_pause row
+// pauses them, until resumed or until its paused_until. The claim insert leaves them out, so
+// a pause is a barrier for claims from the moment it is visible, not from the next snapshot.
+func pausedSQL(database string) string {
+	return `SELECT hunt_id FROM (
+    SELECT hunt_id, argMax((paused, paused_until), updated) AS t
+    FROM ` + chstore.QuoteIdent(database) + `.` + chstore.TablePause + ` GROUP BY hunt_id)
+WHERE t.1 = 1 AND (toUnixTimestamp64Milli(t.2) = 0 OR t.2 > now64(3))`
+}
+
+// huntOfKey is the hunt id of a coordination key in SQL: a backfill's key
+// (chstore.BackfillKey) is paused with its hunt.
+func huntOfKey(col string) string {
+	return "if(position(" + col + ", '" + chstore.BackfillInfix + "') > 0, substring(" + col + ", 1, position(" + col +
+		", '" + chstore.BackfillInfix + "') - 1), " + col + ")"
 }
 
 func (s chStore) Release(ctx context.Context, leases []Lease) error {
@@ -203,7 +225,7 @@ func (s chStore) release(ctx context.Context, leases []Lease) error {
 	return s.writeFenced(ctx, ids, claimIDs, "now64(3)", liveOnly, "release:"+batchToken(claimIDs))
 }
 
-func (s chStore) Extend(ctx context.Context, leases []Lease, lease time.Duration) error {
+func (s chStore) Extend(ctx context.Context, leases []Lease, lease, margin time.Duration) error {
 	for _, part := range chunks(leases) {
 		ids := make([]string, len(part))
 		claimIDs := make([]string, len(part))
@@ -211,31 +233,55 @@ func (s chStore) Extend(ctx context.Context, leases []Lease, lease time.Duration
 			ids[i], claimIDs[i] = l.HuntID, l.ClaimID.String()
 		}
 		// The length is a bound parameter (a renewal's is literal SQL), so the two can be told
-		// apart in a server's query log.
+		// apart in a server's query log. The row extended must live margin more when the
+		// statement runs, and the statement may run margin/2 at most: whatever it writes lands
+		// while the provisional lease still runs (see protocol.extend).
 		until := "now64(3) + toIntervalMillisecond({lease_ms:Int64})"
-		if err := s.writeFenced(ctx, ids, claimIDs, until, liveOnly, "extend:"+batchToken(claimIDs),
-			clickhouse.Named("lease_ms", lease.Milliseconds())); err != nil {
+		live := " AND until > now64(3) + toIntervalMillisecond({margin_ms:Int64})"
+		ectx := withExecutionBound(ctx, margin/2)
+		if err := s.writeFenced(ectx, ids, claimIDs, until, live, "extend:"+batchToken(claimIDs),
+			clickhouse.Named("lease_ms", lease.Milliseconds()), clickhouse.Named("margin_ms", margin.Milliseconds())); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// withExecutionBound makes the server abort the statement once it has run for d
+// (max_execution_time): what the caller derives from when the statement's rows can land
+// holds on the server, not only while the client waits.
+func withExecutionBound(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, executionBoundKey{}, d)
+}
+
+type executionBoundKey struct{}
+
 // liveOnly narrows a fenced write to a lease that is still live on the server clock.
 const liveOnly = " AND until > now64(3)"
 
 // writeFenced inserts, for each hunt whose newest lease row carries one of claimIDs, a copy
 // of that row with a fresh claimed and lease_until = untilExpr. extraWhere narrows further.
+// The copy's claimed is the server's now, or just above the row it copies when that row's
+// claimed is ahead of the server's clock (a clock stepped back, a replica that ran fast): the
+// copy must be the newest row, or the claim it renews would lose to its own older row.
 func (s chStore) writeFenced(ctx context.Context, ids, claimIDs []string, untilExpr, extraWhere, token string, params ...any) error {
 	q := `INSERT INTO ` + s.table(chstore.TableLease) + ` (hunt_id, fire, owner, claim_id, claimed, lease_until)
-SELECT hunt_id, fire, owner, claim_id, now64(6), ` + untilExpr + `
+SELECT hunt_id, fire, owner, claim_id, ` + nextClaimed("claimed") + `, ` + untilExpr + `
 FROM (` + NewestLeaseSQL(s.database, "ids") + `)
 WHERE has(arrayMap(x -> toUUID(x), {claims:Array(String)}), claim_id)` + extraWhere
-	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(writeSettings(token)))
+	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(writeSettings(ctx, token)))
 	return s.conn.Exec(ctx, q, append([]any{
 		clickhouse.Named("ids", uniq(ids)),
 		clickhouse.Named("claims", claimIDs),
 	}, params...)...)
+}
+
+// nextClaimed is the claimed of a row written above the newest row whose claimed is prev: the
+// server's now, or one microsecond above prev when prev is ahead of it. So a clock stepped
+// back never leaves an old row newest (the order is by claimed), and such a row delays claims
+// by at most the step (rows written meanwhile still expire on the server's clock).
+func nextClaimed(prev string) string {
+	return "greatest(now64(6), " + prev + " + toIntervalMicrosecond(1))"
 }
 
 // batchToken derives one deduplication token from a batch's fresh claim ids.
@@ -259,7 +305,9 @@ func uniq(ss []string) []string {
 	return out
 }
 
-// renew extends l if its row is still the newest of the hunt and live, then reads back.
+// renew extends l if its row is still the newest of the hunt and live, then reads back. An
+// error from the insert other than a definite one leaves its outcome unknown, so the read-back
+// decides: the renewal counts when its row is visible, whatever the insert answered.
 func (s chStore) renew(ctx context.Context, l Lease, lease, settle time.Duration) (Lease, error) {
 	start := time.Now()
 	// Deterministic: the claim and the row it extends, so a retry routed to another replica is
@@ -267,11 +315,15 @@ func (s chStore) renew(ctx context.Context, l Lease, lease, settle time.Duration
 	token := fmt.Sprintf("renew:%s:%d", l.ClaimID, l.Claimed.UnixMicro())
 	until := fmt.Sprintf("now64(3) + toIntervalMillisecond(%d)", lease.Milliseconds())
 	// Renewing an expired lease could overlap a peer's claim that read the hunt as free.
-	if err := s.writeFenced(ctx, []string{l.HuntID}, []string{l.ClaimID.String()}, until, liveOnly, token); err != nil {
-		return l, fmt.Errorf("lease: renew %s: %w", l.HuntID, err)
+	werr := s.writeFenced(ctx, []string{l.HuntID}, []string{l.ClaimID.String()}, until, liveOnly, token)
+	if werr != nil && !Transient(werr) {
+		return l, fmt.Errorf("lease: renew %s: %w", l.HuntID, werr)
 	}
 	v, err := s.Read(ctx, []string{l.HuntID})
 	if err != nil {
+		if werr != nil {
+			return l, fmt.Errorf("lease: renew %s: %w (read-back: %v)", l.HuntID, werr, err)
+		}
 		return l, fmt.Errorf("lease: renew read-back %s: %w", l.HuntID, err)
 	}
 	cur, ok := v.Leases[l.HuntID]
@@ -281,9 +333,13 @@ func (s chStore) renew(ctx context.Context, l Lease, lease, settle time.Duration
 	case !cur.Until.After(v.Now):
 		return l, fmt.Errorf("%w: hunt %s fire %d: expired at %s", ErrLost, l.HuntID, l.Fire, cur.Until.UTC().Format(time.RFC3339Nano))
 	case !cur.Claimed.After(l.Claimed):
-		// Still ours and live, but the renewal row is not visible (yet): try again later.
+		// Still ours and live, but no renewal row is visible (refused, or not there yet): the
+		// lease and its trust stay what they were; the caller tries again.
+		if werr != nil {
+			return l, fmt.Errorf("lease: renew %s: %w", l.HuntID, werr)
+		}
 		return l, fmt.Errorf("lease: renewal of hunt %s not visible yet, lease live until %s", l.HuntID, cur.Until.UTC().Format(time.RFC3339Nano))
 	}
-	l.Claimed, l.Until, l.Trusted = cur.Claimed, cur.Until, start.Add(lease-settle)
+	l.Claimed, l.Until, l.Trusted = cur.Claimed, cur.Until, trustFrom(start, cur, v.Now, lease, settle)
 	return l, nil
 }

@@ -22,9 +22,13 @@
 // Claim takes a whole batch in a constant number of round trips (free read, one conditional
 // insert, one settle, verify read, one batch extension and its read-back). A claim is Lost
 // when its row is not the newest after the settle, ties on claimed with another claim's at the
-// top, was acknowledged Settle or more after it was sent, or could not be extended in time; a
-// Lost claim is never released (its release would land above the winner), and its row expires
-// with the provisional lease.
+// top, was acknowledged Settle or more after it was sent, or its extension is not visible on
+// read-back (the extension writes only while the provisional row has a settle left, so however
+// late its answer, a visible extension is safe); a Lost claim is never released (its release
+// would land above the winner), and its row expires with the provisional lease. A claim skips a
+// hunt whose newest hunt_pause row pauses it. Every row written goes just above the hunt's
+// newest row when that row's claimed is ahead of the server's clock, so a clock stepped back
+// delays claims by at most the step.
 //
 // # The guarantee
 //
@@ -41,8 +45,14 @@
 // # Holding a lease
 //
 // Lease.Trusted is the process-clock deadline after which the holder must stop writing
-// without a successful Renew: the start of the claim or renewal plus its lease length minus
-// Settle. Renew and Release write only while the holder's row is the newest and live. The
+// without a successful Renew: the send of the write its read-back followed, plus the visible
+// row's remaining life (at most a lease), minus Settle. Renew and Release write only while the
+// holder's row is the newest and live, and a renewal's outcome is what its read-back shows.
+//
+// # Outcomes
+//
+// Refused and Transient sort a failed statement: refused before executing (retry after
+// Jitter), unknown (read back by the write's id first), or final. The
 // server clock is the only clock for lease comparisons; the process clock measures this pod's
 // own round trips, times the settle and bounds trust.
 package lease

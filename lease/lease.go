@@ -29,8 +29,9 @@ type Lease struct {
 	Claimed time.Time // server clock of the newest row (the claim or the latest renewal)
 	Until   time.Time // server clock
 	// Trusted is a process-clock deadline: past it, without a successful Renew, the holder
-	// must stop writing. It is the start of the claim or renewal that produced this Lease
-	// plus Lease minus Settle, so a slow round trip never stretches trust past Until.
+	// must stop writing. It is the send of the write whose read-back produced this Lease plus
+	// the row's remaining life as that read saw it (at most Lease), minus Settle, so neither a
+	// slow answer nor a row written by an earlier attempt stretches trust past Until.
 	Trusted time.Time
 	// Watermark is the hunt's newest watermark as the verify read saw it, after this claim's
 	// row was the newest (HasWatermark false: the hunt never committed). The run's window

@@ -62,14 +62,18 @@ type Store interface {
 	Read(ctx context.Context, hunts []string) (View, error)
 	// InsertClaims writes, in one conditional statement, a row for each claim whose hunt the
 	// store still sees as free when the statement runs: no live lease (newest lease_until <=
-	// now, or spent: its fire <= watermark) and watermark < fire. The store sets Claimed (its clock) and Until (Claimed+lease).
+	// now, or spent: its fire <= watermark), watermark < fire, and not paused. The store sets
+	// Claimed (its clock, or just above the newest row's when that is ahead) and Until (its
+	// clock + lease).
 	InsertClaims(ctx context.Context, claims []Row, lease time.Duration) error
 	// Release writes, for each lease whose row is still the newest of its hunt, a row with the
 	// same claim id ending it now. Leases that are no longer newest are left alone.
 	Release(ctx context.Context, leases []Lease) error
-	// Extend writes, for each lease whose row is still the newest of its hunt and live, a row
-	// with the same claim id lasting lease from the store's now. Others are left alone.
-	Extend(ctx context.Context, leases []Lease, lease time.Duration) error
+	// Extend writes, for each lease whose row is still the newest of its hunt and lives more
+	// than margin past the store's now, a row with the same claim id lasting lease from the
+	// store's now. Others are left alone. The statement must not outlive margin/2 (its rows land
+	// while the row they extend still has margin/2 to run).
+	Extend(ctx context.Context, leases []Lease, lease, margin time.Duration) error
 }
 
 // protocol is the claim protocol over any Store. Time is the process clock (time.Now and
@@ -83,11 +87,12 @@ type protocol struct {
 	settle      time.Duration
 	log         *slog.Logger
 	newID       func() uuid.UUID
+	jitter      func(time.Duration) time.Duration // Jitter; the simulation's draws from its seed
 }
 
 func newProtocol(st Store, o Options) *protocol {
 	return &protocol{store: st, owner: o.Owner, lease: o.Lease, provisional: o.Provisional, settle: o.Settle,
-		log: o.Logger, newID: uuid.New}
+		log: o.Logger, newID: uuid.New, jitter: Jitter}
 }
 
 // claim runs one batch: free read, one conditional insert, one settle, one verify read (which
@@ -185,8 +190,8 @@ func (p *protocol) insert(ctx context.Context, claims []Row, res *Result) []Row 
 			res.Failed = append(res.Failed, rowFires(part)...) // not sent: the store is failing
 			continue
 		}
-		sent := time.Now()
-		if err := p.store.InsertClaims(ctx, part, p.provisionalLease()); err != nil {
+		sent, err := p.sendClaims(ctx, part)
+		if err != nil {
 			// The server may have applied the insert; those rows hold their hunts until they
 			// expire, which is the price of an ambiguous failure. They are never released.
 			res.Err = fmt.Errorf("lease: claim insert: %w", err)
@@ -210,6 +215,25 @@ func (p *protocol) insert(ctx context.Context, claims []Row, res *Result) []Row 
 		landed = append(landed, part...)
 	}
 	return landed
+}
+
+// claimRetries bounds how often a claim statement the server refused before executing it
+// (Refused: a quorum insert into hunt_lease still pending, too many parts) is sent again.
+const claimRetries = 3
+
+// sendClaims sends one claim statement, again after a jittered wait while the server refuses
+// it unexecuted, and returns when the attempt that was answered was sent: a refused attempt
+// wrote nothing, so only the last one's send → acknowledgement is judged.
+func (p *protocol) sendClaims(ctx context.Context, part []Row) (time.Time, error) {
+	wait := p.settle / 4
+	for attempt := 0; ; attempt++ {
+		sent := time.Now()
+		err := p.store.InsertClaims(ctx, part, p.provisionalLease())
+		if err == nil || !Refused(err) || attempt == claimRetries || !sleepCtx(ctx, p.jitter(wait)) {
+			return sent, err
+		}
+		wait *= 2
+	}
 }
 
 // winners sorts the landed claims by the verify read: a claim wins iff its row is the newest of
@@ -240,28 +264,29 @@ func (p *protocol) winners(ctx context.Context, landed []Row, verify View, freeR
 }
 
 // extend turns won provisional claims into full leases: one fenced batch renewal, then one
-// read-back. The renewal counts only if acknowledged a settle before the provisional rows
-// expire (measured from the free read, which precedes the rows' server clock): its rows then
-// committed before that, and with replica lag below settle/2 they are visible everywhere
-// before the provisional rows expire, so a peer that finds the hunt free after the expiry sees
-// the extension and cannot claim under it. A renewal that fails, is acknowledged later than
-// that, or is not visible on read-back leaves its claims Lost; their rows expire with the
-// provisional lease (one that did land despite a late answer holds its hunt for a lease, as a
-// late claim once did).
+// read-back. The renewal writes a row only while the claim's row is still the newest of its
+// hunt and lives at least a settle more on the server's clock (Store.Extend's margin), and the
+// statement may run for at most half a settle: a row it writes therefore lands while the
+// provisional lease still has more than settle/2 to run, and with replica lag below settle/2
+// every replica has it before the provisional row expires. A peer that finds the hunt free
+// after that expiry sees the extension and writes nothing. This holds however late the answer
+// comes back, so the read-back decides, not the answer: a winner whose extended row is visible
+// is Won even when the answer was late or an error (the row landed; refusing it would hold the
+// hunt for a whole lease with nobody running it), and one whose row is not visible is Lost and
+// its row expires with the provisional lease.
 func (p *protocol) extend(ctx context.Context, won []Lease, freeRead time.Time) ([]Lease, []Fire) {
 	if p.provisionalLease() >= p.lease {
 		return won, nil
 	}
 	fires := leaseFires(won)
-	deadline := freeRead.Add(p.provisionalLease() - p.settle)
-	sent := time.Now()
-	err := p.store.Extend(ctx, won, p.lease)
-	if acked := time.Now(); err == nil && acked.After(deadline) {
-		err = fmt.Errorf("acknowledged %s after the free read, past the safe %s", acked.Sub(freeRead), p.provisionalLease()-p.settle)
-	}
-	if err != nil {
+	sent, err := p.sendExtend(ctx, won, freeRead)
+	if err != nil && !Transient(err) {
 		p.log.WarnContext(ctx, "extending won claims failed; their provisional leases will expire", "fires", len(won), "error", err)
 		return nil, fires
+	}
+	if err != nil {
+		p.log.WarnContext(ctx, "extending won claims answered an error that leaves the outcome unknown; reading back which landed",
+			"fires", len(won), "error", err)
 	}
 	ids := make([]string, len(won))
 	for i, l := range won {
@@ -280,10 +305,37 @@ func (p *protocol) extend(ctx context.Context, won []Lease, freeRead time.Time) 
 			lost = append(lost, Fire{HuntID: l.HuntID, Fire: l.Fire})
 			continue
 		}
-		l.Claimed, l.Until, l.Trusted = cur.Claimed, cur.Until, sent.Add(p.lease-p.settle)
+		l.Claimed, l.Until, l.Trusted = cur.Claimed, cur.Until, trustFrom(sent, cur, v.Now, p.lease, p.settle)
 		out = append(out, l)
 	}
 	return out, lost
+}
+
+// sendExtend sends the extension, again after a jittered wait while the server refuses it
+// unexecuted and its margin can still pass, and returns when the last attempt was sent.
+func (p *protocol) sendExtend(ctx context.Context, won []Lease, freeRead time.Time) (time.Time, error) {
+	wait := p.settle / 4
+	for {
+		sent := time.Now()
+		err := p.store.Extend(ctx, won, p.lease, p.settle)
+		// The free read precedes the rows' claimed: past this, no provisional row has the
+		// margin left, and the fence would refuse the extension anyway.
+		last := time.Since(freeRead)+wait >= p.provisionalLease()-p.settle
+		if err == nil || !Refused(err) || last || !sleepCtx(ctx, p.jitter(wait)) {
+			return sent, err
+		}
+		wait *= 2
+	}
+}
+
+// trustFrom is the trust deadline (process clock) of a lease whose newest row a read-back saw
+// as cur, at the server's now: the row's remaining life, counted from the send of the write
+// that preceded the read-back, less a settle, and never more than a whole lease from that
+// send. The remaining life comes from the visible row itself, so a row written by an earlier
+// attempt (a retry the server deduplicated, a late answer) never stretches trust past its own
+// end; the anchor is the send, which precedes the read, never the acknowledgement.
+func trustFrom(sent time.Time, cur Row, now time.Time, lease, settle time.Duration) time.Time {
+	return sent.Add(min(lease, cur.Until.Sub(now)) - settle)
 }
 
 func leaseFires(ls []Lease) []Fire {

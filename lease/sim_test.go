@@ -15,6 +15,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
 )
 
@@ -132,6 +133,12 @@ type simParams struct {
 	// and reads are sequentially consistent, so a committed row is visible to every read
 	// whatever the replication lag (lag then only delays what no reader is allowed to see).
 	quorum bool
+	// refusals models insert_quorum_parallel=0 (what --consistency quorum sets): a quorum insert
+	// into a table while another is pending there (executing, or waiting quorumLat for its
+	// replicas) is refused before executing (code 286), and every quorum insert is
+	// acknowledged only quorumLat after it committed.
+	refusals  bool
+	quorumLat time.Duration
 
 	lease        time.Duration // 0 = simLease
 	commitMax    time.Duration // a commit's compare → its row landing; 0 = one instant
@@ -275,6 +282,9 @@ type simWorld struct {
 	watermarks []simCommit
 	findings   map[findingKey]time.Time // when the row landed
 	inserted   int                      // claim rows that landed
+	pending    map[string]time.Time     // per table: until when a quorum insert is pending (refusals)
+	refused    int                      // inserts refused because one was pending
+	lastCommit time.Time                // when the last commit row landed
 	seq        int
 	tiedReads  int // verify or free reads that saw a tie on claimed at the top
 }
@@ -321,6 +331,19 @@ func (w *simWorld) claimedAt(r int, at time.Time) time.Time {
 		res = time.Microsecond
 	}
 	return w.clock(r, at).Truncate(res)
+}
+
+// nextClaimed is chStore's nextClaimed: replica r's now64(6), or just above prev (the
+// claimed of the newest row the statement saw) when prev is ahead of that clock.
+func (w *simWorld) nextClaimed(r int, at, prev time.Time) time.Time {
+	res := w.p.resolution
+	if res == 0 {
+		res = time.Microsecond
+	}
+	if now := w.claimedAt(r, at); now.After(prev) {
+		return now
+	}
+	return prev.Add(res)
 }
 
 // merge is a background merge on replica m: per hunt, of the rows m has, only the greatest
@@ -403,6 +426,43 @@ type simClient struct {
 
 var errSimStore = errors.New("sim: statement failed")
 
+// errSimRefused is the server's answer to a quorum insert while another is pending.
+var errSimRefused = &clickhouse.Exception{Code: 286, Name: "UNSATISFIED_QUORUM_FOR_PREVIOUS_WRITE", Message: "sim: previous quorum insert pending"}
+
+// beginInsert starts an insert into table: refused (errSimRefused) while a quorum insert is
+// pending there under refusals; else the table is pending until the returned done is called
+// (when the statement commits) plus quorumLat, and done waits quorumLat (the acknowledgement
+// comes once the replicas confirm). Without refusals both are no-ops.
+func (c *simClient) beginInsert(table string) (done func(), err error) {
+	if !c.w.p.refusals {
+		return func() {}, nil
+	}
+	c.w.mu.Lock()
+	defer c.w.mu.Unlock()
+	if c.w.pending == nil {
+		c.w.pending = map[string]time.Time{}
+	}
+	if time.Now().Before(c.w.pending[table]) {
+		c.w.refused++
+		return nil, errSimRefused
+	}
+	c.w.pending[table] = time.Now().Add(24 * time.Hour) // executing
+	return func() {
+		c.w.mu.Lock()
+		c.w.pending[table] = time.Now().Add(c.w.p.quorumLat)
+		c.w.mu.Unlock()
+		time.Sleep(c.w.p.quorumLat)
+	}, nil
+}
+
+// jitter is Jitter on c's random source, so a scenario replays from its seed.
+func (c *simClient) jitter(d time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	return d/2 + time.Duration(c.rng.Int64N(int64(d/2)))
+}
+
 var simTrace func(string, ...any)
 
 func (c *simClient) net() {
@@ -455,6 +515,11 @@ func (c *simClient) InsertClaims(ctx context.Context, claims []Row, lease time.D
 		c.cl.maybePause(c.rng, "between free read and insert", nil)
 	}
 	c.net()
+	done, err := c.beginInsert("hunt_lease")
+	if err != nil {
+		c.net()
+		return err
+	}
 	r := c.replica()
 	check := time.Now()
 	now := c.w.clock(r, check)
@@ -462,13 +527,14 @@ func (c *simClient) InsertClaims(ctx context.Context, claims []Row, lease time.D
 	c.w.mu.Lock()
 	for _, cl := range claims {
 		m, hasWM := c.w.newestWatermark(cl.HuntID, r, check)
-		if l, _, ok := c.w.newestLease(cl.HuntID, r, check); ok && l.Until.After(now) && !(hasWM && l.Fire <= m.wm) {
+		l, _, ok := c.w.newestLease(cl.HuntID, r, check)
+		if ok && l.Until.After(now) && !(hasWM && l.Fire <= m.wm) {
 			continue
 		}
 		if hasWM && m.wm >= cl.Fire {
 			continue
 		}
-		cl.Claimed, cl.Until = c.w.claimedAt(r, check), now.Add(lease)
+		cl.Claimed, cl.Until = c.w.nextClaimed(r, check, l.Claimed), now.Add(lease)
 		rows = append(rows, cl)
 	}
 	c.w.mu.Unlock()
@@ -480,12 +546,18 @@ func (c *simClient) InsertClaims(ctx context.Context, claims []Row, lease time.D
 	}
 	c.w.inserted += len(rows)
 	c.w.mu.Unlock()
+	done()
 	time.Sleep(time.Duration(c.rng.Int64N(int64(c.w.p.ackMax) + 1)))
 	return nil
 }
 
 func (c *simClient) Release(ctx context.Context, leases []Lease) error {
 	c.net()
+	done, err := c.beginInsert("hunt_lease")
+	if err != nil {
+		c.net()
+		return err
+	}
 	r := c.replica()
 	c.w.mu.Lock()
 	at := time.Now()
@@ -493,30 +565,38 @@ func (c *simClient) Release(ctx context.Context, leases []Lease) error {
 	for _, l := range leases {
 		// Fenced: only while the newest row is this claim's and still live.
 		if cur, _, ok := c.w.newestLease(l.HuntID, r, at); ok && cur.ClaimID == l.ClaimID && cur.Until.After(now) {
-			cur.Claimed, cur.Until = c.w.claimedAt(r, at), now
+			cur.Claimed, cur.Until = c.w.nextClaimed(r, at, cur.Claimed), now
 			c.w.addLease(cur, false, r, at)
 		}
 	}
 	c.w.mu.Unlock()
+	done()
 	c.net()
 	return nil
 }
 
-// Extend is chStore.Extend: for each lease whose row is still the newest of its hunt and live
-// on the replica reached, a copy lasting lease from that replica's clock.
-func (c *simClient) Extend(ctx context.Context, leases []Lease, lease time.Duration) error {
+// Extend is chStore.Extend: for each lease whose row is still the newest of its hunt and lives
+// more than margin on the replica reached, a copy lasting lease from that replica's clock. The
+// statement checks and lands in one instant (chStore bounds it to margin/2).
+func (c *simClient) Extend(ctx context.Context, leases []Lease, lease, margin time.Duration) error {
 	c.net()
+	done, err := c.beginInsert("hunt_lease")
+	if err != nil {
+		c.net()
+		return err
+	}
 	r := c.replica()
 	c.w.mu.Lock()
 	at := time.Now()
 	now := c.w.clock(r, at)
 	for _, l := range leases {
-		if cur, _, ok := c.w.newestLease(l.HuntID, r, at); ok && cur.ClaimID == l.ClaimID && cur.Until.After(now) {
-			cur.Claimed, cur.Until = c.w.claimedAt(r, at), now.Add(lease)
+		if cur, _, ok := c.w.newestLease(l.HuntID, r, at); ok && cur.ClaimID == l.ClaimID && cur.Until.After(now.Add(margin)) {
+			cur.Claimed, cur.Until = c.w.nextClaimed(r, at, cur.Claimed), now.Add(lease)
 			c.w.addLease(cur, false, r, at)
 		}
 	}
 	c.w.mu.Unlock()
+	done()
 	c.net()
 	return nil
 }
@@ -527,21 +607,27 @@ func (c *simClient) renew(l Lease, lease, settle time.Duration) (Lease, error) {
 	start := time.Now()
 	c.net()
 	before, after := c.fault()
+	done, refused := c.beginInsert("hunt_lease")
+	switch {
+	case refused != nil:
+		before = true
+	case before:
+		done() // failed before applying: nothing pending
+	}
 	if !before {
 		r := c.replica()
 		c.w.mu.Lock()
 		at := time.Now()
 		now := c.w.clock(r, at)
 		if cur, _, ok := c.w.newestLease(l.HuntID, r, at); ok && cur.ClaimID == l.ClaimID && cur.Until.After(now) {
-			cur.Claimed, cur.Until = c.w.claimedAt(r, at), now.Add(lease)
+			cur.Claimed, cur.Until = c.w.nextClaimed(r, at, cur.Claimed), now.Add(lease)
 			c.w.addLease(cur, false, r, at)
 		}
 		c.w.mu.Unlock()
+		done()
 	}
 	c.net()
-	if before || after {
-		return l, errSimStore
-	}
+	// A failed answer leaves the outcome unknown: the read-back decides, as in chStore.renew.
 	v, _ := c.Read(context.Background(), []string{l.HuntID})
 	cur, ok := v.Leases[l.HuntID]
 	switch {
@@ -550,9 +636,12 @@ func (c *simClient) renew(l Lease, lease, settle time.Duration) (Lease, error) {
 	case !cur.Until.After(v.Now):
 		return l, ErrLost
 	case !cur.Claimed.After(l.Claimed):
+		if before || after {
+			return l, errSimStore
+		}
 		return l, errors.New("renewal not visible yet")
 	}
-	l.Claimed, l.Until, l.Trusted = cur.Claimed, cur.Until, start.Add(lease-settle)
+	l.Claimed, l.Until, l.Trusted = cur.Claimed, cur.Until, trustFrom(start, cur, v.Now, lease, settle)
 	return l, nil
 }
 
@@ -599,6 +688,14 @@ func (c *simClient) insertFindings(run simRun) error {
 func (c *simClient) advance(l Lease, run simRun) (bool, error) {
 	c.net()
 	before, after := c.fault()
+	done, refused := c.beginInsert("hunt_watermark")
+	if refused != nil {
+		c.net()
+		return false, refused
+	}
+	if before {
+		done()
+	}
 	if !before {
 		r := c.replica()
 		c.w.mu.Lock()
@@ -637,8 +734,10 @@ func (c *simClient) advance(l Lease, run simRun) (bool, error) {
 		if leaseOK && wmOK && run.end > prev && !dup {
 			c.w.watermarks = append(c.w.watermarks, simCommit{hunt: l.HuntID, wm: run.end, start: run.start, run: run.run,
 				claimID: l.ClaimID, updated: now, origin: r, commit: time.Now()})
+			c.w.lastCommit = time.Now()
 		}
 		c.w.mu.Unlock()
+		done()
 	}
 	c.net()
 	if before || after {
@@ -736,11 +835,12 @@ func (j *simJob) trusted() bool {
 func (cl *simClaimer) renewals(j *simJob, c *simClient) {
 	lease := cl.w.p.leaseOr()
 	every := lease / 3
+	next := every
 	for {
 		select {
 		case <-j.stop:
 			return
-		case <-time.After(every):
+		case <-time.After(next):
 		}
 		// A paused process renews only when the pause ends: c's round trips wait at the gate.
 		cur := j.current()
@@ -750,12 +850,16 @@ func (cl *simClaimer) renewals(j *simJob, c *simClient) {
 			j.mu.Lock()
 			j.lease = nl
 			j.mu.Unlock()
+			next = every
 		case errors.Is(err, ErrLost):
 			j.markLost()
 			return
-		case time.Until(cur.Trusted) < every:
+		case time.Until(cur.Trusted) <= 0:
 			j.markLost()
 			return
+		default:
+			// runner.startRenewal: a failed renewal is retried soon.
+			next = max(time.Until(cur.Trusted)/4, 100*time.Millisecond)
 		}
 	}
 }
@@ -818,7 +922,7 @@ func (cl *simClaimer) execute(l Lease, c, rc *simClient, snap int64, snapHas boo
 	// landing after a peer's next claim would stand above it.
 	endRenewals()
 	budget := time.Now().Add(max(p.leaseOr(), time.Minute))
-	wait := 250 * time.Millisecond
+	wait, refusedWait := 250*time.Millisecond, 50*time.Millisecond
 	for {
 		if p.mut&mutNoTrustRecheck == 0 && !j.trusted() {
 			cl.out.note(func(o *simOutcome) { o.outcomes["lost: past the trust deadline"]++ })
@@ -841,7 +945,13 @@ func (cl *simClaimer) execute(l Lease, c, rc *simClient, snap int64, snapHas boo
 			_ = c.Release(context.Background(), []Lease{j.current()})
 			return
 		}
-		time.Sleep(wait)
+		// runner.durably: a refusal is retried sooner than an outage.
+		if errors.Is(err, errSimRefused) {
+			time.Sleep(c.jitter(refusedWait))
+			refusedWait = min(2*refusedWait, time.Second)
+			continue
+		}
+		time.Sleep(c.jitter(wait))
 		wait = min(2*wait, 5*time.Second)
 	}
 }
@@ -932,6 +1042,8 @@ type simOutcome struct {
 	tiedReads  int              // reads that saw a tie on claimed at the top of a hunt
 	rawFinds   int              // finding rows stored (every attempt)
 	viewFinds  int              // finding rows the committed view shows
+	refused    int              // inserts refused while a quorum insert was pending (refusals)
+	busy       time.Duration    // from the start to the last commit row landing
 	violations []string         // broken invariants
 	errs       []string         // claim errors (the model's store never fails a claim)
 }
@@ -1008,7 +1120,8 @@ func runScenario(t *testing.T, seed uint64, p simParams) *simOutcome {
 			cl := &simClaimer{id: i, seed: seed, w: w, out: out}
 			cl.c = &simClient{w: w, rng: rng, cl: cl}
 			cl.proto = &protocol{store: cl.c, owner: fmt.Sprintf("pod-%d", i), lease: lease, provisional: p.provisional, settle: simSettle,
-				log: slog.New(slog.NewTextHandler(io.Discard, nil)), newID: func() uuid.UUID { return randomUUID(rng) }}
+				log: slog.New(slog.NewTextHandler(io.Discard, nil)), newID: func() uuid.UUID { return randomUUID(rng) },
+				jitter: cl.c.jitter}
 			wg.Go(func() {
 				if p.fires > 0 {
 					cl.ticks(ids, until)
@@ -1023,6 +1136,10 @@ func runScenario(t *testing.T, seed uint64, p simParams) *simOutcome {
 		w.mu.Lock()
 		defer w.mu.Unlock()
 		out.tiedReads = w.tiedReads
+		out.refused = w.refused
+		if !w.lastCommit.IsZero() {
+			out.busy = w.lastCommit.Sub(start)
+		}
 		claimRows := map[Fire]int{}
 		for _, row := range w.leases {
 			if row.claim && row.Owner != "dead-pod" {

@@ -148,10 +148,11 @@ func (r *Runner) recordBackfill(ctx context.Context, log logger, span trace.Span
 		log.Info("backfill chunk succeeded", "backfill_id", j.backfill.ID, "findings", rep.Rows,
 			"window_start", rep.WindowStart, "window_end", rep.WindowEnd, "duration_seconds", rep.Duration.Seconds())
 	case StatusFailed:
-		failures := j.state.ConsecutiveFailures + 1
+		failures := j.state.ConsecutiveFailures + 1 // as this pod expects; the server derives it
 		d := backoffDelay(r.opts.Tick, h.Interval, failures)
-		r.setState(ctx, log, watermark.State{HuntID: j.key(), Status: StatusFailed, ConsecutiveFailures: failures,
-			LastError: run.Error, LastFire: j.fire, Backoff: d})
+		base, limit := backoffRule(r.opts.Tick, h.Interval)
+		r.setState(ctx, log, watermark.State{HuntID: j.key(), Status: StatusFailed,
+			LastError: run.Error, LastFire: j.fire, BackoffBase: base, BackoffCap: limit})
 		r.release(ctx, log, j)
 		run.Finished = time.Now().UTC()
 		r.recordRun(ctx, log, run)

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -26,6 +25,9 @@ const (
 	StatusGap       = "gap"
 	// StatusCancelled is a run cut short by shutdown: nothing is written, the lease expires.
 	StatusCancelled = "cancelled"
+	// StatusUnknown is a run whose commit could not be confirmed or refuted within the commit
+	// budget (ClickHouse kept answering "unknown" or nothing): nothing more is written.
+	StatusUnknown = "unknown"
 )
 
 // RunReport describes one finished attempt (for Options.OnRun).
@@ -261,19 +263,44 @@ func (r *Runner) commit(ctx context.Context, log logger, j *job, run watermark.R
 	// The lease is trusted from its last renewal on; the commit, retries included, must fit
 	// in what is left of it.
 	j.endRenewal()
+	// An attempt whose outcome is unknown may still be running on the server until its
+	// execution bound has passed; the next one waits for that, so two attempts of one run are
+	// never in flight together (each would pass a compare that the other has not landed yet).
+	var runningUntil time.Time
 	err := r.durably(ctx, log, "commit the run", func(ctx context.Context) error {
+		if d := time.Until(runningUntil); d > 0 && !sleepCtx(ctx, d) {
+			return ctx.Err()
+		}
 		if !j.trusted() {
 			// Renewals failed for longer than the lease can be trusted: a peer may hold it.
 			j.markLost("the lease is past its trusted deadline")
 			return fmt.Errorf("%w: past the trusted deadline", lease.ErrLost)
 		}
-		return r.store.Advance(ctx, j.currentLease(), run)
+		l := j.currentLease()
+		if !l.Trusted.IsZero() {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, l.Trusted)
+			defer cancel()
+		}
+		sent := time.Now()
+		bound := watermark.CommitBound(ctx)
+		err := r.store.Advance(ctx, l, run)
+		if err != nil && !lease.Refused(err) {
+			runningUntil = sent.Add(bound)
+		}
+		return err
 	})
 	switch {
 	case err == nil:
 		return StatusSucceeded, nil
 	case errors.Is(err, watermark.ErrFenced), errors.Is(err, lease.ErrLost):
 		return StatusLost, fmt.Errorf("commit refused: %w", err)
+	case retryable(err):
+		// The budget ran out with the outcome still unknown: the commit may have landed, so
+		// nothing that says otherwise is written (no failure, no backoff, no release, no audit
+		// row). A landed commit spent the lease; otherwise it expires.
+		r.opts.Metrics.clickhouseError(ctx, "commit")
+		return StatusUnknown, fmt.Errorf("commit: %w", err)
 	default:
 		r.opts.Metrics.clickhouseError(ctx, "commit")
 		return StatusFailed, fmt.Errorf("commit: %w", err)
@@ -302,27 +329,29 @@ func (r *Runner) record(ctx context.Context, log logger, span trace.Span, j *job
 		overran := !j.requested && schedule.LatestFire(r.opts.ScheduleClock(j.serverNow()).Unix(), h.Interval, h.Offset) > j.fire
 		aggressive := rep.Duration > time.Duration(h.Interval)*time.Second
 		if overran {
-			st.OverrunCount++
 			r.opts.Metrics.overrun(ctx, h.ID)
-			log.Warn("overrun: the next fire came due before this run committed", "overrun_count", st.OverrunCount,
+			log.Warn("overrun: the next fire came due before this run committed", "overrun_count_before", st.OverrunCount,
 				"duration_seconds", rep.Duration.Seconds(), "interval_seconds", h.Interval, "too_aggressive", aggressive)
 		}
 		// hunt_state records health transitions: a healthy hunt staying healthy writes nothing
-		// (one round trip less per run); the commit row carries its progress.
+		// (one round trip less per run); the commit row carries its progress. The overrun is
+		// counted by the server, once for this fire (watermark.State.Overran).
 		if overran || aggressive != st.TooAggressive || st.Status != StatusSucceeded || st.ConsecutiveFailures != 0 ||
 			st.LastError != "" || st.HasRetryAfter {
 			r.setState(ctx, log, watermark.State{HuntID: h.ID, Status: StatusSucceeded, LastFire: j.fire,
-				OverrunCount: st.OverrunCount, TooAggressive: aggressive})
+				Overran: overran, TooAggressive: aggressive})
 		}
 		r.planner.succeeded(h.ID)
 		log.Info("hunt run succeeded", "findings", rep.Rows, "findings_dropped", rep.Dropped,
 			"window_start", rep.WindowStart, "window_end", rep.WindowEnd, "duration_seconds", rep.Duration.Seconds())
 	case StatusFailed:
+		// The count and the backoff are derived on the server from the hunt's newest state row;
+		// these are what this pod's snapshot expects them to be, for the log.
 		failures := j.state.ConsecutiveFailures + 1
 		d := r.planner.failed(h, failures, r.opts.Clock())
-		r.setState(ctx, log, watermark.State{HuntID: h.ID, Status: StatusFailed, ConsecutiveFailures: failures,
-			LastError: run.Error, LastFire: j.fire, Backoff: d,
-			OverrunCount: j.state.OverrunCount, TooAggressive: j.state.TooAggressive})
+		base, limit := backoffRule(r.opts.Tick, h.Interval)
+		r.setState(ctx, log, watermark.State{HuntID: h.ID, Status: StatusFailed, LastError: run.Error, LastFire: j.fire,
+			BackoffBase: base, BackoffCap: limit, TooAggressive: j.state.TooAggressive})
 		r.release(ctx, log, j)
 		run.Finished = time.Now().UTC()
 		r.recordRun(ctx, log, run)
@@ -338,6 +367,21 @@ func (r *Runner) record(ctx context.Context, log logger, span trace.Span, j *job
 	case StatusCancelled:
 		span.SetStatus(codes.Error, "cancelled")
 		log.Warn("hunt run cancelled by shutdown; nothing committed, the lease will expire", "error", rep.Err)
+	case StatusUnknown:
+		span.SetStatus(codes.Error, "unknown")
+		log.Error("hunt run's commit outcome stayed unknown; nothing more recorded (hunt_runs shows it if it landed)", "error", rep.Err)
+	}
+}
+
+// sleepCtx waits d or until ctx ends, and reports whether the wait completed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -353,25 +397,24 @@ type logger interface {
 // ClickHouse outage: a lease, and at least a minute.
 func (r *Runner) commitBudget() time.Duration { return max(r.opts.Lease, time.Minute) }
 
-// retryable tells a write that may be retried (the server could not be reached or did not
-// answer) from one the server refused (an exception, or a fence: retrying changes nothing).
-// Every commit write is safe to repeat: the watermark write is fenced and verified by
-// read-back, the hunt_run and hunt_state rows are keyed by run and time.
+// retryable tells a write that may succeed when sent again (no answer, a refusal before
+// execution, an answer that leaves the outcome unknown: lease.Transient) from one whose answer
+// is final (a definite exception, or a fence: retrying changes nothing). Every commit write is
+// safe to repeat: the watermark write is fenced, refuses a second row of its run and is read
+// back by run id, a hunt_run row is looked up by run id before it is written again, and a
+// hunt_state row is fenced on its fire.
 func retryable(err error) bool {
-	var ex *clickhouse.Exception
-	switch {
-	case errors.Is(err, lease.ErrFenced), errors.Is(err, lease.ErrLost), errors.As(err, &ex),
-		errors.Is(err, context.Canceled):
-		return false
-	}
-	return true
+	return errors.Is(err, watermark.ErrUnknown) || lease.Transient(err)
 }
 
-// durably runs one commit write, retrying with backoff (250 ms doubling to 5 s) while it fails
-// in a retryable way and ctx allows. An outage between the hunt query and its commit must not
-// leave a watermark without its hunt_run row, nor lose the run's outcome.
+// durably runs one commit write, retrying after a jittered backoff (250 ms doubling to 5 s)
+// while it fails in a retryable way and ctx allows. An outage between the hunt query and its
+// commit must not leave a watermark without its hunt_run row, nor lose the run's outcome; and
+// writers refused together (several pods' quorum inserts into one table) must not collide again.
 func (r *Runner) durably(ctx context.Context, log logger, what string, write func(context.Context) error) error {
-	wait := 250 * time.Millisecond
+	// A refusal before execution (another quorum insert pending on the table) clears as soon
+	// as that insert is confirmed: it is retried sooner than an outage.
+	wait, refusedWait := 250*time.Millisecond, 50*time.Millisecond
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, min(r.opts.Lease/3, 10*time.Second))
 		err := write(actx)
@@ -383,12 +426,15 @@ func (r *Runner) durably(ctx context.Context, log logger, what string, write fun
 			log.Warn("commit write failed; retrying until ClickHouse answers", "write", what, "error", err)
 		}
 		r.opts.Metrics.clickhouseError(ctx, "commit")
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(wait):
+		var d time.Duration
+		if lease.Refused(err) {
+			d, refusedWait = refusedWait, min(2*refusedWait, time.Second)
+		} else {
+			d, wait = wait, min(2*wait, 5*time.Second)
 		}
-		wait = min(2*wait, 5*time.Second)
+		if !sleepCtx(ctx, lease.Jitter(d)) {
+			return err
+		}
 	}
 }
 

@@ -46,13 +46,16 @@ func newPlanner(tick time.Duration) *planner {
 	return &planner{tick: tick, overrunSeen: map[string]int64{}}
 }
 
+// backoffRule is the backoff as hunt_state derives it (watermark.State): the n-th consecutive
+// failure waits base × 2^(n−1), at most limit.
+func backoffRule(tick time.Duration, interval int64) (base, limit time.Duration) {
+	return tick, max(time.Duration(interval)*time.Second, tick)
+}
+
 // backoffDelay is how long a hunt waits after its n-th consecutive failure: tick, 2×tick, 4×tick …
-// capped at the hunt's interval (never less than one tick).
+// capped at the hunt's interval (never less than one tick); backoffRule in Go.
 func backoffDelay(tick time.Duration, interval int64, failures uint32) time.Duration {
-	limit := time.Duration(interval) * time.Second
-	if limit < tick {
-		limit = tick
-	}
+	_, limit := backoffRule(tick, interval)
 	if failures == 0 {
 		return 0
 	}

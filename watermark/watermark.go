@@ -154,17 +154,22 @@ const (
 	KindBackfill  = "backfill"
 )
 
-// State is one hunt_state row.
+// State is what a finished run writes to hunt_state. Its counters are not taken from the
+// writer's snapshot but derived on the server from the hunt's newest row when the statement
+// runs, so two pods cannot lose or reverse each other's increments, and a write for an older
+// fire never lands over a newer one (SetStates).
 type State struct {
-	HuntID              string
-	Status              string
-	ConsecutiveFailures uint32
-	LastError           string
-	LastFire            int64
-	// Backoff > 0 sets retry_after to the server's now plus Backoff.
-	Backoff       time.Duration
-	OverrunCount  uint64
+	HuntID    string
+	Status    string // StatusFailed counts one more consecutive failure; any other resets them
+	LastError string
+	LastFire  int64 // the fire the run was for: the write is fenced on it
+	// Overran counts one overrun for LastFire: the count rises by one the first time a row of
+	// that fire is written, whoever writes it and however often.
+	Overran       bool
 	TooAggressive bool
+	// A failure backs the hunt off: the n-th consecutive failure (n as derived) sets retry_after
+	// to the server's now plus min(BackoffBase × 2^(n−1), BackoffCap) (0: no backoff).
+	BackoffBase, BackoffCap time.Duration
 }
 
 // Store reads and writes the progress tables.
@@ -333,18 +338,25 @@ WHERE b.state = '` + BackfillActive + `' AND toInt64(w.watermark) < toInt64(b.ra
 // Advance commits run with a compare-and-set: one row lands in hunt_watermark, moving the
 // hunt's watermark to run.WindowEnd, only if, when the statement runs,
 //
-//   - the newest lease of the hunt is l's claim, for l's fire, and live; and
+//   - the newest lease of the hunt is l's claim, for l's fire, and lives longer than the
+//     statement may run (CommitBound, also its max_execution_time);
 //   - the newest watermark is still where the run's window (or its recorded gap) starts —
 //     or there is still none, for a first run (l.HasWatermark is what the claim verified) —
-//     and below the new one.
+//     and below the new one; and
+//   - the hunt has no commit row of this run yet.
 //
 // So a run commits only the window it actually read, from where progress stood when it won the
 // claim, and no two commits of a hunt overlap, whatever pauses, late answers or expiries came
 // between. The row is also the run's audit record (hunt_runs reads it), so a commit and its
-// record cannot be separated. It then reads back by run id: ErrFenced when the row did not
-// land. A retry after a lost answer inserts nothing (the compare no longer holds) and finds
-// the row of the first attempt; its deduplication token is the run id, so a retry routed to
-// another replica is dropped by the block deduplication too.
+// record cannot be separated.
+//
+// Whatever the insert answers, Advance reads back by run id before deciding: nil when the row
+// is there (an error from an insert that landed is a success), ErrFenced when the insert
+// answered and wrote nothing, a refusal (lease.Refused) when the server did not execute it,
+// ErrUnknown when neither the insert nor the read-back settled it. A retry after a lost answer
+// inserts nothing (the compare no longer holds, and the run has a row) and finds the row of the
+// first attempt; its deduplication token is the run id, so a retry routed to another replica
+// is dropped by the block deduplication too.
 func (s *Store) Advance(ctx context.Context, l lease.Lease, run Run) error {
 	watermark := run.WindowEnd
 	q := `INSERT INTO ` + s.table(chstore.TableWatermark) + ` (hunt_id, watermark, claim_id, updated,
@@ -355,9 +367,11 @@ SELECT l.hunt_id, toDateTime({wm:Int64}, 'UTC'), l.claim_id, now64(6),
     {dropped:UInt64}, {kind:String}
 FROM (` + lease.NewestLeaseSQL(s.database, "ids") + `) AS l
 LEFT JOIN (` + lease.NewestWatermarkSQL(s.database, "ids") + `) AS w ON w.hunt_id = l.hunt_id
-WHERE l.claim_id = toUUID({claim:String}) AND toInt64(l.fire) = {fire:Int64} AND l.until > now64(3)
+WHERE l.claim_id = toUUID({claim:String}) AND toInt64(l.fire) = {fire:Int64}
+  AND l.until > now64(3) + toIntervalMillisecond({bound_ms:Int64})
   AND (w.hunt_id != '') = {has_prev:Bool} AND (NOT {has_prev:Bool} OR toInt64(w.watermark) = {prev:Int64})
-  AND {wm:Int64} > {prev:Int64}`
+  AND {wm:Int64} > {prev:Int64}
+  AND toUUID({run:String}) NOT IN (SELECT run_id FROM ` + s.table(chstore.TableWatermark) + ` WHERE hunt_id = {h:String})`
 	kind := run.Kind
 	if kind == "" {
 		kind = KindScheduled
@@ -368,13 +382,17 @@ WHERE l.claim_id = toUUID({claim:String}) AND toInt64(l.fire) = {fire:Int64} AND
 	if run.GapEnd > run.GapStart {
 		prev = run.GapStart
 	}
+	bound := CommitBound(ctx)
 	wctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
 		"async_insert":               0,
 		"join_use_nulls":             0,
 		"insert_deduplication_token": "commit:" + run.RunID.String(),
+		"max_execution_time":         bound.Seconds(),
 	}))
 	err := s.conn.Exec(wctx, q,
 		clickhouse.Named("ids", []string{l.HuntID}),
+		clickhouse.Named("h", l.HuntID),
+		clickhouse.Named("bound_ms", bound.Milliseconds()),
 		clickhouse.Named("wm", watermark),
 		clickhouse.Named("claim", l.ClaimID.String()),
 		clickhouse.Named("fire", l.Fire),
@@ -390,18 +408,49 @@ WHERE l.claim_id = toUUID({claim:String}) AND toInt64(l.fire) = {fire:Int64} AND
 		clickhouse.Named("dropped", run.FindingsDropped),
 		clickhouse.Named("kind", kind),
 	)
-	if err != nil {
+	if err != nil && !lease.Transient(err) {
 		return fmt.Errorf("watermark: advance %s to %d: %w", l.HuntID, watermark, err)
 	}
-	ok, err := s.Committed(ctx, l.HuntID, run.RunID)
-	if err != nil {
-		return fmt.Errorf("watermark: advance %s read-back: %w", l.HuntID, err)
+	// Whatever the insert answered, its row decides: an error may come from a statement that
+	// landed (a quorum timeout after the local write, a lost answer), and a success must be
+	// checked against the fence.
+	ok, rerr := s.Committed(ctx, l.HuntID, run.RunID)
+	switch {
+	case ok:
+		return nil
+	case rerr != nil && err != nil:
+		return fmt.Errorf("%w: advance %s to %d: %w (read-back: %v)", ErrUnknown, l.HuntID, watermark, err, rerr)
+	case rerr != nil:
+		return fmt.Errorf("%w: advance %s read-back: %w", ErrUnknown, l.HuntID, rerr)
+	case err != nil && lease.Refused(err):
+		return fmt.Errorf("watermark: advance %s to %d: refused before executing: %w", l.HuntID, watermark, err)
+	case err != nil:
+		return fmt.Errorf("%w: advance %s to %d: not visible after: %w", ErrUnknown, l.HuntID, watermark, err)
 	}
-	if !ok {
-		return fmt.Errorf("%w: hunt %s fire %d claim %s: not committed (lease no longer ours, or the watermark moved from %d)",
-			ErrFenced, l.HuntID, l.Fire, l.ClaimID, prev)
+	return fmt.Errorf("%w: hunt %s fire %d claim %s: not committed (lease no longer ours or too close to its end, or the watermark moved from %d)",
+		ErrFenced, l.HuntID, l.Fire, l.ClaimID, prev)
+}
+
+// ErrUnknown marks a commit whose outcome is not known yet: the insert failed in a way that
+// may have applied it (or may still apply it), and its read-back did not settle it. Retrying
+// Advance with the same run is safe once the first attempt can no longer be running
+// (CommitBound after its send): the retry finds the row, or is the only one to write it.
+var ErrUnknown = errors.New("watermark: commit outcome unknown")
+
+// DefaultCommitBound is the server-side execution bound of a commit whose context has no
+// deadline: the runner's longest (half its 10 s attempt timeout).
+const DefaultCommitBound = 5 * time.Second
+
+// CommitBound is how long Advance lets its insert run on the server (max_execution_time):
+// half of what is left of ctx's deadline (the other half is the read-back's), else
+// DefaultCommitBound. The compare-and-set also requires
+// the lease to outlive it on the server's clock, so a commit that passes its fence lands
+// before the lease ends and can never land beside the next holder's (docs/claim-protocol.md).
+func CommitBound(ctx context.Context) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return max(time.Until(dl)/2, time.Millisecond)
 	}
-	return nil
+	return DefaultCommitBound
 }
 
 // Committed reports whether run committed (its row is in hunt_watermark).
@@ -417,7 +466,8 @@ func (s *Store) table(name string) string {
 	return chstore.QuoteIdent(s.database) + "." + chstore.QuoteIdent(name)
 }
 
-// insertCtx sets what every coordination insert carries: synchronous, and a deduplication
+// insertCtx sets what every coordination insert carries: synchronous, explicit join defaults,
+// and a deduplication
 // token derived from the row's content, so a retry routed to another replica after a lost
 // answer is dropped by the block deduplication (an identical later write is dropped too, which
 // changes nothing).
@@ -427,7 +477,8 @@ func insertCtx(ctx context.Context, parts ...any) context.Context {
 		fmt.Fprintf(h, "%v\x00", p)
 	}
 	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
-		"async_insert": 0, "insert_deduplication_token": hex.EncodeToString(h.Sum(nil)[:16])}))
+		"async_insert": 0, "insert_deduplication_token": hex.EncodeToString(h.Sum(nil)[:16]),
+		"join_use_nulls": 0})) // a hunt without a previous row reads zeros
 }
 
 // RecordRun appends a hunt_run row.
@@ -522,30 +573,49 @@ func (s *Store) SetStates(ctx context.Context, sts []State) error {
 }
 
 // setStates writes hunt_state rows in one insert. The rows travel as array parameters; the
-// deduplication token covers them all.
+// deduplication token covers them all. Each row is derived from the hunt's newest row (by
+// updated) as the statement runs:
+//
+//   - written only if that row's last_fire is not above the new one: a late write for an
+//     older fire (a held statement, a slow pod) never undoes a newer fire's failure or backoff;
+//   - consecutive_failures is the previous count plus one for a failure, 0 otherwise;
+//   - overrun_count is the previous count, plus one for an overrun of a fire above the
+//     previous row's (so each fire's overrun counts once, a retried write included);
+//   - retry_after follows from the derived failure count.
+//
+// A failure written again after a lost answer counts twice (one backoff step more); nothing
+// can count less.
 func (s *Store) setStates(ctx context.Context, sts []State) error {
 	var (
-		ids, statuses, errs  = make([]string, len(sts)), make([]string, len(sts)), make([]string, len(sts))
-		failures             = make([]uint32, len(sts))
-		fires, backoffs      = make([]int64, len(sts)), make([]int64, len(sts))
-		overruns, aggressive = make([]uint64, len(sts)), make([]bool, len(sts))
-		token                = []any{"state"}
+		ids, statuses, errs = make([]string, len(sts)), make([]string, len(sts)), make([]string, len(sts))
+		fires, bases, caps  = make([]int64, len(sts)), make([]int64, len(sts)), make([]int64, len(sts))
+		overran, aggressive = make([]bool, len(sts)), make([]bool, len(sts))
+		token               = []any{"state"}
 	)
 	for i, st := range sts {
-		ids[i], statuses[i], errs[i], failures[i] = st.HuntID, st.Status, boundError(st.LastError), st.ConsecutiveFailures
-		fires[i], backoffs[i], overruns[i], aggressive[i] = st.LastFire, st.Backoff.Milliseconds(), st.OverrunCount, st.TooAggressive
-		token = append(token, st.HuntID, st.Status, st.ConsecutiveFailures, st.LastError, st.LastFire,
-			st.Backoff, st.OverrunCount, st.TooAggressive)
+		ids[i], statuses[i], errs[i] = st.HuntID, st.Status, boundError(st.LastError)
+		fires[i], bases[i], caps[i] = st.LastFire, st.BackoffBase.Milliseconds(), st.BackoffCap.Milliseconds()
+		overran[i], aggressive[i] = st.Overran, st.TooAggressive
+		token = append(token, st.HuntID, st.Status, st.LastError, st.LastFire, st.Overran, st.TooAggressive,
+			st.BackoffBase, st.BackoffCap)
 	}
 	q := `INSERT INTO ` + s.table(chstore.TableState) + ` (hunt_id, status, consecutive_failures, last_error, last_fire, updated,
     retry_after, overrun_count, too_aggressive)
-SELECT r.1, r.2, r.3, r.4, toDateTime(r.5, 'UTC'), now64(6),
-    if(r.6 > 0, now64(3) + toIntervalMillisecond(r.6), toDateTime64(0, 3, 'UTC')), r.7, r.8
-FROM (SELECT arrayJoin(arrayZip({h:Array(String)}, {status:Array(String)}, {failures:Array(UInt32)}, {err:Array(String)},
-    {fire:Array(Int64)}, {backoff_ms:Array(Int64)}, {overruns:Array(UInt64)}, {aggressive:Array(Bool)})) AS r)`
-	args := []any{clickhouse.Named("h", ids), clickhouse.Named("status", statuses), clickhouse.Named("failures", failures),
-		clickhouse.Named("err", errs), clickhouse.Named("fire", fires), clickhouse.Named("backoff_ms", backoffs),
-		clickhouse.Named("overruns", overruns), clickhouse.Named("aggressive", aggressive)}
+SELECT b.h, b.status, b.failures, b.err, toDateTime(b.fire, 'UTC'), now64(6),
+    if(b.failures > 0 AND b.base > 0,
+       now64(3) + toIntervalMillisecond(least(toUInt64(b.base) * bitShiftLeft(toUInt64(1), least(greatest(b.failures, 1) - 1, 40)), toUInt64(b.cap))),
+       toDateTime64(0, 3, 'UTC')),
+    toUInt64(p.overruns) + if(b.overran AND toInt64(p.last_fire) < b.fire, 1, 0), b.aggressive
+FROM (SELECT r.1 AS h, r.2 AS status, r.3 AS err, r.4 AS fire, r.5 AS base, r.6 AS cap, r.7 AS overran, r.8 AS aggressive,
+             if(r.2 = '` + StatusFailed + `', toUInt32(p0.failures + 1), toUInt32(0)) AS failures
+      FROM (SELECT arrayJoin(arrayZip({h:Array(String)}, {status:Array(String)}, {err:Array(String)}, {fire:Array(Int64)},
+                {base_ms:Array(Int64)}, {cap_ms:Array(Int64)}, {overran:Array(Bool)}, {aggressive:Array(Bool)})) AS r) AS z
+      LEFT JOIN (` + newestStateSQL(s.database) + `) AS p0 ON p0.hunt_id = z.r.1) AS b
+LEFT JOIN (` + newestStateSQL(s.database) + `) AS p ON p.hunt_id = b.h
+WHERE toInt64(p.last_fire) <= b.fire`
+	args := []any{clickhouse.Named("h", ids), clickhouse.Named("status", statuses), clickhouse.Named("err", errs),
+		clickhouse.Named("fire", fires), clickhouse.Named("base_ms", bases), clickhouse.Named("cap_ms", caps),
+		clickhouse.Named("overran", overran), clickhouse.Named("aggressive", aggressive)}
 	if err := s.conn.Exec(insertCtx(ctx, token...), q, args...); err != nil {
 		if len(sts) == 1 {
 			return fmt.Errorf("watermark: set state %s: %w", sts[0].HuntID, err)
@@ -553,6 +623,14 @@ FROM (SELECT arrayJoin(arrayZip({h:Array(String)}, {status:Array(String)}, {fail
 		return fmt.Errorf("watermark: set state of %d hunts: %w", len(sts), err)
 	}
 	return nil
+}
+
+// newestStateSQL is a subquery of each hunt's newest hunt_state row (by updated, the table's
+// version) as hunt_id, failures, last_fire, overruns.
+func newestStateSQL(database string) string {
+	return `SELECT hunt_id, t.1 AS failures, t.2 AS last_fire, t.3 AS overruns
+FROM (SELECT hunt_id, argMax((consecutive_failures, last_fire, overrun_count), updated) AS t
+      FROM ` + chstore.QuoteIdent(database) + `.` + chstore.TableState + ` WHERE hunt_id IN {h:Array(String)} GROUP BY hunt_id)`
 }
 
 // Request queues a run-now request for huntID at fire (epoch seconds).

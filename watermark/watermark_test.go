@@ -231,10 +231,10 @@ func TestSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := claimOne(t, a, "h1", now)
-	if err := s.SetState(ctx, State{HuntID: "h1", Status: "failing", ConsecutiveFailures: 1, LastError: "boom", LastFire: now - 60}); err != nil {
+	if err := s.SetState(ctx, State{HuntID: "h1", Status: StatusFailed, LastError: "boom", LastFire: now - 60}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetState(ctx, State{HuntID: "h1", Status: "failing", ConsecutiveFailures: 2, LastError: "boom twice", LastFire: now - 60}); err != nil {
+	if err := s.SetState(ctx, State{HuntID: "h1", Status: StatusFailed, LastError: "boom twice", LastFire: now - 60}); err != nil {
 		t.Fatal(err)
 	}
 	// h2: two requests, one already covered by its watermark, two pending: the newest counts.
@@ -274,7 +274,7 @@ func TestSnapshot(t *testing.T) {
 	}
 	h1 := snap.Hunts["h1"]
 	want1 := HuntState{Watermark: now - 60, HasWatermark: true, LeaseOwner: "pod-a", LeaseFire: now, LeaseClaimID: held.ClaimID,
-		LeaseUntil: held.Until, HasLease: true, Status: "failing", ConsecutiveFailures: 2, LastError: "boom twice", LastFire: now - 60}
+		LeaseUntil: held.Until, HasLease: true, Status: StatusFailed, ConsecutiveFailures: 2, LastError: "boom twice", LastFire: now - 60}
 	if !h1.LeaseUntil.Equal(want1.LeaseUntil) {
 		t.Fatalf("h1 lease until %s, want %s", h1.LeaseUntil, want1.LeaseUntil)
 	}
@@ -484,14 +484,14 @@ func TestAdvanceWritesItsRunRows(t *testing.T) {
 }
 
 // SetStates writes many hunts' rows in one insert, each with its own fields, and a backoff on
-// the server's clock.
+// the server's clock derived from the failure count.
 func TestSetStatesOneInsert(t *testing.T) {
 	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
 	s := New(db.Conn, db.Name)
 	sts := []State{
-		{HuntID: "a", Status: "succeeded", LastFire: 1700000000, OverrunCount: 3, TooAggressive: true},
-		{HuntID: "b", Status: "failed", ConsecutiveFailures: 2, LastError: "x'\n\\y", LastFire: 1700000060, Backoff: time.Hour},
+		{HuntID: "a", Status: "succeeded", LastFire: 1700000000, Overran: true, TooAggressive: true},
+		{HuntID: "b", Status: "failed", LastError: "x'\n\\y", LastFire: 1700000060, BackoffBase: time.Hour, BackoffCap: 2 * time.Hour},
 		{HuntID: "c", Status: "succeeded", LastFire: 1700000120},
 	}
 	before := chtest.Queries(t, db.URL)
@@ -507,16 +507,70 @@ func TestSetStatesOneInsert(t *testing.T) {
 	}
 	for _, st := range sts {
 		h := snap.Hunts[st.HuntID]
-		if h.Status != st.Status || h.LastFire != st.LastFire || h.ConsecutiveFailures != st.ConsecutiveFailures ||
-			h.LastError != st.LastError || h.OverrunCount != st.OverrunCount || h.TooAggressive != st.TooAggressive {
+		failures, overruns := uint32(0), uint64(0)
+		if st.Status == "failed" {
+			failures = 1
+		}
+		if st.Overran {
+			overruns = 1
+		}
+		if h.Status != st.Status || h.LastFire != st.LastFire || h.ConsecutiveFailures != failures ||
+			h.LastError != st.LastError || h.OverrunCount != overruns || h.TooAggressive != st.TooAggressive {
 			t.Errorf("%s: snapshot %+v, wrote %+v", st.HuntID, h, st)
 		}
-		if h.HasRetryAfter != (st.Backoff > 0) {
-			t.Errorf("%s: retry_after set %v, backoff %v", st.HuntID, h.HasRetryAfter, st.Backoff)
+		if h.HasRetryAfter != (st.BackoffBase > 0) {
+			t.Errorf("%s: retry_after set %v, backoff %v", st.HuntID, h.HasRetryAfter, st.BackoffBase)
 		}
 	}
-	if b := snap.Hunts["b"]; b.RetryAfter.Sub(snap.Now) < 59*time.Minute {
-		t.Errorf("b retries after %v, an hour past the server's now %v", b.RetryAfter, snap.Now)
+	if b := snap.Hunts["b"]; b.RetryAfter.Sub(snap.Now) < 59*time.Minute || b.RetryAfter.Sub(snap.Now) > 61*time.Minute {
+		t.Errorf("b retries after %v, want an hour (the first failure's) past the server's now %v", b.RetryAfter, snap.Now)
+	}
+}
+
+// Counters are derived on the server and writes are fenced on the fire: a failure counts one
+// more than the newest row, a second failure doubles the backoff, an overrun counts once per
+// fire however often its row is written, and a late row of an older fire lands nowhere.
+func TestStateCountersDerivedAndFenced(t *testing.T) {
+	db := chtest.NewWithSchema(t)
+	ctx := context.Background()
+	s := New(db.Conn, db.Name)
+	state := func() HuntState {
+		t.Helper()
+		snap, err := s.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return snap.Hunts["h"]
+	}
+	set := func(st State) {
+		t.Helper()
+		st.HuntID = "h"
+		if err := s.SetState(ctx, st); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const fire = int64(1700000000)
+	set(State{Status: StatusSucceeded, LastFire: fire, Overran: true})
+	set(State{Status: StatusSucceeded, LastFire: fire, Overran: true}) // the same fire's row again
+	if h := state(); h.OverrunCount != 1 {
+		t.Fatalf("overrun count %d after one fire's overrun written twice, want 1", h.OverrunCount)
+	}
+	set(State{Status: StatusSucceeded, LastFire: fire + 60, Overran: true})
+	failure := State{Status: StatusFailed, LastError: "boom", LastFire: fire + 120, BackoffBase: time.Minute, BackoffCap: time.Hour}
+	set(failure)
+	set(failure) // the same fire failing again after its backoff
+	h := state()
+	if h.OverrunCount != 2 || h.ConsecutiveFailures != 2 || h.RetryAfter.Sub(time.Now()) < 90*time.Second {
+		t.Fatalf("state %+v: want 2 overruns kept, 2 failures, a backoff of two minutes", h)
+	}
+	// Pod A's success row of the previous fire, held until now, lands after the failures.
+	set(State{Status: StatusSucceeded, LastFire: fire + 60})
+	if got := state(); got.Status != StatusFailed || got.ConsecutiveFailures != 2 || !got.HasRetryAfter || got.OverrunCount != 2 {
+		t.Fatalf("after a late row of an older fire: %+v, want the failure and its backoff kept", got)
+	}
+	set(State{Status: StatusSucceeded, LastFire: fire + 180})
+	if got := state(); got.Status != StatusSucceeded || got.ConsecutiveFailures != 0 || got.HasRetryAfter || got.OverrunCount != 2 {
+		t.Fatalf("after the next fire succeeded: %+v, want healthy with 2 overruns", got)
 	}
 }
 
@@ -563,5 +617,54 @@ func TestSetStatesSplitsLongErrors(t *testing.T) {
 	var n uint64
 	if err := db.Conn.QueryRow(ctx, "SELECT count() FROM hunt_state WHERE length(last_error) = ?", MaxErrorBytes).Scan(&n); err != nil || n != 64 {
 		t.Fatalf("%d of 64 states stored whole (%v)", n, err)
+	}
+}
+
+// The commit must be able to finish before its lease ends: the compare-and-set refuses a lease
+// that does not outlive the statement's execution bound (CommitBound, its max_execution_time),
+// so a commit that passes its fence lands before the next holder can claim the hunt.
+func TestAdvanceNeedsTheLeaseToOutliveTheStatement(t *testing.T) {
+	db := chtest.NewWithSchema(t)
+	s := New(db.Conn, db.Name)
+	held := claimOne(t, coord(t, db, "pod-a", 8*time.Second), "h", serverNow(t, db))
+	// Half of a 40 s deadline is a 20 s bound: longer than the lease has left.
+	long, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	if err := s.Advance(long, held, commit(held.Fire)); !errors.Is(err, ErrFenced) {
+		t.Fatalf("a commit that may outlast its lease: %v, want ErrFenced", err)
+	}
+	if _, ok := watermarkOf(t, s, "h"); ok {
+		t.Fatal("a commit that may outlast its lease wrote a watermark")
+	}
+	short, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := s.Advance(short, held, commit(held.Fire)); err != nil {
+		t.Fatalf("a commit bound to 1 s under a lease with seconds left: %v", err)
+	}
+}
+
+// A run commits at most one row: even an Advance whose compare would pass again (here the same
+// run handed a window that starts at its own commit) writes nothing once the run has a row.
+func TestAdvanceRefusesASecondRowOfItsRun(t *testing.T) {
+	db := chtest.NewWithSchema(t)
+	ctx := context.Background()
+	s := New(db.Conn, db.Name)
+	held := claimOne(t, coord(t, db, "pod-a", time.Minute), "h", serverNow(t, db))
+	run := commit(held.Fire)
+	if err := s.Advance(ctx, held, run); err != nil {
+		t.Fatal(err)
+	}
+	again, next := held, run
+	again.Watermark, again.HasWatermark = run.WindowEnd, true
+	next.WindowStart, next.WindowEnd = run.WindowEnd, run.WindowEnd+60
+	if err := s.Advance(ctx, again, next); err != nil {
+		t.Fatalf("the second Advance of a committed run: %v, want nil (its row is there)", err)
+	}
+	var n uint64
+	if err := db.Conn.QueryRow(ctx, "SELECT count() FROM hunt_watermark WHERE run_id = ?", run.RunID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if wm, _ := watermarkOf(t, s, "h"); n != 1 || wm != run.WindowEnd {
+		t.Fatalf("%d rows of the run, watermark %d; want 1 row at %d", n, wm, run.WindowEnd)
 	}
 }

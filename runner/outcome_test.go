@@ -1,0 +1,141 @@
+package runner
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/watermark"
+)
+
+// matchCommitReadBack is Advance's read-back by run id (Store.Committed).
+const matchCommitReadBack = `count\(\) FROM \S*hunt_watermark\S* WHERE hunt_id = \{h:String\} AND run_id`
+
+// A commit whose answer leaves its outcome unknown, or that the server refused before
+// executing it, ends the way the row says: one commit, recorded succeeded and nothing else (no
+// failed run, no failure count or backoff, no release row), its findings all visible.
+//   - 319 (UNKNOWN_STATUS_OF_INSERT, a quorum timeout) after the commit landed: the read-back
+//     finds the row.
+//   - 289 (REPLICA_IS_NOT_IN_QUORUM) on the read-back: the outcome stays unknown, the commit is
+//     sent again, refused by its own row (the run already committed), and read back.
+//   - 286 (UNSATISFIED_QUORUM_FOR_PREVIOUS_WRITE) before executing, twice: retried with jitter.
+func TestAmbiguousCommitEndsAsItsRow(t *testing.T) {
+	srv := newPrivateEnv(t).srv
+	for _, tc := range []struct {
+		name string
+		rule ctl.FaultRule
+	}{
+		{"319 after the commit landed", ctl.FaultRule{Name: "f", Kind: ctl.KindInsert, Match: matchCommit, Times: 1,
+			Effect: ctl.FailAfter, Code: 319}},
+		{"289 on the read-back", ctl.FaultRule{Name: "f", Kind: ctl.KindRead, Match: matchCommitReadBack, Times: 1,
+			Effect: ctl.FailBefore, Code: 289}},
+		{"286 before executing", ctl.FaultRule{Name: "f", Kind: ctl.KindInsert, Match: matchCommit, Times: 2,
+			Effect: ctl.FailBefore, Code: 286}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := setupEnv(t, srv.NewDB(t))
+			e.srv = srv
+			h := Hunt{ID: "amb", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
+			r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
+			var mu sync.Mutex
+			var reports []RunReport
+			r.opts.OnRun = func(rep RunReport) { mu.Lock(); reports = append(reports, rep); mu.Unlock() }
+			srv.SetFaults(t, tc.rule)
+			// The claim may be lost on a loaded machine (acknowledged past the settle): tick
+			// until a run has ended.
+			e.tickUntil(r, "a run to end", func() bool { mu.Lock(); defer mu.Unlock(); return len(reports) > 0 })
+			if e.firedCount("f") == 0 {
+				t.Fatal("the fault never fired")
+			}
+			mu.Lock()
+			if len(reports) != 1 || reports[0].Status != StatusSucceeded {
+				t.Errorf("outcomes %+v, want one success", reports)
+			}
+			mu.Unlock()
+			fire := e.latest(h)
+			if n := e.count("SELECT count() FROM hunt_watermark WHERE hunt_id = 'amb'"); n != 1 {
+				t.Errorf("%d commit rows, want 1", n)
+			}
+			if runs := e.runs("amb"); len(runs) != 1 || runs[0].Status != StatusSucceeded {
+				t.Errorf("hunt_runs %+v, want one succeeded and nothing else", runs)
+			}
+			if n := e.count("SELECT count() FROM hunt_state WHERE hunt_id = 'amb' AND (status = 'failed' OR consecutive_failures > 0 OR toUnixTimestamp64Milli(retry_after) > 0)"); n != 0 {
+				t.Errorf("%d failure state rows, want none", n)
+			}
+			if n := e.count("SELECT count() FROM hunt_lease WHERE hunt_id = 'amb' AND lease_until <= claimed + INTERVAL 1 SECOND"); n != 0 {
+				t.Errorf("%d release rows, want none", n)
+			}
+			if got, want := e.count("SELECT count() FROM hunt_findings_committed WHERE hunt_id = 'amb'"), e.eventsIn(fire-3600, fire, 0); got != want {
+				t.Errorf("%d committed findings, want %d", got, want)
+			}
+		})
+	}
+}
+
+// A late hunt_state row never undoes a newer fire's outcome: pod A commits fire N and its
+// success state row is held on the way; pod B runs fire N+1, which fails, and records the
+// failure and its backoff; A's row then lands (or is retried) and is refused by the fence on
+// the fire: the hunt stays failed, backing off.
+func TestLateStateRowKeepsTheNextFiresFailure(t *testing.T) {
+	e := newPrivateEnv(t)
+	var sched atomic.Int64
+	sched.Store(e.now)
+	h := Hunt{ID: "flip", Interval: 60, Offset: e.mid(60)}
+	fire := e.latest(h)
+	// Fire N's window succeeds, fire N+1's fails.
+	h.Query = fmt.Sprintf("SELECT throwIf({window_end:DateTime64(3)} > toDateTime64(%d, 3, 'UTC'), 'boom') AS x FROM numbers(1) "+
+		"WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}", fire)
+	hs := &HuntSet{Hash: "x", Hunts: []Hunt{h}}
+	e.setWatermark(h.ID, fire-60)
+	// An earlier failure, so that A's success is a health transition and writes a state row.
+	if err := e.store().SetState(e.ctx, watermark.State{HuntID: h.ID, Status: StatusFailed, LastError: "earlier", LastFire: fire - 60}); err != nil {
+		t.Fatal(err)
+	}
+	e.srv.SetFaults(t, ctl.FaultRule{Name: "held", Kind: ctl.KindInsert, Match: `INSERT INTO \S*hunt_state`, Times: 1,
+		Effect: ctl.DelayStart, Delay: 2 * time.Minute})
+	mod := func(o *Options) {
+		o.Lease = 30 * time.Second
+		o.ScheduleClock = func(time.Time) time.Time { return time.Unix(sched.Load(), 0) }
+	}
+	a := e.runner("pod-a", hs, mod)
+	aDone := make(chan struct{})
+	go func() {
+		defer close(aDone)
+		e.waitFor("A to commit fire N", func() bool {
+			if err := a.tick(e.ctx); err != nil {
+				t.Error(err)
+			}
+			a.wg.Wait()
+			wm, _ := e.watermarkOf(h.ID)
+			return wm == fire
+		})
+	}()
+	e.waitFor("A's success state row to be held", func() bool { return e.firedCount("held") > 0 })
+	sched.Add(60)
+	b := e.runner("pod-b", hs, mod)
+	e.tickUntil(b, "B's failure of fire N+1", func() bool {
+		return e.count("SELECT count() FROM hunt_run WHERE hunt_id = ? AND status = 'failed'", h.ID) > 0
+	})
+	e.srv.ClearFaults(t) // A's held row executes now
+	<-aDone
+	chtest.Eventually(t, time.Minute, "A's state write to end", func() bool {
+		for _, st := range e.srv.StatementLog(t) {
+			if st.Fault == "held" && !st.Done {
+				return false
+			}
+		}
+		return true
+	})
+	snap, err := e.store().Snapshot(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := snap.Hunts[h.ID]
+	if st.Status != StatusFailed || st.LastFire != fire+60 || st.ConsecutiveFailures == 0 || !st.HasRetryAfter {
+		t.Fatalf("state %+v after A's late row of fire N, want fire N+1's failure with its backoff", st)
+	}
+}
