@@ -84,6 +84,9 @@ func runImportLegacy(c *cli.Context) (changed bool, err error) {
 		return false, err
 	}
 	defer conn.Close()
+	if err := checkLayout(c, conn, opts.Database); err != nil {
+		return false, err
+	}
 	res, err := legacy.Import(c.Context, conn, hunts, legacy.Options{From: from, Database: opts.Database,
 		DryRun: c.Bool("dry-run"), Broken: broken})
 	if errors.Is(err, legacy.ErrSchema) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -208,4 +209,15 @@ func writeReport(w io.Writer, rep chstore.Report) {
 	for _, m := range rep.Mismatched {
 		fmt.Fprintf(w, "  WRONG ENGINE  %s\n", m)
 	}
+}
+
+// checkLayout refuses, with chstore.CheckLayout's message (which names `hunt-runner schema`), a
+// database whose recorded layout is not this release's. The commands that act on the
+// coordination state call it right after connecting.
+func checkLayout(c *cli.Context, conn driver.Conn, database string) error {
+	err := chstore.CheckLayout(c.Context, conn, database)
+	if errors.Is(err, chstore.ErrLayout) {
+		return cli.Exit(c.Command.Name+": "+err.Error(), exitError)
+	}
+	return err
 }
