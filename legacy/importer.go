@@ -14,6 +14,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/schedule"
+	"github.com/hunt-runner/hunt-runner/status"
 	"github.com/hunt-runner/hunt-runner/watermark"
 )
 
@@ -26,6 +27,13 @@ const DefaultOwner = "import-legacy"
 
 // ErrSchema means a database lacks what the import reads or writes.
 var ErrSchema = errors.New("schema")
+
+// ErrLive means hunt-runner runners are live in the database (a heartbeat within
+// status.LiveWithin): Import refuses to write unless Options.Force. An imported row moves a
+// hunt's watermark under a runner that may hold its lease: that run's commit is then fenced and
+// its work lost, and a watermark at or past the lease's fire spends the lease, so another runner
+// claims the next fire while the first still runs.
+var ErrLive = errors.New("hunt-runner runners are live")
 
 // maxDateTime is the last second a DateTime column (hunt_watermark.watermark) can hold.
 const maxDateTime = 1<<32 - 1
@@ -53,7 +61,10 @@ type Options struct {
 	From     string // database of the earlier runner's hunt_watermark (and hunt_state); required
 	Database string // hunt-runner's coordination database; default hunt_runner
 	DryRun   bool   // plan only: read, write nothing
-	Owner    string // run_owner of the imported rows; default DefaultOwner
+	// Force writes even while runners are live (ErrLive), for an operator who knows that
+	// none of them runs the imported hunts.
+	Force bool
+	Owner string // run_owner of the imported rows; default DefaultOwner
 	// Broken lists files of the hunt source that did not load (relative paths), so an earlier
 	// hunt missing from the set can be traced to its file.
 	Broken []string
@@ -112,7 +123,10 @@ type Result struct {
 	Database string
 	DryRun   bool
 	HasState bool // the earlier database has hunt_state
-	Items    []Item
+	// Live lists the runners live in Database when the plan was read (status.LiveWithin); a
+	// dry run reports them, an import refuses them unless forced.
+	Live  []status.Runner
+	Items []Item
 }
 
 // Count returns how many items have action a.
@@ -173,6 +187,12 @@ func Import(ctx context.Context, conn driver.Conn, hunts []Hunt, opts Options) (
 	res.HasState = hasState
 	if err := conn.QueryRow(ctx, "SELECT now()").Scan(&res.Now); err != nil {
 		return res, fmt.Errorf("import-legacy: read the server clock: %w", err)
+	}
+	if res.Live, err = status.LiveRunners(ctx, conn, opts.Database, status.LiveWithin); err != nil {
+		return res, fmt.Errorf("import-legacy: %w", err)
+	}
+	if len(res.Live) > 0 && !opts.DryRun && !opts.Force {
+		return res, liveError(opts.Database, res.Live)
 	}
 	old, err := readLegacy(ctx, conn, opts.From, hasState)
 	if err != nil {
@@ -442,4 +462,15 @@ func apply(ctx context.Context, conn driver.Conn, opts Options, it *Item) error 
 		}
 	}
 	return nil
+}
+
+// liveError names the live runners and the two ways on.
+func liveError(database string, live []status.Runner) error {
+	owners := make([]string, 0, len(live))
+	for _, r := range live {
+		owners = append(owners, fmt.Sprintf("%s (last tick %s)", r.Owner, r.LastSeen))
+	}
+	return fmt.Errorf("%w: %d runner(s) ticked in %s within the last %v: %s. An import under a live runner can move a "+
+		"watermark beneath a lease it holds. Stop them (scale hunt-runner to 0, and its KEDA ScaledObject), wait until "+
+		"`hunt-runner status` lists no runner, and import again; or pass --force if none of them runs these hunts", ErrLive, len(live), database, status.LiveWithin, strings.Join(owners, ", "))
 }

@@ -16,7 +16,7 @@ import (
 )
 
 // An upgrade of the first layout cut short by a failed statement (its copy of the old
-// watermarks landed, then answered an error): run, materialise and shim refuse the database
+// watermarks landed, then answered an error): run, materialise, shim and import-legacy refuse the database
 // naming `hunt-runner schema`, run writes nothing, and the next schema finishes the upgrade
 // with every watermark, run record and finding there once.
 func TestInterruptedUpgradeIsRefusedThenResumed(t *testing.T) {
@@ -84,6 +84,7 @@ func TestInterruptedUpgradeIsRefusedThenResumed(t *testing.T) {
 		{"run", "--hunts-dir", dir, "--tick", "200ms", "--settle", "100ms", "--listen", "127.0.0.1:0", "--owner", "refused"},
 		{"materialise", "--hunts-dir", dir},
 		{"shim", "--listen", "127.0.0.1:0"},
+		{"import-legacy", "--from-database", "dfe", "--hunts-dir", dir},
 	} {
 		out, err := runAppContext(runCtx, append(args, common...)...)
 		if err == nil || !strings.Contains(err.Error(), "run `hunt-runner schema`") || runCtx.Err() != nil {
