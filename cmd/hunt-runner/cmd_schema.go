@@ -22,7 +22,8 @@ func schemaCommand() *cli.Command {
 		Description: `Creates the database (--database) and every coordination table with CREATE … IF NOT EXISTS,
 and the KEDA backlog view hunt_backlog_v1 (what the shim and KEDA read) with CREATE OR REPLACE,
 so a newer release's schema refreshes it. Then it reports what it created. Re-running creates
-nothing and prints "schema up to date: nothing to do". Existing tables are never altered; a table whose engine does
+nothing and prints "schema up to date: nothing to do". Existing tables are never dropped, and
+altered only to upgrade an older layout or to set the retention (both reported); a table whose engine does
 not match the topology (e.g. created on one node before replication was set up) is listed and
 the command exits 1.
 
