@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/status"
 	"github.com/hunt-runner/hunt-runner/watermark"
@@ -156,11 +157,16 @@ type legacyRow struct {
 }
 
 type currentRow struct {
-	max      int64
-	imported []int64
-	overruns uint64
-	tooAggr  bool
-	hasState bool
+	// The newest lease (hunt_lease), when it is live and not spent: a runner is running the
+	// hunt's fire leaseFire, and an imported watermark would move beneath it.
+	leaseOwner          string
+	leaseFire, leaseEnd int64 // leaseEnd in milliseconds
+	watermarked         bool  // max is a watermark (the hunt may have only a lease or a state)
+	max                 int64
+	imported            []int64
+	overruns            uint64
+	tooAggr             bool
+	hasState            bool
 }
 
 // Import carries the earlier runner's watermarks (and hunt_state) in opts.From over to
@@ -321,11 +327,33 @@ func readCurrent(ctx context.Context, conn driver.Conn, database string, ids []s
 			rows.Close()
 			return nil, fmt.Errorf("import-legacy: read %s.hunt_watermark: %w", db, err)
 		}
+		r.watermarked = true
 		out[id] = r
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("import-legacy: read %s.hunt_watermark: %w", db, err)
+	}
+	rows, err = conn.Query(ctx, "SELECT hunt_id, owner, toInt64(fire), toUnixTimestamp64Milli(until) FROM ("+
+		lease.NewestLeaseSQL(database, "ids")+") WHERE until > now64(3)", clickhouse.Named("ids", ids))
+	if err != nil {
+		return nil, fmt.Errorf("import-legacy: read %s.%s: %w", db, chstore.TableLease, err)
+	}
+	for rows.Next() {
+		var id, owner string
+		var fire, end int64
+		if err := rows.Scan(&id, &owner, &fire, &end); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("import-legacy: read %s.%s: %w", db, chstore.TableLease, err)
+		}
+		if r := out[id]; fire > r.max { // a lease whose fire is committed is spent
+			r.leaseOwner, r.leaseFire, r.leaseEnd = owner, fire, end
+			out[id] = r
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("import-legacy: read %s.%s: %w", db, chstore.TableLease, err)
 	}
 	rows, err = conn.Query(ctx, "SELECT hunt_id, toUInt64(argMax(overrun_count, updated)), argMax(too_aggressive, updated) != 0 FROM "+
 		db+".hunt_state WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id", clickhouse.Named("ids", ids))
@@ -353,7 +381,8 @@ func plan(hunts []Hunt, old map[string]*legacyRow, cur map[string]currentRow, no
 	used := map[string]bool{}
 	for _, h := range hunts {
 		it := Item{HuntID: h.ID, File: h.File, Enabled: h.Enabled}
-		c, hasCur := cur[h.ID]
+		c := cur[h.ID]
+		hasCur := c.watermarked
 		it.Current, it.HasCurrent = c.max, hasCur
 		lid := h.ID
 		if _, ok := old[lid]; !ok {
@@ -385,6 +414,11 @@ func plan(hunts []Hunt, old map[string]*legacyRow, cur map[string]currentRow, no
 			it.Action = ActionDone
 		case hasCur && c.max >= it.Watermark:
 			it.Action = ActionAhead
+		case c.leaseEnd > 0:
+			// Even under Force: a runner without a heartbeat (an earlier release) still shows here.
+			it.Action, it.Reason = ActionRefused, fmt.Sprintf("runner %s holds its live lease (fire %s, until %s): "+
+				"an import now would move the watermark beneath that run; import again once it is free",
+				c.leaseOwner, utc(c.leaseFire), time.UnixMilli(c.leaseEnd).UTC().Format(time.RFC3339))
 		default:
 			it.Action = ActionImport
 		}
