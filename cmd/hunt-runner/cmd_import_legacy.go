@@ -27,7 +27,8 @@ Stop the earlier runner first (docs/migration.md), and start hunt-runner's runne
 import: while any of them is live (a heartbeat in hunt_runner_heartbeat within the last 2 minutes)
 the import refuses and writes nothing, since an imported row can move a watermark beneath a lease
 a runner holds; --dry-run lists them, and --force imports anyway (only when none of them runs the
-imported hunts). Each write lands only while the hunt has no
+imported hunts). Forced or not, a hunt whose lease is live and not spent is refused (exit 1)
+naming the lease's owner: import it again once the lease is free. Each write lands only while the hunt has no
 watermark at or past the imported one, so a hunt that hunt-runner already runs ahead of is left
 alone, and a second import writes nothing. Earlier hunts that are not in the loaded set are
 listed and skipped.
