@@ -42,7 +42,9 @@ that cannot be imported; 2 usage. --detailed-exitcode, as materialise's: 0 nothi
 			&cli.StringFlag{Name: "from-database", EnvVars: envFor("from-database"),
 				Usage: "database holding the earlier runner's hunt_watermark and hunt_state (its DFE_CLICKHOUSE_DATA_DATABASE, default dfe)"},
 			&cli.BoolFlag{Name: "dry-run", EnvVars: envFor("dry-run"), Usage: "print the plan and write nothing"},
-			&cli.BoolFlag{Name: "force", EnvVars: envFor("force"),
+			// No environment variable, as trigger's --force: overriding a refusal is a decision
+			// made on the command line each time, not a setting that lingers in a Job's env.
+			&cli.BoolFlag{Name: "force",
 				Usage: "import even while hunt-runner runners are live in --database (their heartbeats are recent); only when none of them runs the imported hunts"},
 			&cli.BoolFlag{Name: "detailed-exitcode", EnvVars: envFor("detailed-exitcode"),
 				Usage: "exit 2 when something was (or, with --dry-run, would be) imported, 0 when nothing was"},
