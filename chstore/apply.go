@@ -94,6 +94,18 @@ func Apply(ctx context.Context, conn driver.Conn, database string, t Topology, c
 	if err != nil {
 		return rep, err
 	}
+	if before["table "+database+"."+TableSchema] {
+		// A later release's layout may have moved or re-keyed tables this one would create
+		// anew beside them: never downgrade.
+		v, ok, err := RecordedLayout(ctx, conn, database)
+		if err != nil {
+			return rep, fmt.Errorf("apply schema: read %s: %w", TableSchema, err)
+		}
+		if ok && v > SchemaVersion {
+			return rep, fmt.Errorf("apply schema: %w: database %s has layout version %d, newer than this release's %d; "+
+				"nothing changed: use a hunt-runner release of layout %d or later", ErrLayout, database, v, SchemaVersion, v)
+		}
+	}
 	onCluster := ""
 	if rep.Topology == TopologyCluster {
 		onCluster = " ON CLUSTER " + quoteString(cluster)

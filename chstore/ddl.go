@@ -43,8 +43,10 @@ const (
 // SchemaVersion is the layout DDL creates and Apply upgrades to. Version 1 is the first
 // release (hunt_watermark keyed by hunt_id and copied to hunt_run by a view; hunt_findings
 // keyed without run_id). Version 2 keeps every commit in hunt_watermark and keys findings by
-// run. testdata/layouts holds the DDL of every past layout; CHANGELOG.md the upgrade notes.
-const SchemaVersion = 2
+// run. Version 3 keeps commit rows as long as findings, rolls them up into the newest row
+// whole, and records the interval with each commit. testdata/layouts holds the DDL of every
+// past layout; CHANGELOG.md the upgrade notes.
+const SchemaVersion = 3
 
 // Topology decides the engines of the coordination tables.
 type Topology string
@@ -96,6 +98,19 @@ type table struct {
 	ttl         string
 }
 
+// watermarkColumns are hunt_watermark's; the roll-up (watermarkTTL) sets each of them.
+var watermarkColumns = []column{
+	{"hunt_id", "String"}, {"watermark", "DateTime('UTC')"}, {"claim_id", "UUID"},
+	{"updated", "DateTime64(6, 'UTC')"}, {"run_id", "UUID"}, {"run_owner", "String"},
+	{"run_start", "DateTime('UTC')"}, {"run_rows", "UInt64"}, {"run_started", "DateTime64(6, 'UTC')"},
+	{"gap_start", "DateTime('UTC')"}, {"gap_end", "DateTime('UTC')"},
+	{"findings_dropped", "UInt64"}, {"kind", "LowCardinality(String)"},
+	// The hunt's interval when this run committed; the next run caps its catch-up with it, so
+	// that shortening an interval does not turn the rest of the old one into a gap. 0 on rows
+	// written before layout 3 (unknown).
+	{"interval_seconds", "UInt32"},
+}
+
 // tables is the single source of the schema; docs/contracts.md is its prose form.
 var tables = []table{
 	{
@@ -132,22 +147,14 @@ var tables = []table{
 		// One row per commit: the run_* and gap_* columns describe the run that committed this
 		// watermark, so the commit and its audit record are one row (hunt_runs reads them).
 		// A commit is a compare-and-set on the newest row, so rows of a hunt have increasing
-		// watermarks; the newest is the greatest (watermark, updated). Past the retention a
-		// merge rolls a hunt's old rows up into one carrying the greatest watermark, so an idle
-		// hunt keeps its progress and the table stays as long as the run log. The projection
-		// serves the per-hunt maximum that the snapshot and the due count read.
+		// watermarks; the newest is the greatest (watermark, updated). Past the commits
+		// retention (never shorter than the findings', retention.go) a merge rolls a hunt's old
+		// rows up into its newest one, so an idle hunt keeps its progress and the table stays as
+		// long as the run log. The projection serves the per-hunt maximum that the snapshot and
+		// the due count read.
 		name: TableWatermark, comment: "commits: one row per committed fire; newest by (watermark, updated)",
-		columns: []column{
-			{"hunt_id", "String"}, {"watermark", "DateTime('UTC')"}, {"claim_id", "UUID"},
-			{"updated", "DateTime64(6, 'UTC')"}, {"run_id", "UUID"}, {"run_owner", "String"},
-			{"run_start", "DateTime('UTC')"}, {"run_rows", "UInt64"}, {"run_started", "DateTime64(6, 'UTC')"},
-			{"gap_start", "DateTime('UTC')"}, {"gap_end", "DateTime('UTC')"},
-			{"findings_dropped", "UInt64"}, {"kind", "LowCardinality(String)"},
-		},
-		projections: []string{"latest (SELECT hunt_id, max(watermark) GROUP BY hunt_id)"},
-		orderBy:     "(hunt_id, watermark)",
-		ttl: "toDateTime(updated) + INTERVAL 90 DAY GROUP BY hunt_id SET watermark = max(watermark), " +
-			"updated = max(updated), claim_id = argMax(claim_id, watermark), run_id = argMax(run_id, watermark)",
+		columns: watermarkColumns, projections: []string{"latest (SELECT hunt_id, max(watermark) GROUP BY hunt_id)"},
+		orderBy: "(hunt_id, watermark)", ttl: watermarkTTL(DefaultCommitsTTLDays),
 	},
 	{
 		name: TableState, comment: "per-hunt health; newest row by updated",

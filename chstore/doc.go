@@ -12,5 +12,10 @@
 // Schema: DDL renders every table of docs/contracts.md for a Topology — one node, a Replicated
 // database, or ON CLUSTER with {shard}/{replica} macros (and ClickHouse Cloud). The rendered
 // DDL is pinned in testdata/*.golden.sql. Apply creates what is missing and reports what it
-// created; it never alters an existing table.
+// created, and upgrades an older layout in place (migrate.go: columns added, re-keyed tables
+// moved aside and copied, never dropped); it records the layout version in hunt_schema only
+// once the upgrade is complete, and refuses a newer one. CheckLayout is how the commands that
+// act on the coordination state refuse any other layout. ApplyRetention sets the TTLs of
+// findings and commit rows (retention.go), refusing settings that would hide committed
+// findings.
 package chstore

@@ -83,6 +83,11 @@ func finishUpgrade(ctx context.Context, conn driver.Conn, database, onCluster st
 		did = append(did, fmt.Sprintf("copied %s into %s (version %d layout); drop %s once satisfied",
 			legacyName(lt.name), lt.name, SchemaVersion, legacyName(lt.name)))
 	}
+	rollup, err := upgradeRollup(ctx, conn, database, onCluster)
+	if err != nil {
+		return nil, err
+	}
+	did = append(did, rollup...)
 	note := "created"
 	if len(did) > 0 {
 		note = "upgraded: " + strings.Join(did, "; ")

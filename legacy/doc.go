@@ -8,7 +8,10 @@
 // the hunt's delay (hunt-runner reads [watermark − delay, fire − delay)). The write is a
 // conditional INSERT … SELECT that lands only while the hunt has no watermark at or beyond
 // the imported one, so a runner that committed in the meantime is never overtaken, and a
-// second import finds every hunt done and writes nothing.
+// second import finds every hunt done and writes nothing. While hunt-runner's runners are live
+// (their heartbeats recent) Import refuses to write, unless forced: an imported row could move
+// a watermark beneath a lease one of them holds; and, forced or not, a hunt whose newest lease is
+// live and not spent is refused (a runner without heartbeats may hold it).
 //
 // Report reads hunt files in the earlier runner's shape (raw YAML, independently of configsrc)
 // and lists, per file and line, what does not carry over and what to write instead.

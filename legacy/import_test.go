@@ -2,6 +2,7 @@ package legacy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -280,5 +281,55 @@ func TestImportRefusals(t *testing.T) {
 	}
 	if _, err := Import(f.ctx, f.cur.Conn, nil, Options{From: f.old.Name, Database: f.cur.Name}); err != nil {
 		t.Errorf("after recreating the view: %v", err)
+	}
+}
+
+// A runner whose heartbeat is recent makes the import refuse and write nothing, naming the
+// runner and --force; the dry run lists it; Force imports; a heartbeat older than
+// status.LiveWithin (a runner stopped) does not count. Even forced, a hunt whose lease is live
+// (a runner without heartbeats runs it) is refused; an expired lease is not.
+func TestImportRefusesWhileRunnersAreLive(t *testing.T) {
+	f := newFixture(t, false)
+	const hour = 3600
+	off := schedule.PhaseOffset("h", hour, 0.8)
+	var hunts []Hunt
+	for _, id := range []string{"h", "leased", "expired"} {
+		hunts = append(hunts, Hunt{ID: id, File: id + ".yaml", Interval: hour, Offset: off, Enabled: true})
+		f.exec(f.old, "INSERT INTO hunt_watermark (hunt_id, watermark, updated) VALUES (?, ?, now64(3))", id, schedule.LatestFire(f.now, hour, off)-hour)
+	}
+	f.exec(f.cur, "INSERT INTO hunt_lease (hunt_id, fire, owner, claim_id, claimed, lease_until) "+
+		"SELECT 'leased', toDateTime(?, 'UTC'), 'old-pod', generateUUIDv4(), now64(6), now64(3) + INTERVAL 1 MINUTE UNION ALL "+
+		"SELECT 'expired', toDateTime(?, 'UTC'), 'old-pod', generateUUIDv4(), now64(6) - INTERVAL 1 MINUTE, now64(3) - INTERVAL 1 SECOND",
+		schedule.LatestFire(f.now, hour, off), schedule.LatestFire(f.now, hour, off))
+	beat := func(owner, age string) {
+		f.exec(f.cur, "INSERT INTO hunt_runner_heartbeat (owner, version, hunt_set, set_hash, hunts, last_tick, started) "+
+			"SELECT ?, 'v', 'default', 's', 1, now64(3) - INTERVAL "+age+", now64(3) - INTERVAL 1 HOUR", owner)
+	}
+	beat("gone-pod", "3 MINUTE")
+	beat("live-pod", "5 SECOND")
+	opts := Options{From: f.old.Name, Database: f.cur.Name}
+	res, err := Import(f.ctx, f.cur.Conn, hunts, opts)
+	if !errors.Is(err, ErrLive) || !strings.Contains(err.Error(), "live-pod") || strings.Contains(err.Error(), "gone-pod") ||
+		!strings.Contains(err.Error(), "--force") {
+		t.Fatalf("import with a live runner: %v, want an ErrLive naming live-pod (only) and --force", err)
+	}
+	if n := f.count("SELECT count() FROM hunt_watermark"); n != 0 || res.Changed() {
+		t.Fatalf("the refused import wrote %d watermark rows", n)
+	}
+	opts.DryRun = true
+	dry, err := Import(f.ctx, f.cur.Conn, hunts, opts)
+	var out strings.Builder
+	dry.Print(&out)
+	if err != nil || len(dry.Live) != 1 || !strings.Contains(out.String(), "runner live-pod is live") {
+		t.Fatalf("dry run with a live runner: %v, live %+v\n%s", err, dry.Live, out.String())
+	}
+	opts.DryRun, opts.Force = false, true
+	if res, err = Import(f.ctx, f.cur.Conn, hunts, opts); err != nil || item(t, res, "h").Action != ActionImport ||
+		item(t, res, "expired").Action != ActionImport || item(t, res, "leased").Action != ActionRefused ||
+		!strings.Contains(item(t, res, "leased").Reason, "old-pod holds its live lease") {
+		t.Fatalf("forced import: %v %+v", err, res.Items)
+	}
+	if n := f.count("SELECT count() FROM hunt_watermark WHERE kind = 'imported' AND hunt_id != 'leased'"); n != 2 || f.count("SELECT count() FROM hunt_watermark") != 2 {
+		t.Fatalf("forced import wrote %d rows for the free hunts, want 2, and none for the leased one", n)
 	}
 }

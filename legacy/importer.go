@@ -13,7 +13,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/schedule"
+	"github.com/hunt-runner/hunt-runner/status"
 	"github.com/hunt-runner/hunt-runner/watermark"
 )
 
@@ -26,6 +28,13 @@ const DefaultOwner = "import-legacy"
 
 // ErrSchema means a database lacks what the import reads or writes.
 var ErrSchema = errors.New("schema")
+
+// ErrLive means hunt-runner runners are live in the database (a heartbeat within
+// status.LiveWithin): Import refuses to write unless Options.Force. An imported row moves a
+// hunt's watermark under a runner that may hold its lease: that run's commit is then fenced and
+// its work lost, and a watermark at or past the lease's fire spends the lease, so another runner
+// claims the next fire while the first still runs.
+var ErrLive = errors.New("hunt-runner runners are live")
 
 // maxDateTime is the last second a DateTime column (hunt_watermark.watermark) can hold.
 const maxDateTime = 1<<32 - 1
@@ -53,7 +62,10 @@ type Options struct {
 	From     string // database of the earlier runner's hunt_watermark (and hunt_state); required
 	Database string // hunt-runner's coordination database; default hunt_runner
 	DryRun   bool   // plan only: read, write nothing
-	Owner    string // run_owner of the imported rows; default DefaultOwner
+	// Force writes even while runners are live (ErrLive), for an operator who knows that
+	// none of them runs the imported hunts.
+	Force bool
+	Owner string // run_owner of the imported rows; default DefaultOwner
 	// Broken lists files of the hunt source that did not load (relative paths), so an earlier
 	// hunt missing from the set can be traced to its file.
 	Broken []string
@@ -112,7 +124,10 @@ type Result struct {
 	Database string
 	DryRun   bool
 	HasState bool // the earlier database has hunt_state
-	Items    []Item
+	// Live lists the runners live in Database when the plan was read (status.LiveWithin); a
+	// dry run reports them, an import refuses them unless forced.
+	Live  []status.Runner
+	Items []Item
 }
 
 // Count returns how many items have action a.
@@ -142,11 +157,16 @@ type legacyRow struct {
 }
 
 type currentRow struct {
-	max      int64
-	imported []int64
-	overruns uint64
-	tooAggr  bool
-	hasState bool
+	// The newest lease (hunt_lease), when it is live and not spent: a runner is running the
+	// hunt's fire leaseFire, and an imported watermark would move beneath it.
+	leaseOwner          string
+	leaseFire, leaseEnd int64 // leaseEnd in milliseconds
+	watermarked         bool  // max is a watermark (the hunt may have only a lease or a state)
+	max                 int64
+	imported            []int64
+	overruns            uint64
+	tooAggr             bool
+	hasState            bool
 }
 
 // Import carries the earlier runner's watermarks (and hunt_state) in opts.From over to
@@ -173,6 +193,12 @@ func Import(ctx context.Context, conn driver.Conn, hunts []Hunt, opts Options) (
 	res.HasState = hasState
 	if err := conn.QueryRow(ctx, "SELECT now()").Scan(&res.Now); err != nil {
 		return res, fmt.Errorf("import-legacy: read the server clock: %w", err)
+	}
+	if res.Live, err = status.LiveRunners(ctx, conn, opts.Database, status.LiveWithin); err != nil {
+		return res, fmt.Errorf("import-legacy: %w", err)
+	}
+	if len(res.Live) > 0 && !opts.DryRun && !opts.Force {
+		return res, liveError(opts.Database, res.Live)
 	}
 	old, err := readLegacy(ctx, conn, opts.From, hasState)
 	if err != nil {
@@ -301,11 +327,33 @@ func readCurrent(ctx context.Context, conn driver.Conn, database string, ids []s
 			rows.Close()
 			return nil, fmt.Errorf("import-legacy: read %s.hunt_watermark: %w", db, err)
 		}
+		r.watermarked = true
 		out[id] = r
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("import-legacy: read %s.hunt_watermark: %w", db, err)
+	}
+	rows, err = conn.Query(ctx, "SELECT hunt_id, owner, toInt64(fire), toUnixTimestamp64Milli(until) FROM ("+
+		lease.NewestLeaseSQL(database, "ids")+") WHERE until > now64(3)", clickhouse.Named("ids", ids))
+	if err != nil {
+		return nil, fmt.Errorf("import-legacy: read %s.%s: %w", db, chstore.TableLease, err)
+	}
+	for rows.Next() {
+		var id, owner string
+		var fire, end int64
+		if err := rows.Scan(&id, &owner, &fire, &end); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("import-legacy: read %s.%s: %w", db, chstore.TableLease, err)
+		}
+		if r := out[id]; fire > r.max { // a lease whose fire is committed is spent
+			r.leaseOwner, r.leaseFire, r.leaseEnd = owner, fire, end
+			out[id] = r
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("import-legacy: read %s.%s: %w", db, chstore.TableLease, err)
 	}
 	rows, err = conn.Query(ctx, "SELECT hunt_id, toUInt64(argMax(overrun_count, updated)), argMax(too_aggressive, updated) != 0 FROM "+
 		db+".hunt_state WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id", clickhouse.Named("ids", ids))
@@ -333,7 +381,8 @@ func plan(hunts []Hunt, old map[string]*legacyRow, cur map[string]currentRow, no
 	used := map[string]bool{}
 	for _, h := range hunts {
 		it := Item{HuntID: h.ID, File: h.File, Enabled: h.Enabled}
-		c, hasCur := cur[h.ID]
+		c := cur[h.ID]
+		hasCur := c.watermarked
 		it.Current, it.HasCurrent = c.max, hasCur
 		lid := h.ID
 		if _, ok := old[lid]; !ok {
@@ -365,6 +414,11 @@ func plan(hunts []Hunt, old map[string]*legacyRow, cur map[string]currentRow, no
 			it.Action = ActionDone
 		case hasCur && c.max >= it.Watermark:
 			it.Action = ActionAhead
+		case c.leaseEnd > 0:
+			// Even under Force: a runner without a heartbeat (an earlier release) still shows here.
+			it.Action, it.Reason = ActionRefused, fmt.Sprintf("runner %s holds its live lease (fire %s, until %s): "+
+				"an import now would move the watermark beneath that run; import again once it is free",
+				c.leaseOwner, utc(c.leaseFire), time.UnixMilli(c.leaseEnd).UTC().Format(time.RFC3339))
 		default:
 			it.Action = ActionImport
 		}
@@ -442,4 +496,15 @@ func apply(ctx context.Context, conn driver.Conn, opts Options, it *Item) error 
 		}
 	}
 	return nil
+}
+
+// liveError names the live runners and the two ways on.
+func liveError(database string, live []status.Runner) error {
+	owners := make([]string, 0, len(live))
+	for _, r := range live {
+		owners = append(owners, fmt.Sprintf("%s (last tick %s)", r.Owner, r.LastSeen))
+	}
+	return fmt.Errorf("%w: %d runner(s) ticked in %s within the last %v: %s. An import under a live runner can move a "+
+		"watermark beneath a lease it holds. Stop them (scale hunt-runner to 0, and its KEDA ScaledObject), wait until "+
+		"`hunt-runner status` lists no runner, and import again; or pass --force if none of them runs these hunts", ErrLive, len(live), database, status.LiveWithin, strings.Join(owners, ", "))
 }

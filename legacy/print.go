@@ -21,6 +21,10 @@ func (r Result) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "import-legacy from %s into %s (server clock %s)%s\n", r.From, r.Database, r.Now.UTC().Format(time.RFC3339),
 		would("", "; dry run, nothing is written"))
+	for _, l := range r.Live {
+		fmt.Fprintf(w, "  runner %s is live (last tick %s)%s\n", l.Owner, l.LastSeen,
+			would(": imported under --force", ": the import will refuse until it stops (or --force)"))
+	}
 	if !r.HasState {
 		fmt.Fprintf(w, "  (%s has no hunt_state: overrun counts are not carried)\n", r.From)
 	}

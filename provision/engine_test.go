@@ -237,13 +237,16 @@ func connectAs(t *testing.T, db *chtest.DB, user, password string) driver.Conn {
 	return conn
 }
 
-// checkScalerIdentity connects as the provisioned scaler: it reads the view and nothing else,
-// and cannot write.
+// checkScalerIdentity connects as the provisioned scaler: it reads the view and the layout
+// version (the shim's layout check) and nothing else, and cannot write.
 func checkScalerIdentity(t *testing.T, ctx context.Context, db *chtest.DB, user, password string) {
 	conn := connectAs(t, db, user, password)
 	var v uint64
 	if err := conn.QueryRow(ctx, "SELECT value FROM "+db.Name+"."+BacklogView).Scan(&v); err != nil {
 		t.Fatalf("scaler cannot read the view: %v", err)
+	}
+	if err := chstore.CheckLayout(ctx, conn, db.Name); err != nil {
+		t.Fatalf("the shim's layout check as the scaler: %v", err)
 	}
 	if err := conn.QueryRow(ctx, "SELECT count() FROM "+db.Name+".hunt_schedule").Scan(&v); err == nil {
 		t.Fatal("scaler can read hunt_schedule directly")

@@ -256,7 +256,10 @@ func (p *Plan) scaler() {
 	p.add(KindUser, "CREATE USER IF NOT EXISTS %s%s IDENTIFIED WITH sha256_password BY '%s'\nDEFAULT DATABASE %s SETTINGS PROFILE %s",
 		user, p.onCluster(), PasswordPlaceholder, db, profile)
 	p.add(KindUser, "ALTER USER %s%s DEFAULT DATABASE %s SETTINGS PROFILE %s", user, p.onCluster(), db, profile)
-	p.add(KindGrant, "GRANT%s SELECT ON %s.%s TO %s WITH REPLACE OPTION", p.onCluster(), db, chstore.QuoteIdent(BacklogView), user)
+	// hunt_schema is the one table it reads: the shim refuses a database of another layout
+	// (chstore.CheckLayout).
+	p.add(KindGrant, "GRANT%s SELECT ON %s.%s, SELECT ON %s.%s TO %s WITH REPLACE OPTION", p.onCluster(),
+		db, chstore.QuoteIdent(BacklogView), db, chstore.QuoteIdent(chstore.TableSchema), user)
 }
 
 // runnerSystemTables are the system tables the runner reads: system.databases (the connection
@@ -318,7 +321,8 @@ func (p *Plan) materialiser() {
 	for _, t := range materialiserWrites {
 		privs = append(privs, fmt.Sprintf("SELECT, INSERT ON %s.%s", db, chstore.QuoteIdent(t)))
 	}
-	privs = append(privs, "SELECT ON system.`databases`")
+	// materialise refuses a database of another layout (chstore.CheckLayout).
+	privs = append(privs, fmt.Sprintf("SELECT ON %s.%s", db, chstore.QuoteIdent(chstore.TableSchema)), "SELECT ON system.`databases`")
 	p.grant(privs)
 }
 

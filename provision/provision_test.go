@@ -39,7 +39,7 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-func TestScalerGrantsOnlyTheView(t *testing.T) {
+func TestScalerGrantsOnlyTheViewAndTheLayout(t *testing.T) {
 	p, err := Generate(Options{Role: RoleScaler, Database: "d"})
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +50,7 @@ func TestScalerGrantsOnlyTheView(t *testing.T) {
 			grants = append(grants, s.SQL)
 		}
 	}
-	want := "GRANT SELECT ON `d`.`hunt_backlog_v1` TO `hunt_scaler` WITH REPLACE OPTION"
+	want := "GRANT SELECT ON `d`.`hunt_backlog_v1`, SELECT ON `d`.`hunt_schema` TO `hunt_scaler` WITH REPLACE OPTION"
 	if len(grants) != 1 || grants[0] != want {
 		t.Fatalf("grants %q, want exactly %q", grants, want)
 	}
@@ -186,14 +186,15 @@ func TestRotatePassword(t *testing.T) {
 	}
 }
 
-// TestMaterialiserGrants: the materialiser writes the schedule, publish and request tables only.
+// TestMaterialiserGrants: the materialiser writes the schedule, publish and request tables only,
+// and reads the layout version (materialise's layout check).
 func TestMaterialiserGrants(t *testing.T) {
 	p, err := Generate(Options{Role: RoleMaterialiser})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := "GRANT\n  SELECT, INSERT ON `hunt_runner`.`hunt_schedule`,\n  SELECT, INSERT ON `hunt_runner`.`hunt_publish`,\n" +
-		"  SELECT, INSERT ON `hunt_runner`.`hunt_request`,\n  SELECT ON system.`databases`\nTO `hunt_materialiser` WITH REPLACE OPTION"
+		"  SELECT, INSERT ON `hunt_runner`.`hunt_request`,\n  SELECT ON `hunt_runner`.`hunt_schema`,\n  SELECT ON system.`databases`\nTO `hunt_materialiser` WITH REPLACE OPTION"
 	if got := grantOf(p); got != want {
 		t.Errorf("grant:\n%s\nwant:\n%s", got, want)
 	}

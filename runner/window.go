@@ -19,10 +19,34 @@ func (w window) hasGap() bool { return w.HasGap() }
 
 // runWindow is the window of fire for h given the watermark its claim verified.
 func runWindow(h *Hunt, watermark int64, hasWatermark bool, fire int64) window {
-	s := schedule.RunSpan(watermark, hasWatermark, fire, h.Interval, h.maxCatchupSeconds())
+	return runWindowAfter(h, watermark, hasWatermark, 0, fire)
+}
+
+// runWindowAfter is runWindow for a watermark committed while the hunt's interval was inForce
+// seconds (hunt_watermark.interval_seconds; 0 when unknown), with the catch-up cap of
+// catchupCap.
+func runWindowAfter(h *Hunt, watermark int64, hasWatermark bool, inForce, fire int64) window {
+	s := schedule.RunSpan(watermark, hasWatermark, fire, h.Interval, catchupCap(h, inForce))
 	return window{
 		Span:      s,
 		DataStart: time.Unix(s.Start, 0).UTC().Add(-h.Delay),
 		DataEnd:   time.Unix(s.End, 0).UTC().Add(-h.Delay),
 	}
+}
+
+// catchupCap is the longest window, in seconds, of the run that follows a watermark committed
+// under interval inForce. After the interval was shortened (1h to 1m), the first run covers
+// what the old interval still owed, up to an hour here with no outage at all; capped with the
+// new interval (24 minutes by default) it would record the rest as a gap. So the cap is the one
+// that was in force when the watermark was written, plus one new interval (the change can land
+// just after an old fire was due), whenever that is the larger. Once a run commits under the
+// new interval, its own cap applies.
+func catchupCap(h *Hunt, inForce int64) int64 {
+	c := h.maxCatchupSeconds()
+	if inForce > h.Interval {
+		old := *h
+		old.Interval = inForce
+		c = max(c, old.maxCatchupSeconds()+h.Interval)
+	}
+	return c
 }

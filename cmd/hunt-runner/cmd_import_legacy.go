@@ -23,7 +23,12 @@ hunt-runner's hunt_watermark: the hunt's first run then starts exactly at the ea
 on the hunt's new schedule makes a first window from it to the next fire. hunt_runs lists the
 row with status "imported"; overrun_count and too_aggressive are carried into hunt_state.
 
-Stop the earlier runner first (docs/migration.md). Each write lands only while the hunt has no
+Stop the earlier runner first (docs/migration.md), and start hunt-runner's runners only after the
+import: while any of them is live (a heartbeat in hunt_runner_heartbeat within the last 2 minutes)
+the import refuses and writes nothing, since an imported row can move a watermark beneath a lease
+a runner holds; --dry-run lists them, and --force imports anyway (only when none of them runs the
+imported hunts). Forced or not, a hunt whose lease is live and not spent is refused (exit 1)
+naming the lease's owner: import it again once the lease is free. Each write lands only while the hunt has no
 watermark at or past the imported one, so a hunt that hunt-runner already runs ahead of is left
 alone, and a second import writes nothing. Earlier hunts that are not in the loaded set are
 listed and skipped.
@@ -37,6 +42,10 @@ that cannot be imported; 2 usage. --detailed-exitcode, as materialise's: 0 nothi
 			&cli.StringFlag{Name: "from-database", EnvVars: envFor("from-database"),
 				Usage: "database holding the earlier runner's hunt_watermark and hunt_state (its DFE_CLICKHOUSE_DATA_DATABASE, default dfe)"},
 			&cli.BoolFlag{Name: "dry-run", EnvVars: envFor("dry-run"), Usage: "print the plan and write nothing"},
+			// No environment variable, as trigger's --force: overriding a refusal is a decision
+			// made on the command line each time, not a setting that lingers in a Job's env.
+			&cli.BoolFlag{Name: "force",
+				Usage: "import even while hunt-runner runners are live in --database (their heartbeats are recent); only when none of them runs the imported hunts"},
 			&cli.BoolFlag{Name: "detailed-exitcode", EnvVars: envFor("detailed-exitcode"),
 				Usage: "exit 2 when something was (or, with --dry-run, would be) imported, 0 when nothing was"},
 		}),
@@ -84,9 +93,12 @@ func runImportLegacy(c *cli.Context) (changed bool, err error) {
 		return false, err
 	}
 	defer conn.Close()
+	if err := checkLayout(c, conn, opts.Database); err != nil {
+		return false, err
+	}
 	res, err := legacy.Import(c.Context, conn, hunts, legacy.Options{From: from, Database: opts.Database,
-		DryRun: c.Bool("dry-run"), Broken: broken})
-	if errors.Is(err, legacy.ErrSchema) {
+		DryRun: c.Bool("dry-run"), Force: c.Bool("force"), Broken: broken})
+	if errors.Is(err, legacy.ErrSchema) || errors.Is(err, legacy.ErrLive) {
 		return false, cli.Exit(err.Error()+"; nothing written", exitError)
 	}
 	if err != nil {

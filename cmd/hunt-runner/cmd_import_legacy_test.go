@@ -160,7 +160,12 @@ func TestImportLegacyThenRun(t *testing.T) {
 	}
 
 	before := count("SELECT count() FROM hunt_watermark") + count("SELECT count() FROM hunt_state")
-	out, err = runApp(t, append(imp, "--detailed-exitcode")...)
+	// The runner stopped seconds ago: its heartbeat is still live, so the import refuses.
+	out, err = runApp(t, imp...)
+	if exitCode(err) != exitError || !strings.Contains(err.Error(), "import-test") || !strings.Contains(err.Error(), "--force") {
+		t.Errorf("import while the runner's heartbeat is live: exit %d, %v\n%s", exitCode(err), err, out)
+	}
+	out, err = runApp(t, append(imp, "--detailed-exitcode", "--force")...)
 	if err != nil || !strings.Contains(out, "0 imported, 1 already imported, 3 left alone") {
 		t.Errorf("second import: %v\n%s", err, out)
 	}

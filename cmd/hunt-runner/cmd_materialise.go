@@ -116,6 +116,9 @@ func runMaterialise(c *cli.Context) (bool, error) {
 		return false, err
 	}
 	defer conn.Close()
+	if err := checkLayout(c, conn, opts.Database); err != nil {
+		return false, err
+	}
 	source := set.Source
 	if set.Commit != "" {
 		source += "@" + set.Commit

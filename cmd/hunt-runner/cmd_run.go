@@ -84,6 +84,9 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 	defer conn.Close()
+	if err := checkLayout(c, conn, chOpts.Database); err != nil {
+		return err
+	}
 
 	huntConn, err := openHuntsClickHouse(c, log)
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -21,7 +22,8 @@ func schemaCommand() *cli.Command {
 		Description: `Creates the database (--database) and every coordination table with CREATE … IF NOT EXISTS,
 and the KEDA backlog view hunt_backlog_v1 (what the shim and KEDA read) with CREATE OR REPLACE,
 so a newer release's schema refreshes it. Then it reports what it created. Re-running creates
-nothing and prints "schema up to date: nothing to do". Existing tables are never altered; a table whose engine does
+nothing and prints "schema up to date: nothing to do". Existing tables are never dropped, and
+altered only to upgrade an older layout or to set the retention (both reported); a table whose engine does
 not match the topology (e.g. created on one node before replication was set up) is listed and
 the command exits 1.
 
@@ -39,9 +41,19 @@ reviewed or applied by other tooling:
   hunt-runner schema --print --topology cluster --cluster main > schema.sql
   HUNT_RUNNER_CLICKHOUSE_PASSWORD=… hunt-runner schema --clickhouse-url clickhouse://ch:9000
 
---findings-ttl (default 90d) is hunt_findings' retention. When the table's TTL differs, schema
-changes it with ALTER TABLE … MODIFY TTL and materialize_ttl_after_modify = 0 (no mutation: rows
-already stored expire as merges reach them) and reports it; otherwise it does nothing.`,
+--findings-ttl (default 90d) is hunt_findings' retention. --commits-ttl is how long each commit
+row of hunt_watermark (a committed run's record in hunt_runs, and what makes its findings visible
+in hunt_findings_committed) is kept before a hunt's older commits roll up into its newest one,
+which carries the progress; it defaults to the longer of 90d and --findings-ttl, and a value
+shorter than --findings-ttl is refused (committed findings would be hidden while still kept).
+When a table's TTL differs, schema changes it with ALTER TABLE … MODIFY TTL and
+materialize_ttl_after_modify = 0 (no mutation: rows already stored expire or roll up as merges
+reach them) and reports it; otherwise it does nothing.
+
+Upgrades: a database of an earlier layout is upgraded in place and the new version recorded in
+hunt_schema once every step is done; run, shim, materialise and import-legacy refuse a database
+until then. A schema that failed part-way is resumed by running it again: each step skips what
+is done, and nothing copied is lost or copied twice.`,
 		Flags: concat(interactiveClickhouseFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "print", EnvVars: envFor("print"),
 				Usage: "print the DDL and exit without connecting"},
@@ -51,6 +63,8 @@ already stored expire as merges reach them) and reports it; otherwise it does no
 				Usage: "cluster name for --topology cluster (ON CLUSTER) and for auto-detection"},
 			&cli.StringFlag{Name: "findings-ttl", Value: fmt.Sprintf("%dd", chstore.DefaultFindingsTTLDays), EnvVars: envFor("findings-ttl"),
 				Usage: "how long hunt_findings keeps findings, in whole days (e.g. 30d, 365d); changed only when it differs, without rewriting existing parts"},
+			&cli.StringFlag{Name: "commits-ttl", EnvVars: envFor("commits-ttl"),
+				Usage: "how long each commit row (a committed run's record, which keeps its findings visible) is kept before a hunt's older commits roll up into its newest, in whole days; at least --findings-ttl. Default: the longer of 90d and --findings-ttl"},
 		}),
 		Action: runSchema,
 	}
@@ -68,9 +82,9 @@ func runSchema(c *cli.Context) error {
 	if topo == chstore.TopologyCluster && cluster == "" {
 		return cli.Exit("--topology cluster needs --cluster", exitUsage)
 	}
-	ttlDays, err := findingsTTLDays(c.String("findings-ttl"))
+	ret, err := retentionFlags(c)
 	if err != nil {
-		return cli.Exit("--findings-ttl: "+err.Error(), exitUsage)
+		return err
 	}
 	if c.Bool("print") {
 		// Only the database name matters here; a password file or TLS setting that would fail
@@ -86,7 +100,7 @@ func runSchema(c *cli.Context) error {
 		if database == "" {
 			database = ep.Database // clickhouseOptions leaves it to the URL's path
 		}
-		return printSchema(c.App.Writer, database, topo, cluster, ttlDays)
+		return printSchema(c.App.Writer, database, topo, cluster, ret)
 	}
 
 	log := newLogger(c)
@@ -101,12 +115,11 @@ func runSchema(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	did, err := chstore.ApplyFindingsTTL(c.Context, conn, rep.Database, rep.Topology, cluster, ttlDays)
+	did, err := chstore.ApplyRetention(c.Context, conn, rep.Database, rep.Topology, cluster, ret)
+	rep.Upgraded = append(rep.Upgraded, did...)
 	if err != nil {
+		writeReport(c.App.Writer, rep)
 		return cli.Exit(err.Error(), exitError)
-	}
-	if did != "" {
-		rep.Upgraded = append(rep.Upgraded, did)
 	}
 	log.Info("schema applied", "database", rep.Database, "topology", string(rep.Topology),
 		"created", len(rep.Created), "existing", len(rep.Existing))
@@ -148,9 +161,28 @@ func applySchema(ctx context.Context, conn driver.Conn, database string, topo ch
 	return rep, nil
 }
 
-// findingsTTLDays reads --findings-ttl as hunt files write durations; ClickHouse's TTL here is
-// in days, so anything else would be silently rounded.
-func findingsTTLDays(text string) (int, error) {
+// retentionFlags reads --findings-ttl and --commits-ttl, refusing settings that contradict
+// each other before anything connects.
+func retentionFlags(c *cli.Context) (chstore.Retention, error) {
+	var r chstore.Retention
+	var err error
+	if r.FindingsDays, err = ttlDays(c.String("findings-ttl")); err != nil {
+		return r, cli.Exit("--findings-ttl: "+err.Error(), exitUsage)
+	}
+	if c.String("commits-ttl") != "" {
+		if r.CommitsDays, err = ttlDays(c.String("commits-ttl")); err != nil {
+			return r, cli.Exit("--commits-ttl: "+err.Error(), exitUsage)
+		}
+	}
+	if _, err := chstore.RetentionStatements("", chstore.TopologySingle, "", r); err != nil {
+		return r, cli.Exit(err.Error(), exitUsage)
+	}
+	return r, nil
+}
+
+// ttlDays reads a TTL flag as hunt files write durations; ClickHouse's TTL here is in days, so
+// anything else would be silently rounded.
+func ttlDays(text string) (int, error) {
 	d, err := schedule.ParseDuration(text)
 	if err != nil {
 		return 0, err
@@ -169,16 +201,18 @@ func backlogView(database string, topo chstore.Topology, cluster string) chstore
 	return chstore.Statement{Name: "view " + database + "." + provision.BacklogView, SQL: provision.BacklogViewSQL(database, cluster)}
 }
 
-func printSchema(w io.Writer, database string, topo chstore.Topology, cluster string, ttlDays int) error {
+func printSchema(w io.Writer, database string, topo chstore.Topology, cluster string, ret chstore.Retention) error {
 	if topo == chstore.TopologyAuto {
 		topo = chstore.TopologySingle
 	}
 	stmts := append(chstore.DDL(database, topo, cluster), backlogView(database, topo, cluster))
-	if ttlDays != chstore.DefaultFindingsTTLDays {
-		// The DDL creates the default retention; another one is this ALTER, as schema applies it.
-		stmts = append(stmts, chstore.FindingsTTLStatement(database, topo, cluster, ttlDays))
+	// The DDL creates the default retention; another one is these ALTERs, as schema applies them.
+	alters, err := chstore.RetentionStatements(database, topo, cluster, ret)
+	if err != nil {
+		return cli.Exit(err.Error(), exitUsage)
 	}
-	_, err := fmt.Fprintf(w, "-- hunt-runner schema: database %s, topology %s\n\n%s",
+	stmts = append(stmts, alters...)
+	_, err = fmt.Fprintf(w, "-- hunt-runner schema: database %s, topology %s\n\n%s",
 		database, topo, chstore.Script(stmts))
 	return err
 }
@@ -208,4 +242,15 @@ func writeReport(w io.Writer, rep chstore.Report) {
 	for _, m := range rep.Mismatched {
 		fmt.Fprintf(w, "  WRONG ENGINE  %s\n", m)
 	}
+}
+
+// checkLayout refuses, with chstore.CheckLayout's message (which names `hunt-runner schema`), a
+// database whose recorded layout is not this release's. The commands that act on the
+// coordination state call it right after connecting.
+func checkLayout(c *cli.Context, conn driver.Conn, database string) error {
+	err := chstore.CheckLayout(c.Context, conn, database)
+	if errors.Is(err, chstore.ErrLayout) {
+		return cli.Exit(c.Command.Name+": "+err.Error(), exitError)
+	}
+	return err
 }

@@ -130,3 +130,29 @@ func TestSchemaReportsTablesWithTheWrongEngine(t *testing.T) {
 	}
 	t.Logf("%s\n%v", out, err)
 }
+
+// Retention settings that would hide committed findings are refused before anything connects;
+// a longer findings retention prints the commit rows' ALTER first (the order schema applies).
+func TestSchemaRetentionFlags(t *testing.T) {
+	dead := "http://" + closedPort(t)
+	for _, args := range [][]string{
+		{"--findings-ttl", "90d", "--commits-ttl", "30d"},
+		{"--findings-ttl", "365d", "--commits-ttl", "90d"},
+		{"--commits-ttl", "36h"},
+		{"--print", "--findings-ttl", "90d", "--commits-ttl", "30d"},
+	} {
+		out, err := runApp(t, append([]string{"schema", "--clickhouse-url", dead, "--clickhouse-connect-timeout", "1ns"}, args...)...)
+		if exitCode(err) != exitUsage || (args[len(args)-1] == "30d" && !strings.Contains(err.Error(), "at least as long as findings")) {
+			t.Errorf("schema %v: exit %d, %v\n%s", args, exitCode(err), err, out)
+		}
+	}
+	out, err := runApp(t, "schema", "--print", "--findings-ttl", "365d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wm := strings.Index(out, "ALTER TABLE `hunt_runner`.`hunt_watermark` MODIFY TTL toDateTime(updated) + INTERVAL 366 DAY GROUP BY hunt_id SET")
+	fd := strings.Index(out, "ALTER TABLE `hunt_runner`.`hunt_findings` MODIFY TTL toDateTime(found) + INTERVAL 365 DAY")
+	if wm < 0 || fd < wm {
+		t.Errorf("schema --print --findings-ttl 365d: want the commit rows lengthened, then the findings:\n%s", out)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/urfave/cli/v2"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
@@ -102,6 +103,9 @@ func runShim(c *cli.Context) error {
 		return fmt.Errorf("ClickHouse at %s: %w", chstore.Redact(o.URL), err)
 	}
 	defer conn.Close()
+	if err := shimLayout(c, o, conn, log); err != nil {
+		return err
+	}
 	if chOpts.Auth.Username == "default" {
 		log.Warn("the shim connects as ClickHouse's default user; give it the scaler identity (hunt-runner provision --role scaler)")
 	}
@@ -167,6 +171,26 @@ func shimConsistency(c *cli.Context, o chstore.Options, chOpts *clickhouse.Optio
 	log.Info("ClickHouse consistency (the shim only reads the backlog and sends no settings)", rep.LogAttrs()...)
 	for _, w := range rep.Warnings {
 		log.Warn(w, "consistency", string(rep.Mode))
+	}
+	return nil
+}
+
+// shimLayout refuses a database whose recorded layout is not this release's (its due counts
+// would be wrong), but, as shimConsistency, lets the shim come up when ClickHouse cannot be
+// asked at start: it then answers cold_hold until it can.
+func shimLayout(c *cli.Context, o chstore.Options, conn driver.Conn, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
+	defer cancel()
+	err := chstore.CheckLayout(ctx, conn, o.Database)
+	switch {
+	case errors.Is(err, chstore.ErrLayout):
+		return cli.Exit("shim: "+err.Error(), exitError)
+	case err != nil:
+		msg := err.Error()
+		if o.Password != "" {
+			msg = strings.ReplaceAll(msg, o.Password, "xxxxx")
+		}
+		log.Warn("cannot check the schema layout while ClickHouse does not answer", "error", msg)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ GRANT
   SELECT, INSERT ON `hunt_runner`.`hunt_schedule`,
   SELECT, INSERT ON `hunt_runner`.`hunt_publish`,
   SELECT, INSERT ON `hunt_runner`.`hunt_request`,
+  SELECT ON `hunt_runner`.`hunt_schema`,
   SELECT ON system.`databases`
 TO `hunt_materialiser` WITH REPLACE OPTION;
--- sha256: 038fbcda9d6b5b42e7ec66f59e5eb54a79074b31b43b2b42f8eef4dd3dbb6268
+-- sha256: 2a5a677fd55a296c4118ad3fec2eaafa24b4d4e64d9a7f5cb8d8464f7a3b82b3

@@ -12,5 +12,5 @@ DEFAULT DATABASE `hunt_runner` SETTINGS PROFILE `hunt_scaler_profile`;
 
 ALTER USER `hunt_scaler` DEFAULT DATABASE `hunt_runner` SETTINGS PROFILE `hunt_scaler_profile`;
 
-GRANT SELECT ON `hunt_runner`.`hunt_backlog_v1` TO `hunt_scaler` WITH REPLACE OPTION;
--- sha256: 57d01f67cc51a5217a127c8ada4c29977a1e3354f01d0305566f6c4e6a3fae54
+GRANT SELECT ON `hunt_runner`.`hunt_backlog_v1`, SELECT ON `hunt_runner`.`hunt_schema` TO `hunt_scaler` WITH REPLACE OPTION;
+-- sha256: 2303c60312efdb04319f482737c0da2d3f400cb98bbaf56109055cbcc7c315b2

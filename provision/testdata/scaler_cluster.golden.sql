@@ -12,5 +12,5 @@ DEFAULT DATABASE `hunts` SETTINGS PROFILE `keda_reader_profile`;
 
 ALTER USER `keda_reader` ON CLUSTER `main` DEFAULT DATABASE `hunts` SETTINGS PROFILE `keda_reader_profile`;
 
-GRANT ON CLUSTER `main` SELECT ON `hunts`.`hunt_backlog_v1` TO `keda_reader` WITH REPLACE OPTION;
--- sha256: d7f3c43d1a0e473740cf8bf4ecc147bc06d91ac9e52d82812eff9b3533f32ac4
+GRANT ON CLUSTER `main` SELECT ON `hunts`.`hunt_backlog_v1`, SELECT ON `hunts`.`hunt_schema` TO `keda_reader` WITH REPLACE OPTION;
+-- sha256: 173a3d679747ab9ac9d3bef09b67b9dab7e7ed7de9be9f55e7b752f51eb6f4ca
