@@ -117,7 +117,9 @@ func (d *decoder) addf(line, col int, format string, args ...any) {
 	d.problems = append(d.problems, configsrc.Problem{File: d.file, Line: line, Column: col, Message: fmt.Sprintf(format, args...)})
 }
 
-func (d *decoder) at(n *yaml.Node, format string, args ...any) { d.addf(n.Line, n.Column, format, args...) }
+func (d *decoder) at(n *yaml.Node, format string, args ...any) {
+	d.addf(n.Line, n.Column, format, args...)
+}
 
 // mapping returns the keys and values of a mapping node in order, reporting duplicate keys
 // and keys not in known (when known is non-nil).
