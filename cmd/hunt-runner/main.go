@@ -140,6 +140,7 @@ func newApp() *cli.App {
 			devCommand(),
 			findingsCommand(),
 			notifyCommand(),
+			testCommand(),
 		},
 	}
 }
