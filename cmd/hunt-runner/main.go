@@ -141,6 +141,7 @@ func newApp() *cli.App {
 			findingsCommand(),
 			notifyCommand(),
 			testCommand(),
+			previewCommand(),
 		},
 	}
 }
