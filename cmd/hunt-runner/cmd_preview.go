@@ -221,4 +221,3 @@ func newPreviewer(c *cli.Context, log *slog.Logger) (*hunttest.Previewer, func()
 		conn.Close()
 	}, nil
 }
-
