@@ -142,6 +142,7 @@ func newApp() *cli.App {
 			notifyCommand(),
 			testCommand(),
 			previewCommand(),
+			diffCommand(),
 		},
 	}
 }
