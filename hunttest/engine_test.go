@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -271,5 +272,32 @@ func TestCoverage(t *testing.T) {
 	if out := text(rep); !strings.Contains(out, "hunts without a positive and a negative test: brute-force (no test that expects none (expect: []))") ||
 		!strings.Contains(out, "hunts with no test: other") {
 		t.Fatalf("coverage lines:\n%s", out)
+	}
+}
+
+// A hunt the runner would refuse (here the server's parser refuses it; the offline check does
+// not parse SQL) is neither tested nor previewed: the error says why, in the test file.
+func TestRefusedHuntIsNotRun(t *testing.T) {
+	e, db := engine(t)
+	bad := strings.Replace(bruteForce, "AND ok = 0", "AND AND ok = 0", 1)
+	body := "hunt: brute-force\ntests:\n  - name: t\n    window: {start: 2026-01-01T00:00:00Z, end: 2026-01-01T00:05:00Z}\n" + fixture5 + "    expect: []\n"
+	rep := runTree(t, e, writeTree(t, map[string]string{"brute-force.yaml": bad, "x.test.yaml": body}))
+	if out := text(rep); !strings.Contains(out, "x.test.yaml:1:1: hunt brute-force (brute-force.yaml) is not run by the runner: hunt query refused: the server's parser says") {
+		t.Fatalf("a refused hunt was tested:\n%s", out)
+	}
+	src, err := configsrc.NewDir(writeTree(t, map[string]string{"brute-force.yaml": bad}), configsrc.Options{Settle: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := src.Load(context.Background())
+	if err != nil || len(set.Hunts) != 1 {
+		t.Fatalf("load: %v %v", err, set)
+	}
+	p := &Previewer{Check: db.Conn, Hunts: db.Conn, Policy: e.Policy}
+	ran := false
+	err = p.Preview(context.Background(), set.Hunts[0], time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 1, 1, 1, 0, 0, 0, time.UTC),
+		func(Window) error { ran = true; return nil })
+	if err == nil || ran || !strings.Contains(err.Error(), "is not run by the runner") {
+		t.Fatalf("a refused hunt was previewed: %v (ran %v)", err, ran)
 	}
 }
