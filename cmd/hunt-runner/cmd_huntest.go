@@ -117,7 +117,7 @@ func writeJUnit(file string, rep *hunttest.Report) error {
 // explicitly (its default address is no reason to test on a real server).
 func testEngine(c *cli.Context, log *slog.Logger) (*hunttest.Engine, func(), error) {
 	o := clickhouseOptions(c)
-	private := !c.IsSet("clickhouse-url")
+	private := !c.IsSet("clickhouse-url") || c.String("clickhouse-url") == ""
 	var stop func()
 	if private {
 		srv, err := startEmbedded(c.Context, c.String("chdb-lib"), "127.0.0.1:0", "", log)

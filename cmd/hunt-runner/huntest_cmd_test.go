@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/xml"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -102,4 +103,23 @@ func TestHuntTestExitCodes(t *testing.T) {
 // testArgs puts the flags before the paths (urfave/cli stops reading flags at the first path).
 func testArgs(common []string, rest ...string) []string {
 	return append(append([]string{"test"}, common...), rest...)
+}
+
+// Without --clickhouse-url, `test` runs on the embedded engine: the binary `make dev` builds
+// (with the engine) passes the example's tests on its own, with no server at all.
+func TestHuntTestOnTheEmbeddedEngine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	lib := chtest.LibPath(t)
+	bin := filepath.Join(t.TempDir(), "hunt-runner-dev")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "test", "../../examples/hunts")
+	cmd.Env = append(os.Environ(), "CHDB_LIB_PATH="+lib, "HUNT_RUNNER_CLICKHOUSE_URL=")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "3 passed, 0 failed") {
+		t.Fatalf("embedded: %v\n%s", err, out)
+	}
 }
