@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/urfave/cli/v2"
 
 	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
@@ -213,5 +215,39 @@ func TestPreviewRangeCapAndWindowTimeout(t *testing.T) {
 	_, err = runApp(t, append(append([]string{"preview"}, common...), "nosuch")...)
 	if exitCode(err) != exitError || !strings.Contains(fmt.Sprint(err), `no valid hunt "nosuch"`) {
 		t.Fatalf("unknown hunt: %v", err)
+	}
+}
+
+// preview and diff run hunts as --hunts-user, as run does: a connection of its own, apart from
+// the one that checks the hunt.
+func TestPreviewRunsAsTheHuntsIdentity(t *testing.T) {
+	db := chtest.New(t)
+	for _, cmd := range []*cli.Command{previewCommand(), diffCommand()} {
+		for _, withUser := range []bool{false, true} {
+			args := []string{"x", cmd.Name, "--clickhouse-url", db.URL}
+			if withUser {
+				args = append(args, "--hunts-user", "hunts")
+			}
+			var separate bool
+			app := &cli.App{Name: "x", Commands: []*cli.Command{{Name: cmd.Name, Flags: cmd.Flags, Action: func(c *cli.Context) error {
+				p, closeConns, err := newPreviewer(c, buildLogger(io.Discard, "info", "json"))
+				if err != nil {
+					return err
+				}
+				defer closeConns()
+				separate = p.Hunts != p.Check
+				return nil
+			}}}}
+			app.ExitErrHandler = func(*cli.Context, error) {}
+			if cmd.Name == "preview" {
+				args = append(args, "--from", "1h")
+			}
+			if err := app.Run(args); err != nil {
+				t.Fatalf("%s: %v", cmd.Name, err)
+			}
+			if separate != withUser {
+				t.Errorf("%s with --hunts-user %v: hunts run on their own connection %v", cmd.Name, withUser, separate)
+			}
+		}
 	}
 }
