@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"encoding/xml"
 	"os"
 	"os/exec"
@@ -50,6 +51,17 @@ func TestHuntTestExitCodes(t *testing.T) {
 	out, err := runApp(t, testArgs(common, dir)...)
 	if exitCode(err) != exitOK || !strings.Contains(out, "1 passed, 0 failed") {
 		t.Fatalf("passing: exit %d %v\n%s", exitCode(err), err, out)
+	}
+	out, err = runApp(t, testArgs(common, "--json", dir)...)
+	var rep struct {
+		Tests []struct {
+			Name   string `json:"name"`
+			Status string `json:"status"`
+		} `json:"tests"`
+		Passed int `json:"passed"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &rep) != nil || rep.Passed != 1 || len(rep.Tests) != 1 || rep.Tests[0].Status != "pass" {
+		t.Fatalf("--json: %v\n%s", err, out)
 	}
 	out, err = runApp(t, testArgs(common, "--require-tests", dir)...)
 	if exitCode(err) != exitError || !strings.Contains(out, "hunts without a positive and a negative test: spray (no test that expects none (expect: []))") {

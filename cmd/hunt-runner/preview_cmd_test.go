@@ -212,6 +212,16 @@ func TestPreviewRangeCapAndWindowTimeout(t *testing.T) {
 	if exitCode(err) != exitError || !strings.Contains(fmt.Sprint(err), ": took longer than 1s (the hunt's timeout, lowered by --window-timeout)") {
 		t.Fatalf("window timeout: %v", err)
 	}
+	fast := filepath.Join(t.TempDir(), "fast.yaml")
+	if err := os.WriteFile(fast, []byte(strings.Replace(strings.Replace(hunt, "id: slow", "id: fast", 1), ", sleepEachRow(0.03) AS z", "", 1)+
+		"    AND id IN (100, 101, 300)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runApp(t, "preview", "--clickhouse-url", db.URL, "--hunt-file", fast, "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T00:01:00Z", "fast")
+	if err != nil || !strings.Contains(out, `  {"id":100}`) || !strings.Contains(out, `  {"id":300}`) ||
+		!strings.Contains(out, "fast: 3 findings in 2 of ") || !strings.Contains(out, "nothing written") {
+		t.Fatalf("preview text: %v\n%s", err, out)
+	}
 	_, err = runApp(t, append(append([]string{"preview"}, common...), "nosuch")...)
 	if exitCode(err) != exitError || !strings.Contains(fmt.Sprint(err), `no valid hunt "nosuch"`) {
 		t.Fatalf("unknown hunt: %v", err)
