@@ -118,6 +118,16 @@ func (fx *fixture) createTable(ctx context.Context, db string, t Table, r *Resul
 	for i, row := range t.Rows {
 		lines[i] = rowJSON(row)
 	}
+	typed := make([]typedColumn, len(t.Columns))
+	for i, c := range t.Columns {
+		typed[i] = typedColumn{c.Name, c.Type}
+	}
+	if read, err := canon(ctx, e.Conn, typed, lines, false); err == nil {
+		if cell, typ := outOfRange(typed, t.Rows, read); cell != nil {
+			e.problem(r, f, cell.Line, cell.Col, "row of %s: %s is out of range for %s, the type of column %s", tableName(t), string(cell.JSON), typ, cell.Column)
+			return false
+		}
+	}
 	structure := strings.Join(cols, ", ")
 	sql := "INSERT INTO " + name + " SELECT * FROM format(JSONEachRow, " + quoteString(structure) + ", " +
 		quoteString(strings.Join(lines, "\n")) + ")"

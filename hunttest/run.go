@@ -191,6 +191,10 @@ func (e *Engine) canonExpect(ctx context.Context, f *File, cols []typedColumn, r
 	}
 	out, err := canon(ctx, e.Conn, cols, lines, false)
 	if err == nil {
+		if cell, typ := outOfRange(cols, rows, out); cell != nil {
+			e.problem(r, f, cell.Line, cell.Col, "expect: %s is out of range for %s, the type of the hunt's column %s", string(cell.JSON), typ, cell.Column)
+			return nil, false
+		}
 		seen := map[string]int{}
 		for i, s := range out {
 			if j, dup := seen[s]; dup {
@@ -361,3 +365,56 @@ func randomSuffix() string {
 }
 
 var timeTypeRe = regexp.MustCompile(`^(Nullable\(|LowCardinality\()*(DateTime64|DateTime|Date32|Date)\b`)
+
+var intTypeRe = regexp.MustCompile(`^(Nullable\(|LowCardinality\()*U?Int(8|16|32|64|128|256)\b`)
+
+// outOfRange finds an integer written in rows that the server read as another value: its JSON
+// input wraps an integer too large for its type (300 in a UInt8 reads as 44), which would make
+// a wrong expectation pass. canonical holds the rows as the server read them, in order.
+func outOfRange(cols []typedColumn, rows []Row, canonical []string) (*Cell, string) {
+	types := map[string]string{}
+	for _, c := range cols {
+		if intTypeRe.MatchString(c.typ) {
+			types[c.name] = c.typ
+		}
+	}
+	if len(types) == 0 {
+		return nil, ""
+	}
+	for i, row := range rows {
+		if i >= len(canonical) {
+			break
+		}
+		var read map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(canonical[i]), &read); err != nil {
+			continue
+		}
+		for j := range row.Cells {
+			cell := &row.Cells[j]
+			typ, ok := types[cell.Column]
+			if !ok {
+				continue
+			}
+			in, isInt := integerText(cell.JSON)
+			if !isInt {
+				continue
+			}
+			if out, _ := integerText(read[cell.Column]); out != in {
+				return cell, typ
+			}
+		}
+	}
+	return nil, ""
+}
+
+// integerText is an integer JSON value (a number, or a string holding one, as ClickHouse
+// quotes 64-bit integers) as its decimal digits.
+func integerText(v json.RawMessage) (string, bool) {
+	s := strings.Trim(string(v), `"`)
+	if !integerRe.MatchString(s) {
+		return "", false
+	}
+	return s, true
+}
+
+var integerRe = regexp.MustCompile(`^-?[0-9]+$`)
