@@ -18,10 +18,17 @@ type rawFile struct {
 	unsettled bool
 }
 
-// isHuntFile reports whether a path names a hunt file: .yaml or .yml, not hidden.
+// isHuntFile reports whether a path names a hunt file: .yaml or .yml, not hidden, and not a
+// hunt test (*.test.yaml, read by `hunt-runner test`), which lives next to the hunts it tests.
 func isHuntFile(rel string) bool {
 	ext := path.Ext(rel)
-	return ext == ".yaml" || ext == ".yml"
+	return (ext == ".yaml" || ext == ".yml") && !IsTestFile(rel)
+}
+
+// IsTestFile reports whether a path names a hunt test file: *.test.yaml or *.test.yml.
+func IsTestFile(rel string) bool {
+	ext := path.Ext(rel)
+	return (ext == ".yaml" || ext == ".yml") && strings.HasSuffix(strings.TrimSuffix(rel, ext), ".test")
 }
 
 // hidden reports whether a path element is hidden (dot-files, .git, and a ConfigMap's ..data

@@ -140,6 +140,9 @@ func newApp() *cli.App {
 			devCommand(),
 			findingsCommand(),
 			notifyCommand(),
+			testCommand(),
+			previewCommand(),
+			diffCommand(),
 		},
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -53,11 +52,7 @@ func convertSet(s *configsrc.Set) *runner.HuntSet {
 		if !h.Enabled {
 			continue
 		}
-		out.Hunts = append(out.Hunts, runner.Hunt{
-			ID: h.ID, Interval: int64(h.Interval / time.Second), Offset: int64(h.Offset / time.Second),
-			Delay: h.Delay, MaxCatchup: h.MaxCatchup, Timeout: h.Timeout, Query: h.Query,
-			Severity: h.Severity, Labels: h.Labels, ConfigHash: h.Hash, MaxFindings: h.MaxFindings,
-		})
+		out.Hunts = append(out.Hunts, runner.HuntOf(h))
 	}
 	return out
 }

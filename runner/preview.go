@@ -1,0 +1,39 @@
+package runner
+
+import (
+	"context"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/google/uuid"
+
+	"github.com/hunt-runner/hunt-runner/configsrc"
+)
+
+// HuntOf is the runner's view of a loaded hunt definition: the one conversion `run` and
+// `preview` share, so both run a hunt with the same limits.
+func HuntOf(h configsrc.Hunt) Hunt {
+	return Hunt{
+		ID: h.ID, Interval: int64(h.Interval / time.Second), Offset: int64(h.Offset / time.Second),
+		Delay: h.Delay, MaxCatchup: h.MaxCatchup, Timeout: h.Timeout, Query: h.Query,
+		Severity: h.Severity, Labels: h.Labels, ConfigHash: h.Hash, MaxFindings: h.MaxFindings,
+	}
+}
+
+// Findings is what one run of a hunt found: the distinct rows a fire would store (JSON
+// documents, at most the hunt's max_findings) and the result rows past that cap.
+type Findings struct {
+	Docs    []string
+	Total   uint64 // result rows before the cap
+	Dropped uint64
+}
+
+// Preview runs h over the data window [start, end) on conn exactly as a fire does — the same
+// statement, parameters, settings and max_findings cap — and returns what the fire would
+// store. It writes nothing: `hunt-runner test` and `preview` use it, and the findings of a
+// preview must be the findings a run commits.
+func Preview(ctx context.Context, conn driver.Conn, h Hunt, start, end time.Time) (Findings, error) {
+	r := &Runner{huntConn: conn}
+	f, err := r.query(ctx, &h, end.Unix(), uuid.Nil, window{DataStart: start.UTC(), DataEnd: end.UTC()})
+	return Findings{Docs: f.docs, Total: f.total, Dropped: f.dropped}, err
+}
