@@ -33,16 +33,17 @@ type Options struct {
 	RetryMax    time.Duration // longest backoff [10m]
 	Logger      *slog.Logger
 	Metrics     *Metrics     // nil records nothing
-	HTTPClient  *http.Client // default: no redirects followed
+	HTTPClient  *http.Client // sinks without tls_config; default: no redirects followed
 }
 
 // Dispatcher delivers committed findings; see the package comment.
 type Dispatcher struct {
-	st    store
-	src   Source
-	o     Options
-	log   *slog.Logger
-	polls int
+	st      store
+	src     Source
+	o       Options
+	log     *slog.Logger
+	polls   int
+	clients map[string]*http.Client // per sink with tls_config
 }
 
 // New checks the options and returns a Dispatcher; it does not touch ClickHouse.
@@ -80,9 +81,15 @@ func New(conn driver.Conn, src Source, o Options) (*Dispatcher, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.HTTPClient == nil {
-		o.HTTPClient = newHTTPClient()
+		o.HTTPClient = newHTTPClient(nil)
 	}
-	return &Dispatcher{st: store{conn: conn, db: o.Database}, src: src, o: o, log: o.Logger}, nil
+	clients := map[string]*http.Client{}
+	for _, s := range o.Config.Sinks {
+		if s.TLS != nil {
+			clients[s.Name] = newHTTPClient(s.TLS)
+		}
+	}
+	return &Dispatcher{st: store{conn: conn, db: o.Database}, src: src, o: o, log: o.Logger, clients: clients}, nil
 }
 
 // Start polls until ctx ends. A delivery in flight then is abandoned with its lease, and a
@@ -376,8 +383,14 @@ func (d *Dispatcher) attempt(ctx context.Context, h Hunt, c held, windowStart in
 	if len(send) == 0 {
 		return StatusSuppressed, "", 0
 	}
-	n := Notification{HuntID: c.HuntID, Fire: time.Unix(c.Fire, 0), WindowStart: time.Unix(windowStart, 0), Severity: h.Severity,
-		Labels: h.Labels, FindingsTotal: len(send), Suppressed: suppressed, IdempotencyKey: c.Key}
+	n := Notification{HuntID: c.HuntID, Description: h.Description, Fire: time.Unix(c.Fire, 0), WindowStart: time.Unix(windowStart, 0),
+		Severity: h.Severity, Labels: h.Labels, HuntURL: HuntURL(d.o.Config.ExternalURL, c.HuntID),
+		FindingsTotal: len(send), Suppressed: suppressed, IdempotencyKey: c.Key}
+	if sink.Type == TypeAlertmanager {
+		// From the attempt, not the fire: an alert delivered late (after retries) must still
+		// arrive firing, or Alertmanager would record it resolved and notify nobody.
+		n.EndsAt = now.Add(sink.ResolveAfter)
+	}
 	for _, f := range send[:min(len(send), d.o.Config.MaxFindings)] {
 		n.Findings = append(n.Findings, json.RawMessage(f.JSON))
 	}
@@ -385,7 +398,11 @@ func (d *Dispatcher) attempt(ctx context.Context, h Hunt, c held, windowStart in
 	if err != nil {
 		return StatusDead, err.Error(), 0
 	}
-	r := post(ctx, d.o.HTTPClient, sink, c.Key, body)
+	client := d.o.HTTPClient
+	if cl, ok := d.clients[sink.Name]; ok {
+		client = cl
+	}
+	r := post(ctx, client, sink, c.Key, body)
 	switch r.outcome {
 	case sent:
 		return StatusDelivered, "", 0

@@ -158,7 +158,7 @@ func secret(t testing.TB) []byte {
 
 func webhookConfig(url string, key []byte) *Config {
 	return &Config{
-		Sinks:       []Sink{{Name: "soc", Type: TypeWebhook, URL: url, Secret: key, Timeout: 5 * time.Second}},
+		Sinks:       []Sink{{Name: "soc", Type: TypeWebhook, URLs: []string{url}, Secret: key, Timeout: 5 * time.Second}},
 		Routes:      []Route{{Sinks: []string{"soc"}}},
 		MaxFindings: DefaultMaxFindings, Horizon: DefaultHorizon,
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -14,9 +15,10 @@ import (
 
 // Hunt is what the Dispatcher needs of one hunt definition.
 type Hunt struct {
-	ID       string
-	Severity string
-	Labels   map[string]string
+	ID          string
+	Description string
+	Severity    string
+	Labels      map[string]string
 	// Notify is the hunt's own notify: list; nil leaves it to the config's routes.
 	Notify   []string
 	Suppress *Suppress
@@ -34,11 +36,16 @@ type Source func() []Hunt
 
 // Notification is one (hunt, fire) as every sink type renders it.
 type Notification struct {
-	HuntID         string
-	Fire           time.Time
-	WindowStart    time.Time
-	Severity       string
-	Labels         map[string]string
+	HuntID      string
+	Description string // the hunt's description:
+	Fire        time.Time
+	WindowStart time.Time
+	Severity    string
+	Labels      map[string]string
+	// HuntURL is the hunt's status page (Config.ExternalURL/hunts/<id>), or empty.
+	HuntURL string
+	// EndsAt ends an Alertmanager alert (the attempt's time + the sink's resolve_after).
+	EndsAt         time.Time
 	Findings       []json.RawMessage // the first MaxFindings, ordered by finding_id
 	FindingsTotal  int               // findings notified (after suppression)
 	Suppressed     int               // findings of the fire not sent because of suppress:
@@ -80,9 +87,24 @@ func (n Notification) webhook() WebhookPayload {
 
 // Alert is one Alertmanager api/v2 postable alert (the shape of models.PostableAlert).
 type Alert struct {
-	Labels      map[string]string `json:"labels"`
-	Annotations map[string]string `json:"annotations"`
-	StartsAt    string            `json:"startsAt"`
+	Labels       map[string]string `json:"labels"`
+	Annotations  map[string]string `json:"annotations"`
+	StartsAt     string            `json:"startsAt"`
+	EndsAt       string            `json:"endsAt,omitempty"`
+	GeneratorURL string            `json:"generatorURL,omitempty"`
+}
+
+// FireLabel carries the fire (RFC 3339) on every alert: each fire's findings are an alert of
+// their own, with a fingerprint stable across retries, so a fire with new findings adds an
+// alert to the hunt's group and Alertmanager notifies it at the next group_interval.
+const FireLabel = "fire"
+
+// HuntURL is the status page of a hunt under externalURL; empty without one.
+func HuntURL(externalURL, huntID string) string {
+	if externalURL == "" {
+		return ""
+	}
+	return strings.TrimRight(externalURL, "/") + "/hunts/" + url.PathEscape(huntID)
 }
 
 // alertLabelName maps a hunt label name to a Prometheus label name: '.' and '-', which hunt
@@ -101,18 +123,28 @@ func (n Notification) alerts() []Alert {
 	for k, v := range n.Labels {
 		labels[alertLabelName(k)] = v
 	}
-	// Ours are set last: a hunt label cannot rename the alert or hide its severity.
+	// Ours are set last: a hunt label cannot rename the alert, hide its severity or its fire,
+	// or leave the common label.
 	labels["alertname"], labels["hunt_id"], labels["severity"] = n.HuntID, n.HuntID, n.Severity
+	labels[FireLabel] = rfc3339(n.Fire)
+	labels[CommonLabel] = CommonLabelValue
 	ann := map[string]string{
 		"summary":         n.summary(),
 		"findings_total":  strconv.Itoa(n.FindingsTotal),
 		"window":          rfc3339(n.WindowStart) + " – " + rfc3339(n.Fire),
 		"idempotency_key": n.IdempotencyKey,
 	}
+	if n.Description != "" {
+		ann["description"] = n.Description
+	}
 	if len(n.Findings) > 0 {
 		ann["first_finding"] = string(n.Findings[0])
 	}
-	return []Alert{{Labels: labels, Annotations: ann, StartsAt: n.Fire.UTC().Format(time.RFC3339Nano)}}
+	a := Alert{Labels: labels, Annotations: ann, StartsAt: n.Fire.UTC().Format(time.RFC3339Nano), GeneratorURL: n.HuntURL}
+	if !n.EndsAt.IsZero() {
+		a.EndsAt = n.EndsAt.UTC().Format(time.RFC3339Nano)
+	}
+	return []Alert{a}
 }
 
 func (n Notification) summary() string {
