@@ -298,7 +298,7 @@ func TestSinkURLNeverInLastError(t *testing.T) {
 	token := string(secret(t))
 	url := recv.URL + "/services/" + token
 	recv.Close() // connection refused from now on
-	cfg := &Config{Sinks: []Sink{{Name: "chat", Type: TypeSlack, URLs: []string{url}, Timeout: time.Second}},
+	cfg := &Config{Sinks: []Sink{{Name: "chat", Type: TypeSlack, URLs: []string{url}, Timeout: time.Second, Lookback: testHistory}},
 		Routes: []Route{{Sinks: []string{"chat"}}}, MaxFindings: 20, Horizon: time.Hour}
 	fire := baseFire()
 	commit(t, db, "brute", fire, `{"host":"a"}`)
@@ -390,8 +390,8 @@ func TestBackoffDoesNotStarveNewerFires(t *testing.T) {
 	db := testDB(t)
 	up, down := newReceiver(t), newReceiver(t)
 	down.fail = 1 << 30
-	cfg := &Config{Sinks: []Sink{{Name: "up", Type: TypeWebhook, URLs: []string{up.URL}, Timeout: 5 * time.Second},
-		{Name: "down", Type: TypeWebhook, URLs: []string{down.URL}, Timeout: 5 * time.Second}},
+	cfg := &Config{Sinks: []Sink{{Name: "up", Type: TypeWebhook, URLs: []string{up.URL}, Timeout: 5 * time.Second, Lookback: testHistory},
+		{Name: "down", Type: TypeWebhook, URLs: []string{down.URL}, Timeout: 5 * time.Second, Lookback: testHistory}},
 		Routes: []Route{{Sinks: []string{"up", "down"}}}, MaxFindings: 20, Horizon: DefaultHorizon}
 	o := testOptions(db, cfg, "pod-a")
 	o.Batch, o.RetryBase, o.RetryMax = 2, time.Hour, time.Hour // a poll reads at most 8 fires

@@ -1,0 +1,83 @@
+package notify
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hunt-runner/hunt-runner/internal/chtest"
+)
+
+// pollUntil runs d.Poll until cond holds.
+func pollUntil(t *testing.T, d *Dispatcher, what string, cond func() bool) {
+	t.Helper()
+	chtest.Eventually(t, 60*time.Second, what, func() bool {
+		if _, err := d.Poll(context.Background()); err != nil {
+			t.Logf("poll: %v", err)
+		}
+		return cond()
+	})
+}
+
+// A sink enabled after an hour of history receives none of it by default: only fires
+// committed after it was first enabled. The enablement is recorded, not per process: a fire
+// committed while no Dispatcher ran is still owed after a restart. A sink with lookback gets
+// the history as well, one hunt's fires oldest first.
+func TestSinkEnabledAfterHistoryGetsOnlyNewFires(t *testing.T) {
+	db := testDB(t)
+	recv, hist := newReceiver(t), newReceiver(t)
+	now := time.Now().UTC().Truncate(time.Minute)
+	var history []time.Time
+	for i := range 60 {
+		fire := now.Add(time.Duration(i-60) * time.Minute)
+		commitAt(t, db, "h", fire, fire.Add(2*time.Second), fmt.Sprintf(`{"n":%d}`, i))
+		history = append(history, fire)
+	}
+	hunts := []Hunt{{ID: "h", Severity: "high"}}
+	// Both sinks are enabled by the same first poll; "hist" asks for two hours of history.
+	cfg := &Config{Sinks: []Sink{{Name: "new", Type: TypeWebhook, URLs: []string{recv.URL}, Timeout: 5 * time.Second},
+		{Name: "hist", Type: TypeWebhook, URLs: []string{hist.URL}, Timeout: 5 * time.Second, Lookback: 2 * time.Hour}},
+		Routes: []Route{{Sinks: []string{"new", "hist"}}}, MaxFindings: DefaultMaxFindings, Horizon: DefaultHorizon}
+	o := testOptions(db, cfg, "a")
+	o.Concurrency = 8
+	d := newDispatcher(t, db, hunts, o)
+	if _, err := d.Poll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	commit(t, db, "h", now, `{"n":"new"}`)
+	want := append(history, now)
+	pollUntil(t, d, "the history and the new fire delivered to the sink with lookback, the new fire to the other",
+		func() bool { return len(hist.ok(t)) >= len(want) && len(recv.ok(t)) >= 1 })
+	if got := recv.ok(t); len(got) != 1 || got[0].Fire != rfc3339(now) {
+		t.Fatalf("a sink enabled after an hour of history got %d notifications (the first of fire %s), want only the new fire", len(got), got[0].Fire)
+	}
+	for k := range deliveries(t, db) {
+		if k.Sink == "new" && k.Fire != now.Unix() {
+			t.Errorf("history fire %s planned for the new sink", time.Unix(k.Fire, 0).UTC())
+		}
+	}
+	var got []string
+	for _, p := range hist.ok(t) {
+		got = append(got, p.Fire)
+	}
+	wantS := make([]string, len(want))
+	for i, f := range want {
+		wantS[i] = rfc3339(f)
+	}
+	if !slices.Equal(got, wantS) {
+		t.Errorf("fires delivered in the order\n%v\nwant oldest first\n%v", got, wantS)
+	}
+
+	// A restart keeps the first enablement: a fire committed while no Dispatcher ran is owed.
+	// A batch of 2 reads 8 fires a poll: history that the read did not leave out would crowd
+	// the new fire out of every poll.
+	later := now.Add(time.Minute)
+	commit(t, db, "h", later, `{"n":"while down"}`)
+	cfg2 := &Config{Sinks: cfg.Sinks[:1], Routes: []Route{{Sinks: []string{"new"}}}, MaxFindings: DefaultMaxFindings, Horizon: DefaultHorizon}
+	o2 := testOptions(db, cfg2, "b")
+	o2.Batch = 2
+	d2 := newDispatcher(t, db, hunts, o2)
+	pollUntil(t, d2, "the fire committed between Dispatchers delivered", func() bool { return len(recv.ok(t)) >= 2 })
+}
