@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Hunt is what the Dispatcher needs of one hunt definition.
@@ -153,9 +154,10 @@ func (n Notification) summary() string {
 }
 
 // slack is the body of a Slack-compatible incoming webhook (Slack, Mattermost, Rocket.Chat).
+// Everything from the hunt or its findings is data: slackText makes it inert.
 func (n Notification) slack() map[string]string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "*%s* (%s): %d finding(s) in %s – %s", n.HuntID, n.Severity, n.FindingsTotal,
+	fmt.Fprintf(&b, "*%s* (%s): %d finding(s) in %s – %s", slackText(n.HuntID), slackText(n.Severity), n.FindingsTotal,
 		rfc3339(n.WindowStart), rfc3339(n.Fire))
 	if len(n.Findings) > 0 {
 		b.WriteString("\n```")
@@ -164,19 +166,48 @@ func (n Notification) slack() map[string]string {
 				fmt.Fprintf(&b, "\n… and %d more", n.FindingsTotal-i)
 				break
 			}
-			line := string(f)
-			if len(line) > 300 {
-				line = line[:297] + "..."
-			}
-			b.WriteString("\n" + line)
+			b.WriteString("\n" + slackCode(cut(string(f), 300)))
 		}
 		b.WriteString("\n```")
 	}
 	return map[string]string{"text": b.String()}
 }
 
+// slackText escapes the three characters Slack's mrkdwn gives meaning to, so that finding
+// content such as <!channel>, <!here>, <@U123> or <https://evil|bank> is shown, not acted on.
+var slackText = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
+
+// slackCode is slackText for text inside a ``` block: mrkdwn has no escape for a backtick,
+// so a zero-width space is put between any two, and no run of three can close the block.
+func slackCode(s string) string {
+	s = slackText(s)
+	for strings.Contains(s, "``") {
+		s = strings.ReplaceAll(s, "``", "`\u200b`")
+	}
+	return s
+}
+
+// cut shortens s to at most n bytes on a rune boundary, marking the cut.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n - 3
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "..."
+}
+
 // Body renders the notification for a sink type. The body is the same on every attempt.
 func (n Notification) Body(sinkType string) ([]byte, error) {
+	// Findings are copied into the body as they are (raw JSON), and stored rows can hold any
+	// bytes: every body is made valid UTF-8 here. Strings are already (encoding/json).
+	fs := make([]json.RawMessage, len(n.Findings))
+	for i, f := range n.Findings {
+		fs[i] = json.RawMessage(strings.ToValidUTF8(string(f), "\uFFFD"))
+	}
+	n.Findings = fs
 	var v any
 	switch sinkType {
 	case TypeWebhook:
