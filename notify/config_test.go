@@ -152,3 +152,23 @@ func TestSinkNameShapeMatchesHuntFiles(t *testing.T) {
 		t.Errorf("sink names: notify config %s, hunt files %s", sinkNameRe, configsrc.SinkNameRe)
 	}
 }
+
+// A message quotes at most 64 bytes of a value from the file, escaped: a hostile config cannot
+// flood the output or forge lines (newline, ESC) in it.
+func TestConfigMessagesQuoteLittleAndEscaped(t *testing.T) {
+	long := strings.Repeat("k", 1000) + `\e[2J\n` // YAML escapes: ESC, newline
+	for _, y := range []string{
+		"sinks: [{name: a, type: webhook, url: 'http://h', \"" + long + "\": 1}]",
+		"sinks: [{name: \"a\\nfake: line\\u001b\", type: webhook, url: 'http://h'}]",
+		"sinks: [{name: a, type: webhook, url: 'http://h'}]\nroutes: [{match: {\"" + long + "\": x}, sinks: [a]}]",
+	} {
+		_, err := ParseConfig("n.yaml", []byte(y))
+		if err == nil {
+			t.Fatalf("%q accepted", y[:40])
+		}
+		msg := err.Error()
+		if strings.ContainsAny(msg, "\n\x1b") || len(msg) > 400 {
+			t.Errorf("message of %d bytes, or with a raw newline or ESC: %q", len(msg), msg)
+		}
+	}
+}
