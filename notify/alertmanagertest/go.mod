@@ -6,6 +6,7 @@ require (
 	github.com/go-openapi/strfmt v0.27.3
 	github.com/hunt-runner/hunt-runner v0.0.0
 	github.com/prometheus/common v0.72.1
+	golang.org/x/crypto v0.58.0
 )
 
 require (

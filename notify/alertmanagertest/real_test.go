@@ -131,6 +131,12 @@ func freeAddr(t *testing.T) string {
 // by alertname, with the given group_interval and a repeat_interval of an hour: within a test,
 // a notification after the first of a group comes only from a change of its alerts.
 func startAlertmanager(t *testing.T, hook string, groupInterval time.Duration) string {
+	return startAlertmanagerWeb(t, hook, groupInterval, "", nil)
+}
+
+// startAlertmanagerWeb is startAlertmanager with a --web.config.file (TLS, basic auth) and
+// the client that passes it, for the readiness check.
+func startAlertmanagerWeb(t *testing.T, hook string, groupInterval time.Duration, webConfig string, client *http.Client) string {
 	t.Helper()
 	bin := alertmanagerBinary(t)
 	dir := t.TempDir()
@@ -150,9 +156,21 @@ receivers:
 		t.Fatal(err)
 	}
 	addr := freeAddr(t)
+	args := []string{"--config.file=" + filepath.Join(dir, "am.yml"), "--storage.path=" + filepath.Join(dir, "data"),
+		"--web.listen-address=" + addr, "--cluster.listen-address="}
+	base := "http://" + addr
+	if webConfig != "" {
+		if err := os.WriteFile(filepath.Join(dir, "web.yml"), []byte(webConfig), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--web.config.file="+filepath.Join(dir, "web.yml"))
+		base = "https://" + addr
+	}
+	if client == nil {
+		client = http.DefaultClient
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "--config.file="+filepath.Join(dir, "am.yml"),
-		"--storage.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr, "--cluster.listen-address=")
+	cmd := exec.CommandContext(ctx, bin, args...)
 	logf, err := os.Create(filepath.Join(dir, "am.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -170,9 +188,8 @@ receivers:
 			t.Logf("alertmanager log:\n%s", b)
 		}
 	})
-	base := "http://" + addr
 	chtest.Eventually(t, 60*time.Second, "alertmanager ready", func() bool {
-		resp, err := http.Get(base + "/-/ready")
+		resp, err := client.Get(base + "/-/ready")
 		if err != nil {
 			return false
 		}
