@@ -199,9 +199,20 @@ receivers:
 	return base
 }
 
-// commit writes a committed run of (hunt, fire) with findings, as the runner does.
+// commit writes a committed run of (hunt, fire) with findings, as the runner does, committed
+// now.
 func commit(t *testing.T, db *chtest.DB, hunt string, fire time.Time, findings ...string) {
 	t.Helper()
+	commitAt(t, db, hunt, fire, time.Time{}, findings...)
+}
+
+// commitAt is commit at a given commit time (hunt_watermark.updated); zero is now.
+func commitAt(t *testing.T, db *chtest.DB, hunt string, fire, committed time.Time, findings ...string) {
+	t.Helper()
+	var c int64
+	if !committed.IsZero() {
+		c = committed.UnixMicro()
+	}
 	run := uuid.New()
 	ctx := context.Background()
 	q := "INSERT INTO " + chstore.QuoteIdent(db.Name) + "." + chstore.TableFindings +
@@ -214,10 +225,11 @@ func commit(t *testing.T, db *chtest.DB, hunt string, fire time.Time, findings .
 	}
 	q = "INSERT INTO " + chstore.QuoteIdent(db.Name) + "." + chstore.TableWatermark +
 		" (hunt_id, watermark, claim_id, updated, run_id, run_owner, run_start, run_rows, run_started)" +
-		" SELECT {h:String}, toDateTime({f:Int64}, 'UTC'), generateUUIDv4(), now64(6), toUUID({r:String}), 'test'," +
+		" SELECT {h:String}, toDateTime({f:Int64}, 'UTC'), generateUUIDv4()," +
+		" if({c:Int64} = 0, now64(6), fromUnixTimestamp64Micro({c:Int64}, 'UTC')), toUUID({r:String}), 'test'," +
 		" toDateTime({f:Int64} - 60, 'UTC'), {n:UInt64}, now64(6)"
 	if err := db.Conn.Exec(ctx, q, clickhouse.Named("h", hunt), clickhouse.Named("f", fire.Unix()),
-		clickhouse.Named("r", run.String()), clickhouse.Named("n", uint64(len(findings)))); err != nil {
+		clickhouse.Named("r", run.String()), clickhouse.Named("n", uint64(len(findings))), clickhouse.Named("c", c)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -287,5 +299,57 @@ func TestRealAlertmanagerNotifiesEveryFire(t *testing.T) {
 	}
 	if len(fingerprints) != fires {
 		t.Errorf("%d distinct fingerprints for %d fires", len(fingerprints), fires)
+	}
+}
+
+// Against a real Alertmanager: a sink enabled after an hour of history (60 committed fires
+// with findings) receives none of it by default; the first notification lists only the fire
+// committed after the sink was enabled, and Alertmanager holds that one alert.
+func TestRealAlertmanagerSinkEnabledAfterHistoryGetsNone(t *testing.T) {
+	var box inbox
+	hook := httptest.NewServer(http.HandlerFunc(box.serve))
+	defer hook.Close()
+	am := startAlertmanager(t, hook.URL, 2*time.Second)
+	db := chtest.NewWithSchema(t)
+	now := time.Now().UTC().Truncate(time.Minute)
+	for i := range 60 {
+		fire := now.Add(time.Duration(i-60) * time.Minute)
+		commitAt(t, db, "noisy", fire, fire.Add(2*time.Second), fmt.Sprintf(`{"n":%d}`, i))
+	}
+	cfg := &notify.Config{
+		Sinks:       []notify.Sink{{Name: "am", Type: notify.TypeAlertmanager, URLs: []string{am}, Timeout: 5 * time.Second, ResolveAfter: notify.DefaultResolveAfter}},
+		Routes:      []notify.Route{{Sinks: []string{"am"}}},
+		MaxFindings: notify.DefaultMaxFindings, Horizon: notify.DefaultHorizon,
+	}
+	hunts := []notify.Hunt{{ID: "noisy", Severity: "high"}}
+	d, err := notify.New(db.Conn, func() []notify.Hunt { return hunts }, notify.Options{Config: cfg, Database: db.Name,
+		Owner: "t", Poll: 50 * time.Millisecond, Settle: 10 * time.Millisecond, Lease: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first poll records the sink as enabled; the fire committed after it is owed.
+	if _, err := d.Poll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	commit(t, db, "noisy", now, `{"n":"new"}`)
+	chtest.Eventually(t, 60*time.Second, "the new fire notified", func() bool {
+		_, _ = d.Poll(context.Background())
+		return len(box.all()) > 0
+	})
+	first := box.all()[0]
+	if len(first.Alerts) != 1 || first.Alerts[0].Labels[notify.FireLabel] != now.Format(time.RFC3339) {
+		t.Fatalf("first notification has %d alerts (want only the new fire's)", len(first.Alerts))
+	}
+	resp, err := http.Get(am + "/api/v2/alerts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var held []json.RawMessage
+	if err := json.NewDecoder(resp.Body).Decode(&held); err != nil {
+		t.Fatal(err)
+	}
+	if len(held) != 1 {
+		t.Errorf("alertmanager holds %d alerts, want the new fire's only", len(held))
 	}
 }
