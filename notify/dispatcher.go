@@ -167,6 +167,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // PollResult counts what one Poll did.
 type PollResult struct {
 	Planned, Claimed, Delivered, Retried, Dead, Suppressed, Lost int
+	Deferred                                                     int // claims left to their lease unsent (their queue ran too long)
 }
 
 func (r *PollResult) add(o string) {
@@ -291,8 +292,18 @@ func (d *Dispatcher) Poll(ctx context.Context) (PollResult, error) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			for _, h := range q {
-				o := d.deliver(ctx, byID[h.HuntID], h, starts[[2]any{h.HuntID, h.Fire}], serverNow.Add(time.Since(local)))
+			for i, h := range q {
+				now := serverNow.Add(time.Since(local))
+				// A claim waits in its queue unrenewed: one with less than half its lease left
+				// would lapse before its first renewal, so it and the rest of the queue are left
+				// to their leases, to be claimed again in order, rather than sent twice.
+				if h.Until.Sub(now) < d.o.Lease/2 {
+					mu.Lock()
+					res.Deferred += len(q) - i
+					mu.Unlock()
+					break
+				}
+				o := d.deliver(ctx, byID[h.HuntID], h, starts[[2]any{h.HuntID, h.Fire}], now)
 				mu.Lock()
 				res.add(o)
 				mu.Unlock()

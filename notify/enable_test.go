@@ -81,3 +81,55 @@ func TestSinkEnabledAfterHistoryGetsOnlyNewFires(t *testing.T) {
 	d2 := newDispatcher(t, db, hunts, o2)
 	pollUntil(t, d2, "the fire committed between Dispatchers delivered", func() bool { return len(recv.ok(t)) >= 2 })
 }
+
+// One hunt's claims are sent in a queue, oldest first; a claim whose lease ran low while it
+// waited behind a slow delivery is not sent under it (the fence would refuse its outcome and
+// the delivery would go out twice) but left to be claimed again: every fire reaches the
+// receiver exactly once.
+func TestQueuedClaimWithLapsingLeaseNotSentTwice(t *testing.T) {
+	db := testDB(t)
+	recv := newReceiver(t)
+	recv.hold = make(chan struct{})
+	recv.arrived = make(chan string, 16)
+	fire := baseFire()
+	for i := range 3 {
+		commit(t, db, "q", fire.Add(time.Duration(i)*time.Minute), fmt.Sprintf(`{"n":%d}`, i))
+	}
+	o := testOptions(db, webhookConfig(recv.URL, nil), "a")
+	o.Lease = 2 * time.Second
+	d := newDispatcher(t, db, []Hunt{{ID: "q"}}, o)
+	done := make(chan PollResult, 1)
+	go func() {
+		r, err := d.Poll(context.Background())
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	<-recv.arrived // the oldest fire is in flight; the others wait in its queue
+	// Hold it until the queued claims' leases have run out on the server clock (its own is
+	// renewed while in flight).
+	st := store{conn: db.Conn, db: db.Name}
+	chtest.Eventually(t, 30*time.Second, "the queued claims' leases lapsed", func() bool {
+		var n uint64
+		err := db.Conn.QueryRow(context.Background(), `SELECT count() FROM (`+st.newestSQL("hunt_id = 'q'")+`)
+WHERE status = 'delivering' AND lease_until <= now64(3)`).Scan(&n)
+		return err == nil && n == 2
+	})
+	close(recv.hold)
+	r := <-done
+	if r.Deferred != 2 {
+		t.Errorf("poll result %+v, want the two queued claims deferred", r)
+	}
+	run(t, d)
+	chtest.Eventually(t, 30*time.Second, "every fire delivered", func() bool { return countStatus(deliveries(t, db), StatusDelivered) == 3 })
+	seen := map[string]int{}
+	for _, q := range recv.requests() {
+		seen[q.Key]++
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Errorf("key %s sent %d times", k, n)
+		}
+	}
+}
