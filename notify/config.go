@@ -725,8 +725,9 @@ func (p *cfgParser) match(v *yaml.Node) (map[string]string, map[string]string) {
 				}
 			}
 		default:
-			p.at(k, "unknown match key %s; a route matches on hunt_id, severity or labels: {%s: ...} (a hunt label)",
-				printable(k.Value), printable(k.Value)[1:len(printable(k.Value))-1])
+			q := printable(k.Value)
+			p.at(k, "unknown match key %s; a route matches on hunt_id, severity, or a hunt label under labels: {%s: ...}",
+				q, q[1:len(q)-1])
 		}
 	}
 	return m, labels
