@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
@@ -131,5 +134,37 @@ WHERE status = 'delivering' AND lease_until <= now64(3)`).Scan(&n)
 		if n != 1 {
 			t.Errorf("key %s sent %d times", k, n)
 		}
+	}
+}
+
+// A sink that already has deliveries when its enablement is first recorded (it was in use
+// before: an upgrade) counts as enabled from its first delivery, so fires committed since
+// then, and not yet planned, are still owed to it.
+func TestSinkInUseBeforeEnablementKeepsItsFires(t *testing.T) {
+	db := testDB(t)
+	recv := newReceiver(t)
+	now := time.Now().UTC().Truncate(time.Minute)
+	// The earlier version planned and delivered a fire two hours ago...
+	old := now.Add(-2 * time.Hour)
+	commitAt(t, db, "h", old, old.Add(time.Second), `{"n":"old"}`)
+	err := db.Conn.Exec(context.Background(), "INSERT INTO "+chstore.QuoteIdent(db.Name)+"."+chstore.TableDelivery+
+		" ("+deliveryCols+") SELECT 'h', toDateTime({f:Int64}, 'UTC'), 'soc', generateUUIDv4(), 'k', 'delivered', 1, '',"+
+		" toDateTime64(0, 3, 'UTC'), fromUnixTimestamp64Micro({c:Int64}, 'UTC'), fromUnixTimestamp64Micro({c:Int64}, 'UTC'),"+
+		" generateUUIDv4(), 'old-version', toDateTime64(0, 3, 'UTC'), fromUnixTimestamp64Micro({c:Int64}, 'UTC')",
+		clickhouse.Named("f", old.Unix()), clickhouse.Named("c", old.Add(2*time.Second).UnixMicro()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ...and then stopped; these fires committed while no Dispatcher ran.
+	for i := range 3 {
+		f := now.Add(time.Duration(i-30) * time.Minute)
+		commitAt(t, db, "h", f, f.Add(time.Second), fmt.Sprintf(`{"n":%d}`, i))
+	}
+	cfg := &Config{Sinks: []Sink{{Name: "soc", Type: TypeWebhook, URLs: []string{recv.URL}, Timeout: 5 * time.Second}},
+		Routes: []Route{{Sinks: []string{"soc"}}}, MaxFindings: DefaultMaxFindings, Horizon: DefaultHorizon}
+	d := newDispatcher(t, db, []Hunt{{ID: "h"}}, testOptions(db, cfg, "a"))
+	pollUntil(t, d, "the fires committed while stopped delivered", func() bool { return len(recv.ok(t)) >= 3 })
+	if n := len(recv.ok(t)); n != 3 {
+		t.Errorf("%d notifications, want the 3 unplanned fires (the delivered one is not sent again)", n)
 	}
 }

@@ -178,44 +178,78 @@ LIMIT {limit:UInt32}`
 // ever sees it.
 const StatusEnabled = "enabled"
 
-// enable records, for each sink that has none, that it is enabled from now (server clock),
-// and returns when each sink was first enabled, read back after the write. A write that
-// failed or is not visible yet leaves its sink out, and the caller sends nothing to it.
+// enable records, for each sink that has none, when it was first enabled, and returns that
+// time per sink, read back after any write. A write that failed or is not visible yet leaves
+// its sink out, and the caller sends nothing to it.
 //
-// Concurrent first enablements each insert a row; the earliest created is the answer, and a
-// reader that sees the newest row not carrying it inserts a copy that does, so that merges
-// (which keep the newest row of the key) keep the earliest time. The rows are also refreshed
-// weekly, so the 30-day TTL of hunt_delivery never expires a sink's enablement.
+// First enabled is now (server clock), unless the sink already has deliveries: then it was
+// enabled when its first one was planned (a sink in use before enablement was recorded, as
+// after an upgrade, keeps what it was owed). Concurrent first enablements each insert a row;
+// the earliest created is the answer, and a reader that sees the newest row not carrying it
+// inserts a copy that does, so that merges (which keep the newest row of the key) keep the
+// earliest time. The rows are also refreshed weekly, so the 30-day TTL of hunt_delivery never
+// expires a sink's enablement.
 func (s store) enable(ctx context.Context, sinks []string, owner string) (map[string]time.Time, error) {
-	markers := `SELECT sink, min(created) AS c, argMax(created, updated) AS nc, max(updated) AS u, 1 AS present
+	out, need, err := s.enablement(ctx, sinks)
+	if err != nil || len(need) == 0 {
+		return out, err
+	}
+	q := `INSERT INTO ` + s.table(chstore.TableDelivery) + ` (` + deliveryCols + `)
+SELECT '', toDateTime(0, 'UTC'), w.s, toUUID('` + nilUUID + `'), '', '` + StatusEnabled + `', 0, '', toDateTime64(0, 3, 'UTC'),
+       if(e.present = 1, e.c, if(h.present = 1, least(h.first, now64(6)), now64(6))), toDateTime64(0, 6, 'UTC'),
+       toUUID('` + nilUUID + `'), {owner:String}, toDateTime64(0, 3, 'UTC'), now64(6)
+FROM (SELECT arrayJoin({sinks:Array(String)}) AS s) AS w
+LEFT JOIN (` + s.markersSQL() + `) AS e ON e.sink = w.s
+LEFT JOIN (SELECT sink, min(created) AS first, 1 AS present FROM ` + s.table(chstore.TableDelivery) + `
+           WHERE hunt_id != '' AND sink IN {sinks:Array(String)} GROUP BY sink) AS h ON h.sink = w.s`
+	if err := s.conn.Exec(writeCtx(ctx), q, clickhouse.Named("sinks", need), clickhouse.Named("owner", owner)); err != nil {
+		return nil, err
+	}
+	out, _, err = s.enablement(ctx, sinks)
+	return out, err
+}
+
+// markersSQL reads the enablement rows of the sinks bound as {sinks}: the earliest created
+// (c), the created of the newest row (nc) and when the newest was written (u).
+func (s store) markersSQL() string {
+	return `SELECT sink, min(created) AS c, argMax(created, updated) AS nc, max(updated) AS u, 1 AS present
 FROM ` + s.table(chstore.TableDelivery) + `
 WHERE hunt_id = '' AND fire = toDateTime(0, 'UTC') AND status = '` + StatusEnabled + `' AND sink IN {sinks:Array(String)}
 GROUP BY sink`
-	q := `INSERT INTO ` + s.table(chstore.TableDelivery) + ` (` + deliveryCols + `)
-SELECT '', toDateTime(0, 'UTC'), w.s, toUUID('` + nilUUID + `'), '', '` + StatusEnabled + `', 0, '', toDateTime64(0, 3, 'UTC'),
-       if(e.present = 1, e.c, now64(6)), toDateTime64(0, 6, 'UTC'), toUUID('` + nilUUID + `'), {owner:String},
-       toDateTime64(0, 3, 'UTC'), now64(6)
-FROM (SELECT arrayJoin({sinks:Array(String)}) AS s) AS w
-LEFT JOIN (` + markers + `) AS e ON e.sink = w.s
-WHERE e.present = 0 OR e.nc != e.c OR e.u < now64(6) - INTERVAL 7 DAY`
-	if err := s.conn.Exec(writeCtx(ctx), q, clickhouse.Named("sinks", sinks), clickhouse.Named("owner", owner)); err != nil {
-		return nil, err
-	}
-	rows, err := s.conn.Query(ctx, `SELECT sink, c FROM (`+markers+`)`, clickhouse.Named("sinks", sinks))
+}
+
+// enablement reads when each sink was first enabled, and which sinks need a row written:
+// none yet, the newest not carrying the earliest time, or not refreshed for a week.
+func (s store) enablement(ctx context.Context, sinks []string) (map[string]time.Time, []string, error) {
+	rows, err := s.conn.Query(ctx, `SELECT sink, c, toBool(nc != c OR u < now64(6) - INTERVAL 7 DAY) FROM (`+s.markersSQL()+`)`,
+		clickhouse.Named("sinks", sinks))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer rows.Close()
 	out := map[string]time.Time{}
+	var need []string
 	for rows.Next() {
 		var name string
 		var c time.Time
-		if err := rows.Scan(&name, &c); err != nil {
-			return nil, err
+		var stale bool
+		if err := rows.Scan(&name, &c, &stale); err != nil {
+			return nil, nil, err
 		}
 		out[name] = c
+		if stale {
+			need = append(need, name)
+		}
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	for _, name := range sinks {
+		if _, ok := out[name]; !ok {
+			need = append(need, name)
+		}
+	}
+	return out, need, nil
 }
 
 // plan writes a first row for each sink of a (hunt, fire) that has none yet. The NOT IN is
