@@ -27,8 +27,17 @@ import (
 // built is the Alertmanager binary, built once per test binary from the module go.mod pins.
 var built struct {
 	once sync.Once
+	dir  string // removed when the test binary ends: about 60 MB of source and binary
 	path string
 	err  error
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
 }
 
 // alertmanagerBinary builds cmd/alertmanager from Alertmanager's own module (the version this
@@ -49,6 +58,7 @@ func alertmanagerBinary(t *testing.T) string {
 			built.err = err
 			return
 		}
+		built.dir = dir
 		mod := filepath.Join(dir, "src")
 		if err := os.CopyFS(mod, os.DirFS(src)); err != nil {
 			built.err = err
