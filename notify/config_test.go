@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
 )
@@ -32,19 +33,22 @@ sinks:
     secret_file: `+secretPath+`
   - name: am
     type: alertmanager
-    url: http://alertmanager:9093
+    urls: [http://am-0:9093, http://am-1:9093]
     timeout: 3s
+    resolve_after: 2h
+    lookback: 6h
   - name: chat
     type: slack
     url_file: `+slackPath+`
 routes:
   - match: {severity: critical}
     sinks: [am, soc]
-  - match: {team: net}
+  - match: {labels: {team: net}}
     sinks: [chat]
   - sinks: [soc]
 max_notify_findings: 5
 retry_horizon: 6h
+external_url: https://hunts.example.com/
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -52,8 +56,17 @@ retry_horizon: 6h
 	if s, _ := cfg.Sink("soc"); string(s.Secret) != string(key) {
 		t.Error("secret_file not read (or its newline kept)")
 	}
-	if s, _ := cfg.Sink("chat"); !strings.HasPrefix(s.URL, "https://hooks.slack.com/services/") {
+	if s, _ := cfg.Sink("chat"); !strings.HasPrefix(s.URLs[0], "https://hooks.slack.com/services/") {
 		t.Error("url_file not read")
+	}
+	if s, _ := cfg.Sink("am"); len(s.URLs) != 2 || s.ResolveAfter != 2*time.Hour || s.Lookback != 6*time.Hour {
+		t.Errorf("am sink %+v", s)
+	}
+	if s, _ := cfg.Sink("soc"); s.ResolveAfter != DefaultResolveAfter || s.Lookback != 0 {
+		t.Errorf("defaults not applied: %+v", s)
+	}
+	if cfg.ExternalURL != "https://hunts.example.com" {
+		t.Errorf("external_url %q", cfg.ExternalURL)
 	}
 	if cfg.MaxFindings != 5 || cfg.Horizon.Hours() != 6 {
 		t.Errorf("max %d horizon %s", cfg.MaxFindings, cfg.Horizon)
@@ -98,6 +111,19 @@ func TestParseConfigErrors(t *testing.T) {
 		{"sink: []", "n.yaml:1:1: unknown key \"sink\""},
 		{"sinks: [\n", "n.yaml:"},
 		{"", "n.yaml:1:1: notify config is empty"},
+		{"sinks: [{name: a, type: webhook, url: 'http://h'}]\nroutes: [{match: {severty: high}, sinks: [a]}]", "n.yaml:2:19: unknown match key \"severty\""},
+		{"sinks: [{name: a, type: webhook, url: 'http://h'}]\nroutes: [{match: {team: net}, sinks: [a]}]", "labels: {team: ...}"},
+		{"sinks: [{name: a, type: webhook, urls: ['http://h']}]", "n.yaml:1:40: urls lists Alertmanager replicas"},
+		{"sinks: [{name: a, type: alertmanager, urls: ['http://h', 'http://h']}]", "urls lists the same Alertmanager twice"},
+		{"sinks: [{name: a, type: alertmanager, url: 'http://h', urls: ['http://g']}]", "sets more than one of url, urls and url_file"},
+		{"sinks: [{name: a, type: alertmanager, url: 'http://h', bearer_token_file: " + empty + ", basic_auth: {username: u}}]", "basic_auth needs password_file"},
+		{"sinks: [{name: a, type: alertmanager, url: 'http://h', basic_auth: {username: u, password: p}}]", "unknown key \"basic_auth.password\""},
+		{"sinks: [{name: a, type: alertmanager, url: 'http://h', tls_config: {cert_file: x}}]", "needs both cert_file and key_file"},
+		{"sinks: [{name: a, type: alertmanager, url: 'http://h', tls_config: {ca_file: " + empty + "}}]", "holds no PEM certificate"},
+		{"sinks: [{name: a, type: webhook, url: 'http://h', lookback: 30d}]", "lookback must be a positive duration"},
+		{"sinks: [{name: a, type: webhook, url: 'http://h', lookback: 200h}]", "lookback is at most 168h0m0s"},
+		{"sinks: [{name: a, type: webhook, url: 'http://h', resolve_after: 1h}]", "resolve_after sets an Alertmanager alert's endsAt"},
+		{"external_url: 'hunts.example.com'\nsinks: []", "n.yaml:1:15: url must start with http"},
 	}
 	for _, tt := range tests {
 		_, err := ParseConfig("n.yaml", []byte(tt.yaml))
@@ -105,10 +131,17 @@ func TestParseConfigErrors(t *testing.T) {
 			t.Errorf("%q: error %v, want it to contain %q", tt.yaml, err, tt.want)
 		}
 	}
+	// An unreadable token file is reported as such, and the route naming that sink is not
+	// also told the sink is undefined.
+	_, err := ParseConfig("n.yaml", []byte("sinks: [{name: am, type: alertmanager, url: 'http://h', bearer_token_file: "+
+		filepath.Join(dir, "missing")+"}]\nroutes: [{sinks: [am]}]"))
+	if err == nil || !strings.Contains(err.Error(), "bearer_token_file: cannot read") || strings.Contains(err.Error(), "not defined") {
+		t.Errorf("unreadable token file: %v", err)
+	}
 	// A URL from a file is never repeated in an error: it may be the credential.
 	pw := string(secret(t))
 	urlFile := writeFile(t, dir, "u", []byte("https://user:"+pw+"@h/x"))
-	_, err := ParseConfig("n.yaml", []byte("sinks: [{name: a, type: webhook, url_file: "+urlFile+"}]"))
+	_, err = ParseConfig("n.yaml", []byte("sinks: [{name: a, type: webhook, url_file: "+urlFile+"}]"))
 	if err == nil || strings.Contains(err.Error(), pw) {
 		t.Errorf("credentials in url_file: %v", err)
 	}
@@ -117,5 +150,25 @@ func TestParseConfigErrors(t *testing.T) {
 func TestSinkNameShapeMatchesHuntFiles(t *testing.T) {
 	if sinkNameRe.String() != configsrc.SinkNameRe.String() {
 		t.Errorf("sink names: notify config %s, hunt files %s", sinkNameRe, configsrc.SinkNameRe)
+	}
+}
+
+// A message quotes at most 64 bytes of a value from the file, escaped: a hostile config cannot
+// flood the output or forge lines (newline, ESC) in it.
+func TestConfigMessagesQuoteLittleAndEscaped(t *testing.T) {
+	long := strings.Repeat("k", 1000) + `\e[2J\n` // YAML escapes: ESC, newline
+	for _, y := range []string{
+		"sinks: [{name: a, type: webhook, url: 'http://h', \"" + long + "\": 1}]",
+		"sinks: [{name: \"a\\nfake: line\\u001b\", type: webhook, url: 'http://h'}]",
+		"sinks: [{name: a, type: webhook, url: 'http://h'}]\nroutes: [{match: {\"" + long + "\": x}, sinks: [a]}]",
+	} {
+		_, err := ParseConfig("n.yaml", []byte(y))
+		if err == nil {
+			t.Fatalf("%q accepted", y[:40])
+		}
+		msg := err.Error()
+		if strings.ContainsAny(msg, "\n\x1b") || len(msg) > 400 {
+			t.Errorf("message of %d bytes, or with a raw newline or ESC: %q", len(msg), msg)
+		}
 	}
 }

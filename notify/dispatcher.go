@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,21 +29,74 @@ type Options struct {
 	Settle      time.Duration // wait between claim and verify; must exceed the replica lag [750ms]
 	Concurrency int           // deliveries in flight [4]
 	Batch       int           // deliveries claimed per poll [64]
-	Lookback    time.Duration // committed fires older than this are never delivered [48h]
-	RetryBase   time.Duration // first backoff, doubled per attempt [10s]
-	RetryMax    time.Duration // longest backoff [10m]
-	Logger      *slog.Logger
-	Metrics     *Metrics     // nil records nothing
-	HTTPClient  *http.Client // default: no redirects followed
+	// Lookback is the window of fires a poll reads: older fires are never planned, and a
+	// delivery still unfinished this long after its fire is left as it is [48h]. It must
+	// exceed the retry horizon. Which fires a sink gets at all is its enablement
+	// (Sink.Lookback), not this.
+	Lookback   time.Duration
+	RetryBase  time.Duration // first backoff, doubled per attempt [10s]
+	RetryMax   time.Duration // longest backoff [10m]
+	Logger     *slog.Logger
+	Metrics    *Metrics     // nil records nothing
+	HTTPClient *http.Client // sinks without tls_config; default: no redirects followed
 }
 
 // Dispatcher delivers committed findings; see the package comment.
 type Dispatcher struct {
-	st    store
-	src   Source
-	o     Options
-	log   *slog.Logger
-	polls int
+	st      store
+	src     Source
+	o       Options
+	log     *slog.Logger
+	polls   int
+	clients map[string]*http.Client // per sink with tls_config
+
+	enabled   map[string]time.Time // when each sink was first enabled (server clock)
+	enabledAt time.Time            // when enabled was last read back
+}
+
+// enableEvery is how often the enablement rows are read back (and refreshed when due).
+const enableEvery = time.Hour
+
+// ensureEnabled records and reads back when each configured sink was first enabled: at the
+// first poll, hourly after, and at every poll while a sink's enablement is not known.
+func (d *Dispatcher) ensureEnabled(ctx context.Context) error {
+	names := make([]string, len(d.o.Config.Sinks))
+	for i, s := range d.o.Config.Sinks {
+		names[i] = s.Name
+	}
+	if len(d.enabled) == len(names) && time.Since(d.enabledAt) < enableEvery {
+		return nil
+	}
+	got, err := d.st.enable(ctx, names, d.o.Owner)
+	if err != nil {
+		return fmt.Errorf("notify: record sink enablement: %w", err)
+	}
+	d.enabled, d.enabledAt = got, time.Now()
+	return nil
+}
+
+// owedTo is what sink s is owed of any hunt routed to it, now: fires committed after the sink
+// was first enabled, less its lookback (so enabling notifications does not page for history);
+// of those, fires within the Dispatcher's Lookback, except during the sink's first Lookback
+// after enabling, when its whole history is read, with a Lookback of margin since a fire can
+// commit well after its instant. ok is false while the enablement is not known.
+func (d *Dispatcher) owedTo(s Sink, now time.Time) (o owed, ok bool) {
+	en, ok := d.enabled[s.Name]
+	if !ok {
+		return owed{}, false
+	}
+	o = owed{Sink: s.Name, FireFrom: now.Add(-d.o.Lookback), CommittedFrom: en.Add(-s.Lookback)}
+	if now.Sub(en) < d.o.Lookback {
+		o.FireFrom = earliest(o.FireFrom, o.CommittedFrom.Add(-d.o.Lookback))
+	}
+	return o, true
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // New checks the options and returns a Dispatcher; it does not touch ClickHouse.
@@ -80,9 +134,15 @@ func New(conn driver.Conn, src Source, o Options) (*Dispatcher, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if o.HTTPClient == nil {
-		o.HTTPClient = newHTTPClient()
+		o.HTTPClient = newHTTPClient(nil)
 	}
-	return &Dispatcher{st: store{conn: conn, db: o.Database}, src: src, o: o, log: o.Logger}, nil
+	clients := map[string]*http.Client{}
+	for _, s := range o.Config.Sinks {
+		if s.TLS != nil {
+			clients[s.Name] = newHTTPClient(s.TLS)
+		}
+	}
+	return &Dispatcher{st: store{conn: conn, db: o.Database}, src: src, o: o, log: o.Logger, clients: clients}, nil
 }
 
 // Start polls until ctx ends. A delivery in flight then is abandoned with its lease, and a
@@ -107,6 +167,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 // PollResult counts what one Poll did.
 type PollResult struct {
 	Planned, Claimed, Delivered, Retried, Dead, Suppressed, Lost int
+	Deferred                                                     int // claims left to their lease unsent (their queue ran too long)
 }
 
 func (r *PollResult) add(o string) {
@@ -129,19 +190,28 @@ func (d *Dispatcher) Poll(ctx context.Context) (PollResult, error) {
 	if hunts == nil {
 		return res, nil
 	}
+	if err := d.ensureEnabled(ctx); err != nil {
+		return res, err
+	}
 	byID := make(map[string]Hunt, len(hunts))
-	want := map[string][]string{}
+	want := map[string][]owed{}
+	start := time.Now()
+	from := start.Add(-d.o.Lookback)
 	for _, h := range hunts {
 		byID[h.ID] = h
-		if s := d.o.Config.SinksFor(h); len(s) > 0 {
-			want[h.ID] = s
+		for _, name := range d.o.Config.SinksFor(h) {
+			sink, _ := d.o.Config.Sink(name)
+			if o, ok := d.owedTo(sink, start); ok {
+				want[h.ID] = append(want[h.ID], o)
+				from = earliest(from, o.FireFrom)
+			}
 		}
 	}
 	if len(want) == 0 {
 		return res, nil
 	}
-	since := time.Now().Add(-d.o.Lookback).Unix()
-	works, now, err := d.st.pending(ctx, want, since, 4*d.o.Batch)
+	since := start.Add(-d.o.Lookback).Unix()
+	works, now, err := d.st.pending(ctx, want, from.Unix(), 4*d.o.Batch)
 	if err != nil {
 		return res, fmt.Errorf("notify: read committed runs: %w", err)
 	}
@@ -163,9 +233,9 @@ func (d *Dispatcher) Poll(ctx context.Context) (PollResult, error) {
 			continue
 		}
 		var missing []string
-		for _, s := range want[w.HuntID] {
-			if _, ok := w.Sinks[s]; !ok {
-				missing = append(missing, s)
+		for _, o := range want[w.HuntID] {
+			if _, ok := w.Sinks[o.Sink]; !ok && o.covers(w) {
+				missing = append(missing, o.Sink)
 			}
 		}
 		if len(missing) > 0 {
@@ -184,7 +254,8 @@ func (d *Dispatcher) Poll(ctx context.Context) (PollResult, error) {
 				}
 			}
 		}
-		for _, s := range want[w.HuntID] {
+		for _, o := range want[w.HuntID] {
+			s := o.Sink
 			st := w.Sinks[s]
 			claimable := (st.Status == StatusDelivering || ((st.Status == StatusPending || st.Status == StatusRetry) && !st.NextAttempt.After(now))) &&
 				!st.Lease.After(now)
@@ -216,19 +287,53 @@ func (d *Dispatcher) Poll(ctx context.Context) (PollResult, error) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, d.o.Concurrency)
-	for _, h := range won {
+	for _, q := range inFireOrder(won) {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			o := d.deliver(ctx, byID[h.HuntID], h, starts[[2]any{h.HuntID, h.Fire}], serverNow.Add(time.Since(local)))
-			mu.Lock()
-			res.add(o)
-			mu.Unlock()
+			for i, h := range q {
+				now := serverNow.Add(time.Since(local))
+				// A claim waits in its queue unrenewed: one with less than half its lease left
+				// would lapse before its first renewal, so it and the rest of the queue are left
+				// to their leases, to be claimed again in order, rather than sent twice.
+				if h.Until.Sub(now) < d.o.Lease/2 {
+					mu.Lock()
+					res.Deferred += len(q) - i
+					mu.Unlock()
+					break
+				}
+				o := d.deliver(ctx, byID[h.HuntID], h, starts[[2]any{h.HuntID, h.Fire}], now)
+				mu.Lock()
+				res.add(o)
+				mu.Unlock()
+			}
 		}()
 	}
 	wg.Wait()
 	return res, nil
+}
+
+// inFireOrder queues claimed deliveries per (hunt, sink), oldest fire first: one queue is sent
+// in order, so a receiver reading a hunt's notifications never sees an older window arrive as
+// the latest; queues run side by side.
+func inFireOrder(won []held) [][]held {
+	idx := map[[2]string]int{}
+	var qs [][]held
+	for _, h := range won {
+		k := [2]string{h.HuntID, h.Sink}
+		i, ok := idx[k]
+		if !ok {
+			i = len(qs)
+			idx[k] = i
+			qs = append(qs, nil)
+		}
+		qs[i] = append(qs[i], h)
+	}
+	for _, q := range qs {
+		slices.SortFunc(q, func(a, b held) int { return cmp.Compare(a.Fire, b.Fire) })
+	}
+	return qs
 }
 
 // planFire records the fire's suppression keys (when the hunt suppresses) and writes the first
@@ -376,8 +481,14 @@ func (d *Dispatcher) attempt(ctx context.Context, h Hunt, c held, windowStart in
 	if len(send) == 0 {
 		return StatusSuppressed, "", 0
 	}
-	n := Notification{HuntID: c.HuntID, Fire: time.Unix(c.Fire, 0), WindowStart: time.Unix(windowStart, 0), Severity: h.Severity,
-		Labels: h.Labels, FindingsTotal: len(send), Suppressed: suppressed, IdempotencyKey: c.Key}
+	n := Notification{HuntID: c.HuntID, Description: h.Description, Fire: time.Unix(c.Fire, 0), WindowStart: time.Unix(windowStart, 0),
+		Severity: h.Severity, Labels: h.Labels, HuntURL: HuntURL(d.o.Config.ExternalURL, c.HuntID),
+		FindingsTotal: len(send), Suppressed: suppressed, IdempotencyKey: c.Key}
+	if sink.Type == TypeAlertmanager {
+		// From the attempt, not the fire: an alert delivered late (after retries) must still
+		// arrive firing, or Alertmanager would record it resolved and notify nobody.
+		n.EndsAt = now.Add(sink.ResolveAfter)
+	}
 	for _, f := range send[:min(len(send), d.o.Config.MaxFindings)] {
 		n.Findings = append(n.Findings, json.RawMessage(f.JSON))
 	}
@@ -385,7 +496,11 @@ func (d *Dispatcher) attempt(ctx context.Context, h Hunt, c held, windowStart in
 	if err != nil {
 		return StatusDead, err.Error(), 0
 	}
-	r := post(ctx, d.o.HTTPClient, sink, c.Key, body)
+	client := d.o.HTTPClient
+	if cl, ok := d.clients[sink.Name]; ok {
+		client = cl
+	}
+	r := post(ctx, client, sink, c.Key, body)
 	switch r.outcome {
 	case sent:
 		return StatusDelivered, "", 0

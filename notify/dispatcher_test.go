@@ -1,12 +1,16 @@
 package notify
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -298,7 +302,7 @@ func TestSinkURLNeverInLastError(t *testing.T) {
 	token := string(secret(t))
 	url := recv.URL + "/services/" + token
 	recv.Close() // connection refused from now on
-	cfg := &Config{Sinks: []Sink{{Name: "chat", Type: TypeSlack, URL: url, Timeout: time.Second}},
+	cfg := &Config{Sinks: []Sink{{Name: "chat", Type: TypeSlack, URLs: []string{url}, Timeout: time.Second, Lookback: testHistory}},
 		Routes: []Route{{Sinks: []string{"chat"}}}, MaxFindings: 20, Horizon: time.Hour}
 	fire := baseFire()
 	commit(t, db, "brute", fire, `{"host":"a"}`)
@@ -377,8 +381,8 @@ func TestRedirectIsPermanent(t *testing.T) {
 	other := newReceiver(t)
 	redirect := httptest.NewServer(http.RedirectHandler(other.URL, http.StatusTemporaryRedirect))
 	defer redirect.Close()
-	s := Sink{Name: "soc", Type: TypeWebhook, URL: redirect.URL, Secret: secret(t), Timeout: 5 * time.Second}
-	r := post(context.Background(), newHTTPClient(), s, "k", []byte(`{}`))
+	s := Sink{Name: "soc", Type: TypeWebhook, URLs: []string{redirect.URL}, Secret: secret(t), Timeout: 5 * time.Second}
+	r := post(context.Background(), newHTTPClient(nil), s, "k", []byte(`{}`))
 	if r.outcome != permanent || len(other.requests()) != 0 {
 		t.Errorf("outcome %v (%v), %d requests followed the redirect", r.outcome, r.err, len(other.requests()))
 	}
@@ -390,8 +394,8 @@ func TestBackoffDoesNotStarveNewerFires(t *testing.T) {
 	db := testDB(t)
 	up, down := newReceiver(t), newReceiver(t)
 	down.fail = 1 << 30
-	cfg := &Config{Sinks: []Sink{{Name: "up", Type: TypeWebhook, URL: up.URL, Timeout: 5 * time.Second},
-		{Name: "down", Type: TypeWebhook, URL: down.URL, Timeout: 5 * time.Second}},
+	cfg := &Config{Sinks: []Sink{{Name: "up", Type: TypeWebhook, URLs: []string{up.URL}, Timeout: 5 * time.Second, Lookback: testHistory},
+		{Name: "down", Type: TypeWebhook, URLs: []string{down.URL}, Timeout: 5 * time.Second, Lookback: testHistory}},
 		Routes: []Route{{Sinks: []string{"up", "down"}}}, MaxFindings: 20, Horizon: DefaultHorizon}
 	o := testOptions(db, cfg, "pod-a")
 	o.Batch, o.RetryBase, o.RetryMax = 2, time.Hour, time.Hour // a poll reads at most 8 fires
@@ -406,4 +410,65 @@ func TestBackoffDoesNotStarveNewerFires(t *testing.T) {
 		}
 		return len(up.ok(t)) == 12
 	})
+}
+
+// A sink that echoes the request (its Authorization header) in an error answer does not get
+// its bearer token or basic password into hunt_delivery.last_error or the Dispatcher's log.
+func TestEchoingSinkSecretsNotStoredOrLogged(t *testing.T) {
+	db := testDB(t)
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = fmt.Fprintf(w, "upstream said no to Authorization: %s", r.Header.Get("Authorization"))
+	}))
+	defer echo.Close()
+	token, pass := string(secret(t)), string(secret(t))
+	cfg := &Config{Sinks: []Sink{
+		{Name: "bearer", Type: TypeAlertmanager, URLs: []string{echo.URL}, Bearer: token, Timeout: 5 * time.Second, Lookback: testHistory},
+		{Name: "basic", Type: TypeWebhook, URLs: []string{echo.URL}, User: "hunt", Pass: pass, Timeout: 5 * time.Second, Lookback: testHistory}},
+		Routes: []Route{{Sinks: []string{"bearer", "basic"}}}, MaxFindings: 20, Horizon: time.Hour}
+	fire := baseFire()
+	commit(t, db, "brute", fire, `{"host":"a"}`)
+	var logs syncBuffer
+	o := testOptions(db, cfg, "pod-a")
+	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	d := newDispatcher(t, db, []Hunt{{ID: "brute"}}, o)
+	chtest.Eventually(t, 30*time.Second, "a failed attempt of each sink", func() bool {
+		_, _ = d.Poll(context.Background())
+		ds := deliveries(t, db)
+		return ds[key{"brute", fire.Unix(), "bearer"}].Status == StatusRetry && ds[key{"brute", fire.Unix(), "basic"}].Status == StatusRetry
+	})
+	basic := base64.StdEncoding.EncodeToString([]byte("hunt:" + pass))
+	for k, dl := range deliveries(t, db) {
+		if !strings.Contains(dl.LastError, "upstream said no") || !strings.Contains(dl.LastError, "[redacted]") {
+			t.Errorf("%s: last_error %q, want the answer with the credential redacted", k.Sink, dl.LastError)
+		}
+		for _, sec := range []string{token, pass, basic} {
+			if strings.Contains(dl.LastError, sec) {
+				t.Errorf("%s: last_error carries a credential: %q", k.Sink, dl.LastError)
+			}
+		}
+	}
+	for _, sec := range []string{token, pass, basic} {
+		if strings.Contains(logs.String(), sec) {
+			t.Errorf("the log carries a credential:\n%s", logs.String())
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

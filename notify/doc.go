@@ -6,6 +6,9 @@
 // same hunt_id and run_id) and delivers each (hunt, fire, sink) at least once:
 //
 //   - only committed runs are read, so an attempt that never committed never sends;
+//   - a sink is owed only fires committed after it was first enabled (a row in hunt_delivery
+//     records that, read back by every Dispatcher), plus its lookback, so enabling a sink
+//     does not page for history; one hunt's deliveries to a sink go oldest fire first;
 //   - the state of every (hunt, fire, sink) is a row in hunt_delivery (newest by updated):
 //     pending, delivering (a claim with a lease), retry, delivered, dead or suppressed;
 //   - a sender claims a delivery with a conditional INSERT … SELECT stamped by the server clock,

@@ -30,14 +30,22 @@ func testDB(t testing.TB) *chtest.DB {
 // findings rows under run_id, then the watermark row carrying the run.
 func commit(t testing.TB, db *chtest.DB, hunt string, fire time.Time, findings ...string) uuid.UUID {
 	t.Helper()
+	return commitAt(t, db, hunt, fire, time.Time{}, findings...)
+}
+
+// commitAt is commit with the commit's time (hunt_watermark.updated) given; zero is now on
+// the server clock.
+func commitAt(t testing.TB, db *chtest.DB, hunt string, fire, committed time.Time, findings ...string) uuid.UUID {
+	t.Helper()
 	run := uuid.New()
 	attempt(t, db, hunt, fire, run, findings...)
 	err := db.Conn.Exec(context.Background(), "INSERT INTO "+chstore.QuoteIdent(db.Name)+"."+chstore.TableWatermark+
 		" (hunt_id, watermark, claim_id, updated, run_id, run_owner, run_start, run_rows, run_started)"+
-		" SELECT {h:String}, toDateTime({f:Int64}, 'UTC'), generateUUIDv4(), now64(6), toUUID({r:String}), 'test',"+
+		" SELECT {h:String}, toDateTime({f:Int64}, 'UTC'), generateUUIDv4(),"+
+		" if({c:Int64} = 0, now64(6), fromUnixTimestamp64Micro({c:Int64}, 'UTC')), toUUID({r:String}), 'test',"+
 		" toDateTime({f:Int64} - 300, 'UTC'), {n:UInt64}, now64(6)",
 		clickhouse.Named("h", hunt), clickhouse.Named("f", fire.Unix()), clickhouse.Named("r", run.String()),
-		clickhouse.Named("n", uint64(len(findings))))
+		clickhouse.Named("n", uint64(len(findings))), clickhouse.Named("c", unixMicro(committed)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +166,7 @@ func secret(t testing.TB) []byte {
 
 func webhookConfig(url string, key []byte) *Config {
 	return &Config{
-		Sinks:       []Sink{{Name: "soc", Type: TypeWebhook, URL: url, Secret: key, Timeout: 5 * time.Second}},
+		Sinks:       []Sink{{Name: "soc", Type: TypeWebhook, URLs: []string{url}, Secret: key, Timeout: 5 * time.Second, Lookback: testHistory}},
 		Routes:      []Route{{Sinks: []string{"soc"}}},
 		MaxFindings: DefaultMaxFindings, Horizon: DefaultHorizon,
 	}
@@ -204,7 +212,7 @@ func deliveries(t testing.TB, db *chtest.DB) map[key]Delivery {
 	t.Helper()
 	st := store{conn: db.Conn, db: db.Name}
 	rows, err := db.Conn.Query(context.Background(), `SELECT hunt_id, toInt64(fire), sink, status, attempts, last_error, owner, idempotency_key
-FROM (`+st.newestSQL("1")+`)`)
+FROM (`+st.newestSQL("hunt_id != ''")+`)`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,3 +242,14 @@ func countStatus(ds map[key]Delivery, status string) int {
 
 // baseFire is a recent whole minute, inside the Dispatcher's lookback.
 func baseFire() time.Time { return time.Now().UTC().Truncate(time.Minute).Add(-3 * time.Hour) }
+
+// testHistory is the lookback of the tests' sinks: their fires are committed just before the
+// Dispatcher starts, that is before it first enables the sink, and are owed all the same.
+const testHistory = time.Hour
+
+func unixMicro(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}

@@ -17,8 +17,8 @@ func TestMetricsRecordOutcomes(t *testing.T) {
 	db := testDB(t)
 	ok, bad := newReceiver(t), newReceiver(t)
 	bad.fail, bad.failCode = 1<<30, 400
-	cfg := &Config{Sinks: []Sink{{Name: "ok", Type: TypeWebhook, URL: ok.URL, Timeout: 5 * time.Second},
-		{Name: "bad", Type: TypeWebhook, URL: bad.URL, Timeout: 5 * time.Second}},
+	cfg := &Config{Sinks: []Sink{{Name: "ok", Type: TypeWebhook, URLs: []string{ok.URL}, Timeout: 5 * time.Second, Lookback: testHistory},
+		{Name: "bad", Type: TypeWebhook, URLs: []string{bad.URL}, Timeout: 5 * time.Second, Lookback: testHistory}},
 		Routes: []Route{{Sinks: []string{"ok", "bad"}}}, MaxFindings: 20, Horizon: DefaultHorizon}
 	reader := sdkmetric.NewManualReader()
 	m, err := NewMetrics(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test"))

@@ -7,16 +7,19 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Hunt is what the Dispatcher needs of one hunt definition.
 type Hunt struct {
-	ID       string
-	Severity string
-	Labels   map[string]string
+	ID          string
+	Description string
+	Severity    string
+	Labels      map[string]string
 	// Notify is the hunt's own notify: list; nil leaves it to the config's routes.
 	Notify   []string
 	Suppress *Suppress
@@ -34,11 +37,16 @@ type Source func() []Hunt
 
 // Notification is one (hunt, fire) as every sink type renders it.
 type Notification struct {
-	HuntID         string
-	Fire           time.Time
-	WindowStart    time.Time
-	Severity       string
-	Labels         map[string]string
+	HuntID      string
+	Description string // the hunt's description:
+	Fire        time.Time
+	WindowStart time.Time
+	Severity    string
+	Labels      map[string]string
+	// HuntURL is the hunt's status page (Config.ExternalURL/hunts/<id>), or empty.
+	HuntURL string
+	// EndsAt ends an Alertmanager alert (the attempt's time + the sink's resolve_after).
+	EndsAt         time.Time
 	Findings       []json.RawMessage // the first MaxFindings, ordered by finding_id
 	FindingsTotal  int               // findings notified (after suppression)
 	Suppressed     int               // findings of the fire not sent because of suppress:
@@ -80,9 +88,24 @@ func (n Notification) webhook() WebhookPayload {
 
 // Alert is one Alertmanager api/v2 postable alert (the shape of models.PostableAlert).
 type Alert struct {
-	Labels      map[string]string `json:"labels"`
-	Annotations map[string]string `json:"annotations"`
-	StartsAt    string            `json:"startsAt"`
+	Labels       map[string]string `json:"labels"`
+	Annotations  map[string]string `json:"annotations"`
+	StartsAt     string            `json:"startsAt"`
+	EndsAt       string            `json:"endsAt,omitempty"`
+	GeneratorURL string            `json:"generatorURL,omitempty"`
+}
+
+// FireLabel carries the fire (RFC 3339) on every alert: each fire's findings are an alert of
+// their own, with a fingerprint stable across retries, so a fire with new findings adds an
+// alert to the hunt's group and Alertmanager notifies it at the next group_interval.
+const FireLabel = "fire"
+
+// HuntURL is the status page of a hunt under externalURL; empty without one.
+func HuntURL(externalURL, huntID string) string {
+	if externalURL == "" {
+		return ""
+	}
+	return strings.TrimRight(externalURL, "/") + "/hunts/" + url.PathEscape(huntID)
 }
 
 // alertLabelName maps a hunt label name to a Prometheus label name: '.' and '-', which hunt
@@ -101,18 +124,28 @@ func (n Notification) alerts() []Alert {
 	for k, v := range n.Labels {
 		labels[alertLabelName(k)] = v
 	}
-	// Ours are set last: a hunt label cannot rename the alert or hide its severity.
+	// Ours are set last: a hunt label cannot rename the alert, hide its severity or its fire,
+	// or leave the common label.
 	labels["alertname"], labels["hunt_id"], labels["severity"] = n.HuntID, n.HuntID, n.Severity
+	labels[FireLabel] = rfc3339(n.Fire)
+	labels[CommonLabel] = CommonLabelValue
 	ann := map[string]string{
 		"summary":         n.summary(),
 		"findings_total":  strconv.Itoa(n.FindingsTotal),
 		"window":          rfc3339(n.WindowStart) + " – " + rfc3339(n.Fire),
 		"idempotency_key": n.IdempotencyKey,
 	}
+	if n.Description != "" {
+		ann["description"] = n.Description
+	}
 	if len(n.Findings) > 0 {
 		ann["first_finding"] = string(n.Findings[0])
 	}
-	return []Alert{{Labels: labels, Annotations: ann, StartsAt: n.Fire.UTC().Format(time.RFC3339Nano)}}
+	a := Alert{Labels: labels, Annotations: ann, StartsAt: n.Fire.UTC().Format(time.RFC3339Nano), GeneratorURL: n.HuntURL}
+	if !n.EndsAt.IsZero() {
+		a.EndsAt = n.EndsAt.UTC().Format(time.RFC3339Nano)
+	}
+	return []Alert{a}
 }
 
 func (n Notification) summary() string {
@@ -121,9 +154,10 @@ func (n Notification) summary() string {
 }
 
 // slack is the body of a Slack-compatible incoming webhook (Slack, Mattermost, Rocket.Chat).
+// Everything from the hunt or its findings is data: slackText makes it inert.
 func (n Notification) slack() map[string]string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "*%s* (%s): %d finding(s) in %s – %s", n.HuntID, n.Severity, n.FindingsTotal,
+	fmt.Fprintf(&b, "*%s* (%s): %d finding(s) in %s – %s", slackText(n.HuntID), slackText(n.Severity), n.FindingsTotal,
 		rfc3339(n.WindowStart), rfc3339(n.Fire))
 	if len(n.Findings) > 0 {
 		b.WriteString("\n```")
@@ -132,19 +166,48 @@ func (n Notification) slack() map[string]string {
 				fmt.Fprintf(&b, "\n… and %d more", n.FindingsTotal-i)
 				break
 			}
-			line := string(f)
-			if len(line) > 300 {
-				line = line[:297] + "..."
-			}
-			b.WriteString("\n" + line)
+			b.WriteString("\n" + slackCode(cut(string(f), 300)))
 		}
 		b.WriteString("\n```")
 	}
 	return map[string]string{"text": b.String()}
 }
 
+// slackText escapes the three characters Slack's mrkdwn gives meaning to, so that finding
+// content such as <!channel>, <!here>, <@U123> or <https://evil|bank> is shown, not acted on.
+var slackText = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
+
+// slackCode is slackText for text inside a ``` block: mrkdwn has no escape for a backtick,
+// so a zero-width space is put between any two, and no run of three can close the block.
+func slackCode(s string) string {
+	s = slackText(s)
+	for strings.Contains(s, "``") {
+		s = strings.ReplaceAll(s, "``", "`\u200b`")
+	}
+	return s
+}
+
+// cut shortens s to at most n bytes on a rune boundary, marking the cut.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n - 3
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "..."
+}
+
 // Body renders the notification for a sink type. The body is the same on every attempt.
 func (n Notification) Body(sinkType string) ([]byte, error) {
+	// Findings are copied into the body as they are (raw JSON), and stored rows can hold any
+	// bytes: every body is made valid UTF-8 here. Strings are already (encoding/json).
+	fs := make([]json.RawMessage, len(n.Findings))
+	for i, f := range n.Findings {
+		fs[i] = json.RawMessage(strings.ToValidUTF8(string(f), "\uFFFD"))
+	}
+	n.Findings = fs
 	var v any
 	switch sinkType {
 	case TypeWebhook:

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func testNotification() Notification {
@@ -102,5 +103,49 @@ func TestSignature(t *testing.T) {
 	}
 	if !strings.HasPrefix(Sign(key, body), "sha256=") || len(Sign(key, body)) != 7+64 {
 		t.Errorf("signature %q", Sign(key, body))
+	}
+}
+
+// Slack: finding content cannot mention (<!channel>, <!here>, <@user>), link, or close the
+// code block (```); and every sink's body is valid UTF-8, whatever bytes a finding holds
+// and wherever a long line is cut.
+func TestBodiesInertAndValidUTF8(t *testing.T) {
+	n := testNotification()
+	n.Findings = []json.RawMessage{
+		json.RawMessage(`{"msg":"<!channel> <!here> <@U123> & <https://evil|bank> ` + "```" + ` closed ` + "````" + `"}`),
+		json.RawMessage("{\"bad\":\"\xff\xfe\"}"),
+		json.RawMessage(`{"long":"x` + strings.Repeat("é", 400) + `"}`), // the 300-byte cut falls inside an é
+	}
+	body, err := n.Body(TypeSlack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]string
+	if err := json.Unmarshal(body, &m); err != nil {
+		t.Fatal(err)
+	}
+	text := m["text"]
+	for _, bad := range []string{"<!channel>", "<!here>", "<@U123>", "<https://", " & "} {
+		if strings.Contains(text, bad) {
+			t.Errorf("slack text carries %q: %s", bad, text)
+		}
+	}
+	if !strings.Contains(text, "&lt;!channel&gt;") || !strings.Contains(text, "&amp;") {
+		t.Errorf("slack text not escaped: %s", text)
+	}
+	if !strings.Contains(text, "é...") {
+		t.Errorf("a long finding is not cut on a character boundary: %s", text)
+	}
+	if c := strings.Count(text, "```"); c != 2 {
+		t.Errorf("%d code fences in the slack text, want the block's own two: %s", c, text)
+	}
+	for _, typ := range []string{TypeSlack, TypeWebhook, TypeAlertmanager} {
+		body, err := n.Body(typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !utf8.Valid(body) {
+			t.Errorf("%s body is not valid UTF-8", typ)
+		}
 	}
 }

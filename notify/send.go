@@ -3,6 +3,7 @@ package notify
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -30,16 +31,58 @@ type attemptResult struct {
 }
 
 // newHTTPClient does not follow redirects: a signed body sent on to another host is a leak,
-// and a webhook that moved should be reconfigured, so a 3xx is a permanent failure.
-func newHTTPClient() *http.Client {
-	return &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+// and a webhook that moved should be reconfigured, so a 3xx is a permanent failure. A sink's
+// tls_config gets a transport of its own.
+func newHTTPClient(tlsConfig *tls.Config) *http.Client {
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	if tlsConfig != nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = tlsConfig
+		c.Transport = t
+	}
+	return c
 }
 
-// post sends body to s once.
+// post sends body to every URL of s once (for an alertmanager sink, every replica, as
+// Prometheus does: replicas do not share alerts). The attempt counts as sent when one URL
+// took it, since an Alertmanager cluster then notifies; when none did, it is retryable if any
+// failure was.
 func post(ctx context.Context, client *http.Client, s Sink, key string, body []byte) attemptResult {
 	ctx, cancel := context.WithTimeout(ctx, s.Timeout)
 	defer cancel()
-	target := s.URL
+	res := attemptResult{outcome: permanent}
+	var errs []string
+	took := false
+	for i, target := range s.URLs {
+		r := postOne(ctx, client, s, target, key, body)
+		if r.outcome == sent {
+			took = true
+			continue
+		}
+		if len(s.URLs) > 1 {
+			// Replicas are named by position: a URL may be a credential.
+			errs = append(errs, fmt.Sprintf("url %d: %v", i+1, r.err))
+		} else {
+			errs = append(errs, r.err.Error())
+		}
+		if r.outcome == retryable {
+			res.outcome = retryable
+		}
+		res.retryAfter = max(res.retryAfter, r.retryAfter)
+	}
+	if took {
+		return attemptResult{outcome: sent}
+	}
+	prefix := ""
+	if len(s.URLs) > 1 {
+		prefix = fmt.Sprintf("sink %s: no Alertmanager took the alert: ", s.Name)
+	}
+	res.err = errors.New(redact(prefix+strings.Join(errs, "; "), s.secrets()))
+	return res
+}
+
+// postOne sends body to target once.
+func postOne(ctx context.Context, client *http.Client, s Sink, target, key string, body []byte) attemptResult {
 	if s.Type == TypeAlertmanager {
 		target = strings.TrimRight(target, "/") + "/api/v2/alerts"
 	}
@@ -53,8 +96,11 @@ func post(ctx context.Context, client *http.Client, s Sink, key string, body []b
 	if len(s.Secret) > 0 {
 		req.Header.Set(SignatureHeader, Sign(s.Secret, body))
 	}
-	if s.Bearer != "" {
+	switch {
+	case s.Bearer != "":
 		req.Header.Set("Authorization", "Bearer "+s.Bearer)
+	case s.User != "":
+		req.SetBasicAuth(s.User, s.Pass)
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -75,7 +121,10 @@ func post(ctx context.Context, client *http.Client, s Sink, key string, body []b
 	if code >= 200 && code < 300 {
 		return attemptResult{outcome: sent}
 	}
-	err = fmt.Errorf("sink %s answered %d: %s", s.Name, code, strings.TrimSpace(string(snippet)))
+	// The answer is data, and a sink that echoes the request echoes its credentials: they are
+	// cut out (post) before the text reaches a log or last_error.
+	text := strings.ToValidUTF8(strings.TrimSpace(string(snippet)), "\uFFFD")
+	err = fmt.Errorf("sink %s answered %d: %s", s.Name, code, text)
 	if code >= 500 || code == http.StatusTooManyRequests || code == http.StatusRequestTimeout {
 		res := attemptResult{outcome: retryable, err: err}
 		if n, perr := strconv.Atoi(resp.Header.Get("Retry-After")); perr == nil && n > 0 {
@@ -84,4 +133,21 @@ func post(ctx context.Context, client *http.Client, s Sink, key string, body []b
 		return res
 	}
 	return attemptResult{outcome: permanent, err: err}
+}
+
+// redact replaces every secret in text. A secret cut by the 512-byte snippet is also caught
+// by its first half, so an echo truncated mid-token does not leak most of it.
+func redact(text string, secrets []string) string {
+	for _, sec := range secrets {
+		if len(sec) < 4 {
+			continue
+		}
+		text = strings.ReplaceAll(text, sec, "[redacted]")
+		if half := sec[:len(sec)/2]; len(half) >= 8 && strings.Contains(text, half) {
+			if i := strings.LastIndex(text, half); i >= 0 {
+				text = text[:i] + "[redacted]"
+			}
+		}
+	}
+	return text
 }

@@ -85,6 +85,7 @@ type work struct {
 	Fire        int64
 	RunID       uuid.UUID
 	WindowStart int64
+	Committed   time.Time // the commit's server time (hunt_watermark.updated)
 	Rows        uint64
 	Sinks       map[string]sinkState // newest row per sink that has one
 }
@@ -94,21 +95,40 @@ type sinkState struct {
 	NextAttempt, Lease time.Time
 }
 
-// pending reads committed runs since since (epoch seconds) of the hunts in want (hunt → its
-// sinks) that have findings and something to do now: a sink without a row yet, or a delivery
-// that is claimable on the server clock; oldest fire first, and the server clock. Deliveries
-// waiting for their backoff are left out, so many of them cannot crowd newer fires past limit.
-func (s store) pending(ctx context.Context, want map[string][]string, since int64, limit int) ([]work, time.Time, error) {
+// owed is what a sink is owed of one hunt: fires at or after FireFrom committed at or after
+// CommittedFrom (Dispatcher.owedTo).
+type owed struct {
+	Sink                    string
+	FireFrom, CommittedFrom time.Time
+}
+
+func (o owed) covers(w work) bool {
+	return !time.Unix(w.Fire, 0).Before(o.FireFrom) && !w.Committed.Before(o.CommittedFrom)
+}
+
+// pending reads committed runs since since (epoch seconds) of the hunts in want (hunt → what
+// its sinks are owed) that have findings and something to do now: an owed sink without a row
+// yet, or a delivery that is claimable on the server clock; oldest fire first, and the server
+// clock. Deliveries waiting for their backoff, and fires no sink is owed (history before a
+// sink was enabled), are left out, so many of them cannot crowd newer fires past limit.
+func (s store) pending(ctx context.Context, want map[string][]owed, since int64, limit int) ([]work, time.Time, error) {
 	ids := make([]string, 0, len(want))
 	sinks := make([][]string, 0, len(want))
-	for id, ss := range want {
+	fireFrom := make([][]int64, 0, len(want))
+	commitFrom := make([][]int64, 0, len(want))
+	for id, os := range want {
 		ids = append(ids, id)
-		sinks = append(sinks, ss)
+		var ss []string
+		var ff, cf []int64
+		for _, o := range os {
+			ss, ff, cf = append(ss, o.Sink), append(ff, o.FireFrom.Unix()), append(cf, o.CommittedFrom.UnixMicro())
+		}
+		sinks, fireFrom, commitFrom = append(sinks, ss), append(fireFrom, ff), append(commitFrom, cf)
 	}
-	q := `SELECT c.hunt_id, toInt64(c.fire), c.run_id, toInt64(c.run_start), c.run_rows, now64(3),
+	q := `SELECT c.hunt_id, toInt64(c.fire), c.run_id, toInt64(c.run_start), c.committed, c.run_rows, now64(3),
        d.sinks, d.statuses, d.nexts, d.leases
 FROM (SELECT hunt_id, watermark AS fire, argMax(run_id, updated) AS run_id, argMax(run_start, updated) AS run_start,
-             argMax(run_rows, updated) AS run_rows
+             argMax(run_rows, updated) AS run_rows, max(updated) AS committed
       FROM ` + s.table(chstore.TableWatermark) + `
       WHERE hunt_id IN {ids:Array(String)} AND watermark >= toDateTime({since:Int64}, 'UTC')
       GROUP BY hunt_id, watermark) AS c
@@ -117,13 +137,17 @@ LEFT JOIN (SELECT hunt_id, fire, groupArray(sink) AS sinks, groupArray(status) A
            FROM (` + s.newestSQL("hunt_id IN {ids:Array(String)} AND fire >= toDateTime({since:Int64}, 'UTC')") + `)
            GROUP BY hunt_id, fire) AS d ON d.hunt_id = c.hunt_id AND d.fire = c.fire
 WHERE c.run_rows > 0 AND c.run_id != toUUID('` + nilUUID + `')
-  AND (NOT hasAll(d.sinks, {want:Array(Array(String))}[indexOf({ids:Array(String)}, c.hunt_id)])
+  AND (NOT hasAll(d.sinks, arrayFilter((sk, ff, cf) -> toInt64(c.fire) >= ff AND toUnixTimestamp64Micro(c.committed) >= cf,
+                                       {want:Array(Array(String))}[indexOf({ids:Array(String)}, c.hunt_id)],
+                                       {ff:Array(Array(Int64))}[indexOf({ids:Array(String)}, c.hunt_id)],
+                                       {cf:Array(Array(Int64))}[indexOf({ids:Array(String)}, c.hunt_id)]))
        OR arrayExists((st, nx, ls) -> ls <= now64(3) AND (st = 'delivering' OR (st IN ('pending', 'retry') AND nx <= now64(3))),
                       d.statuses, d.nexts, d.leases))
 ORDER BY c.fire, c.hunt_id
 LIMIT {limit:UInt32}`
 	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"join_use_nulls": 0}))
 	rows, err := s.conn.Query(ctx, q, clickhouse.Named("ids", ids), clickhouse.Named("want", sinks),
+		clickhouse.Named("ff", fireFrom), clickhouse.Named("cf", commitFrom),
 		clickhouse.Named("since", since), clickhouse.Named("limit", uint32(limit)))
 	if err != nil {
 		return nil, time.Time{}, err
@@ -137,7 +161,7 @@ LIMIT {limit:UInt32}`
 			names, statuses   []string
 			nexts, leaseUntil []time.Time
 		)
-		if err := rows.Scan(&w.HuntID, &w.Fire, &w.RunID, &w.WindowStart, &w.Rows, &now, &names, &statuses, &nexts, &leaseUntil); err != nil {
+		if err := rows.Scan(&w.HuntID, &w.Fire, &w.RunID, &w.WindowStart, &w.Committed, &w.Rows, &now, &names, &statuses, &nexts, &leaseUntil); err != nil {
 			return nil, time.Time{}, err
 		}
 		w.Sinks = make(map[string]sinkState, len(names))
@@ -147,6 +171,85 @@ LIMIT {limit:UInt32}`
 		out = append(out, w)
 	}
 	return out, now, rows.Err()
+}
+
+// StatusEnabled marks the row recording when a sink was first enabled: hunt_id ” (no hunt
+// has that id) and fire 0, so no reader of deliveries, which all select hunts or recent fires,
+// ever sees it.
+const StatusEnabled = "enabled"
+
+// enable records, for each sink that has none, when it was first enabled, and returns that
+// time per sink, read back after any write. A write that failed or is not visible yet leaves
+// its sink out, and the caller sends nothing to it.
+//
+// First enabled is now (server clock), unless the sink already has deliveries: then it was
+// enabled when its first one was planned (a sink in use before enablement was recorded, as
+// after an upgrade, keeps what it was owed). Concurrent first enablements each insert a row;
+// the earliest created is the answer, and a reader that sees the newest row not carrying it
+// inserts a copy that does, so that merges (which keep the newest row of the key) keep the
+// earliest time. The rows are also refreshed weekly, so the 30-day TTL of hunt_delivery never
+// expires a sink's enablement.
+func (s store) enable(ctx context.Context, sinks []string, owner string) (map[string]time.Time, error) {
+	out, need, err := s.enablement(ctx, sinks)
+	if err != nil || len(need) == 0 {
+		return out, err
+	}
+	q := `INSERT INTO ` + s.table(chstore.TableDelivery) + ` (` + deliveryCols + `)
+SELECT '', toDateTime(0, 'UTC'), w.s, toUUID('` + nilUUID + `'), '', '` + StatusEnabled + `', 0, '', toDateTime64(0, 3, 'UTC'),
+       if(e.present = 1, e.c, if(h.present = 1, least(h.first, now64(6)), now64(6))), toDateTime64(0, 6, 'UTC'),
+       toUUID('` + nilUUID + `'), {owner:String}, toDateTime64(0, 3, 'UTC'), now64(6)
+FROM (SELECT arrayJoin({sinks:Array(String)}) AS s) AS w
+LEFT JOIN (` + s.markersSQL() + `) AS e ON e.sink = w.s
+LEFT JOIN (SELECT sink, min(created) AS first, 1 AS present FROM ` + s.table(chstore.TableDelivery) + `
+           WHERE hunt_id != '' AND sink IN {sinks:Array(String)} GROUP BY sink) AS h ON h.sink = w.s`
+	if err := s.conn.Exec(writeCtx(ctx), q, clickhouse.Named("sinks", need), clickhouse.Named("owner", owner)); err != nil {
+		return nil, err
+	}
+	out, _, err = s.enablement(ctx, sinks)
+	return out, err
+}
+
+// markersSQL reads the enablement rows of the sinks bound as {sinks}: the earliest created
+// (c), the created of the newest row (nc) and when the newest was written (u).
+func (s store) markersSQL() string {
+	return `SELECT sink, min(created) AS c, argMax(created, updated) AS nc, max(updated) AS u, 1 AS present
+FROM ` + s.table(chstore.TableDelivery) + `
+WHERE hunt_id = '' AND fire = toDateTime(0, 'UTC') AND status = '` + StatusEnabled + `' AND sink IN {sinks:Array(String)}
+GROUP BY sink`
+}
+
+// enablement reads when each sink was first enabled, and which sinks need a row written:
+// none yet, the newest not carrying the earliest time, or not refreshed for a week.
+func (s store) enablement(ctx context.Context, sinks []string) (map[string]time.Time, []string, error) {
+	rows, err := s.conn.Query(ctx, `SELECT sink, c, toBool(nc != c OR u < now64(6) - INTERVAL 7 DAY) FROM (`+s.markersSQL()+`)`,
+		clickhouse.Named("sinks", sinks))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	out := map[string]time.Time{}
+	var need []string
+	for rows.Next() {
+		var name string
+		var c time.Time
+		var stale bool
+		if err := rows.Scan(&name, &c, &stale); err != nil {
+			return nil, nil, err
+		}
+		out[name] = c
+		if stale {
+			need = append(need, name)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	for _, name := range sinks {
+		if _, ok := out[name]; !ok {
+			need = append(need, name)
+		}
+	}
+	return out, need, nil
 }
 
 // plan writes a first row for each sink of a (hunt, fire) that has none yet. The NOT IN is

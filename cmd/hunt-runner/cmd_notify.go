@@ -81,7 +81,7 @@ func notifyHunts(s *configsrc.Set) []notify.Hunt {
 		if !h.Enabled {
 			continue
 		}
-		nh := notify.Hunt{ID: h.ID, Severity: h.Severity, Labels: h.Labels, Notify: h.Notify}
+		nh := notify.Hunt{ID: h.ID, Description: h.Description, Severity: h.Severity, Labels: h.Labels, Notify: h.Notify}
 		if h.Suppress != nil {
 			nh.Suppress = &notify.Suppress{By: h.Suppress.By, For: h.Suppress.For}
 		}
@@ -243,7 +243,10 @@ func devNotify(c *cli.Context, out io.Writer, conn driver.Conn, database, owner 
 	}
 	if cfg == nil {
 		cfg = &notify.Config{File: "(dev)", MaxFindings: notify.DefaultMaxFindings, Horizon: notify.DefaultHorizon,
-			Sinks:  []notify.Sink{{Name: "dev", Type: notify.TypeWebhook, URL: recvURL, Timeout: notify.DefaultSinkTimeout}},
+			// A lookback, because dev's first fires can commit before the Dispatcher's first
+			// poll has recorded the sink as enabled.
+			Sinks: []notify.Sink{{Name: "dev", Type: notify.TypeWebhook, URLs: []string{recvURL}, Timeout: notify.DefaultSinkTimeout,
+				Lookback: time.Hour}},
 			Routes: []notify.Route{{Sinks: []string{"dev"}}}}
 	}
 	disp, err := newNotifyDispatcher(cfg, conn, database, owner, current, meter, log, c.Duration("tick"))

@@ -6,11 +6,12 @@ require (
 	github.com/go-openapi/strfmt v0.27.3
 	github.com/hunt-runner/hunt-runner v0.0.0
 	github.com/prometheus/common v0.72.1
+	golang.org/x/crypto v0.58.0
 )
 
 require (
 	github.com/ClickHouse/ch-go v0.75.0 // indirect
-	github.com/ClickHouse/clickhouse-go/v2 v2.51.0 // indirect
+	github.com/ClickHouse/clickhouse-go/v2 v2.51.0
 	github.com/andybalholm/brotli v1.2.7 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/go-faster/city v1.0.1 // indirect
@@ -35,7 +36,7 @@ require (
 	github.com/go-openapi/swag/yamlutils v0.29.2 // indirect
 	github.com/go-openapi/validate v1.0.0 // indirect
 	github.com/go-viper/mapstructure/v2 v2.5.0 // indirect
-	github.com/google/uuid v1.6.0 // indirect
+	github.com/google/uuid v1.6.0
 	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/oklog/ulid/v2 v2.1.2 // indirect
 	github.com/paulmach/orb v0.14.0 // indirect

@@ -26,6 +26,9 @@ func TestAlertmanagerPayloadPassesUpstreamModels(t *testing.T) {
 		Findings:       []json.RawMessage{json.RawMessage(`{"host":"db1","failures":42}`)},
 		FindingsTotal:  7,
 		IdempotencyKey: notify.IdempotencyKey("brute-force.ssh", 1796119500, "am"),
+		Description:    "Many failed SSH logins from one source.",
+		HuntURL:        notify.HuntURL("https://hunts.example.com", "brute-force.ssh"),
+		EndsAt:         time.Date(2026, 12, 1, 11, 5, 0, 0, time.UTC),
 	}
 	body, err := n.Body(notify.TypeAlertmanager)
 	if err != nil {
@@ -61,8 +64,12 @@ func TestAlertmanagerPayloadPassesUpstreamModels(t *testing.T) {
 		a.Labels["team"] != "secops" || a.Labels["mitre_technique"] != "T1110" {
 		t.Errorf("labels %v", a.Labels)
 	}
-	if !time.Time(a.StartsAt).Equal(n.Fire) {
-		t.Errorf("startsAt %v, want the fire %v", time.Time(a.StartsAt), n.Fire)
+	if !time.Time(a.StartsAt).Equal(n.Fire) || !time.Time(a.EndsAt).Equal(n.EndsAt) {
+		t.Errorf("startsAt %v endsAt %v, want the fire %v and %v", time.Time(a.StartsAt), time.Time(a.EndsAt), n.Fire, n.EndsAt)
+	}
+	if a.GeneratorURL.String() != "https://hunts.example.com/hunts/brute-force.ssh" || a.Annotations["description"] != n.Description ||
+		a.Labels[notify.CommonLabel] != notify.CommonLabelValue || a.Labels[notify.FireLabel] != "2026-12-01T10:05:00Z" {
+		t.Errorf("generatorURL %q, annotations %v, labels %v", a.GeneratorURL, a.Annotations, a.Labels)
 	}
 	if a.Annotations["findings_total"] != "7" || !strings.Contains(a.Annotations["summary"], "7 finding") {
 		t.Errorf("annotations %v", a.Annotations)
