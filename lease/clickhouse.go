@@ -36,8 +36,8 @@ FROM (SELECT hunt_id, argMax((fire, owner, claim_id, claimed, lease_until), (cla
 // Newest is the greatest (watermark, updated): commits only ever raise a hunt's watermark, so
 // a late-landing or lagging row can never move progress back, whatever the clocks say.
 func NewestWatermarkSQL(database, param string) string {
-	return `SELECT hunt_id, t.1 AS watermark, t.2 AS claim_id, t.3 AS run_id
-FROM (SELECT hunt_id, argMax((watermark, claim_id, run_id), (watermark, updated)) AS t
+	return `SELECT hunt_id, t.1 AS watermark, t.2 AS claim_id, t.3 AS run_id, t.4 AS interval_seconds
+FROM (SELECT hunt_id, argMax((watermark, claim_id, run_id, interval_seconds), (watermark, updated)) AS t
       FROM ` + chstore.QuoteIdent(database) + `.` + chstore.TableWatermark + `
       WHERE hunt_id IN {` + param + `:Array(String)} GROUP BY hunt_id)`
 }
@@ -87,7 +87,8 @@ func chunks[T any](all []T) [][]T {
 }
 
 func (s chStore) Read(ctx context.Context, hunts []string) (View, error) {
-	v := View{Leases: make(map[string]Row, len(hunts)), Watermarks: make(map[string]int64, len(hunts)), Tied: map[string]bool{}}
+	v := View{Leases: make(map[string]Row, len(hunts)), Watermarks: make(map[string]int64, len(hunts)),
+		WatermarkIntervals: map[string]int64{}, Tied: map[string]bool{}}
 	for _, part := range chunks(uniq(hunts)) {
 		if err := s.read(ctx, part, &v); err != nil {
 			return v, err
@@ -102,7 +103,7 @@ func (s chStore) read(ctx context.Context, hunts []string, v *View) error {
 	// One row per requested hunt, each carrying the server clock, so the clock and the
 	// rows come from the same round trip.
 	q := `SELECT b.h, now64(6), l.hunt_id != '', toInt64(l.fire), l.owner, l.claim_id, l.claimed, l.until, l.tied,
-       w.hunt_id != '', toInt64(w.watermark)
+       w.hunt_id != '', toInt64(w.watermark), toInt64(w.interval_seconds)
 FROM (SELECT arrayJoin({ids:Array(String)}) AS h) AS b
 LEFT JOIN (` + NewestLeaseSQL(s.database, "ids") + `) AS l ON l.hunt_id = b.h
 LEFT JOIN (` + NewestWatermarkSQL(s.database, "ids") + `) AS w ON w.hunt_id = b.h`
@@ -118,10 +119,10 @@ LEFT JOIN (` + NewestWatermarkSQL(s.database, "ids") + `) AS w ON w.hunt_id = b.
 			h, owner           string
 			now, claimed, till time.Time
 			hasL, hasW, tied   bool
-			fire, wm           int64
+			fire, wm, inForce  int64
 			id                 uuid.UUID
 		)
-		if err := rows.Scan(&h, &now, &hasL, &fire, &owner, &id, &claimed, &till, &tied, &hasW, &wm); err != nil {
+		if err := rows.Scan(&h, &now, &hasL, &fire, &owner, &id, &claimed, &till, &tied, &hasW, &wm, &inForce); err != nil {
 			return err
 		}
 		if first {
@@ -135,6 +136,9 @@ LEFT JOIN (` + NewestWatermarkSQL(s.database, "ids") + `) AS w ON w.hunt_id = b.
 		}
 		if hasW {
 			v.Watermarks[h] = wm
+			if inForce > 0 {
+				v.WatermarkIntervals[h] = inForce
+			}
 		}
 	}
 	if err := rows.Err(); err != nil {

@@ -39,6 +39,10 @@ type Lease struct {
 	// range another commit already covered.
 	Watermark    int64
 	HasWatermark bool
+	// WatermarkInterval is the hunt's interval in seconds when that watermark was committed (0:
+	// unknown). The run caps its catch-up with it, so shortening an interval does not turn the
+	// rest of the old interval into a gap.
+	WatermarkInterval int64
 }
 
 // Outcome is how one fire of a Claim batch ended; runner uses it as a metric label.

@@ -47,6 +47,9 @@ type View struct {
 	Now        time.Time        // the store's clock when it read
 	Leases     map[string]Row   // newest lease row per hunt; absent = never leased
 	Watermarks map[string]int64 // newest watermark per hunt; absent = never run
+	// WatermarkIntervals is the hunt's interval (seconds) when its newest watermark was
+	// committed; absent = unknown (a row from before layout 3, or a store that does not keep it).
+	WatermarkIntervals map[string]int64
 	// Tied holds the hunts whose newest claimed is shared by a row of another claim id. The
 	// claim_id tie-break is only what readers agree on until a merge: ReplacingMergeTree
 	// (claimed) keeps the last inserted of tied rows, whatever its claim id, so a verify
@@ -254,7 +257,8 @@ func (p *protocol) winners(ctx context.Context, landed []Row, verify View, freeR
 		}
 		wm, hasWM := verify.Watermarks[c.HuntID]
 		won := Lease{HuntID: l.HuntID, Fire: l.Fire, Owner: l.Owner, ClaimID: l.ClaimID, Claimed: l.Claimed, Until: l.Until,
-			Trusted: freeRead.Add(p.provisionalLease() - p.settle), Watermark: wm, HasWatermark: hasWM}
+			Trusted: freeRead.Add(p.provisionalLease() - p.settle), Watermark: wm, HasWatermark: hasWM,
+			WatermarkInterval: verify.WatermarkIntervals[c.HuntID]}
 		if hasWM && wm >= c.Fire {
 			res.AlreadyRun = append(res.AlreadyRun, f)
 			continue

@@ -973,3 +973,30 @@ func TestCommitWaitsForARenewalInFlight(t *testing.T) {
 		}
 	}
 }
+
+// Shortening an interval (1h to 1m) with no outage leaves no gap: the lease carries the
+// interval the newest watermark was committed under, and the run's catch-up cap uses it. The
+// commit records the new interval for the run after it.
+func TestRunnerShortenedIntervalLeavesNoGap(t *testing.T) {
+	e := newEnv(t)
+	h := Hunt{ID: "shortened", Interval: 60, Offset: 7, Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
+	fire := e.latest(h)
+	// The last hourly fire committed 50 minutes ago: more than the new interval's default cap
+	// (24 minutes), well inside the old one's.
+	e.exec("INSERT INTO hunt_watermark (hunt_id, watermark, claim_id, updated, interval_seconds) "+
+		"SELECT ?, toDateTime(?, 'UTC'), generateUUIDv4(), now64(6), 3600", "shortened", fire-3000)
+	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
+	e.tickUntil(r, "the first run under the new interval to commit", func() bool {
+		wm, _ := e.watermarkOf("shortened")
+		return wm > fire-3000
+	})
+	runs := e.runs("shortened")
+	if len(runs) != 1 || runs[0].Status != StatusSucceeded || runs[0].Start != fire-3000 {
+		t.Fatalf("runs %+v, want one success from %d and no gap", runs, fire-3000)
+	}
+	var inForce uint32
+	e.scan(&inForce, "SELECT argMax(interval_seconds, (watermark, updated)) FROM hunt_watermark WHERE hunt_id = 'shortened'")
+	if inForce != 60 {
+		t.Fatalf("the commit recorded interval %d, want 60", inForce)
+	}
+}

@@ -175,7 +175,7 @@ func (r *Runner) execute(j *job) {
 	l := j.currentLease()
 	// The window starts where the claim's verify read saw progress, not where the tick's
 	// snapshot did: a peer may have committed in between, and the commit compares against it.
-	w := runWindow(h, l.Watermark, l.HasWatermark, j.fire)
+	w := runWindowAfter(h, l.Watermark, l.HasWatermark, l.WatermarkInterval, j.fire)
 	if j.backfill != nil {
 		w = backfillWindow(h, j.backfill, l, j.fire)
 	}
@@ -189,7 +189,8 @@ func (r *Runner) execute(j *job) {
 
 	startedLocal := time.Now()
 	run := watermark.Run{HuntID: h.ID, Fire: j.fire, RunID: runID, Owner: r.opts.Owner,
-		WindowStart: w.Start, WindowEnd: w.End, Started: startedLocal.UTC(), Kind: watermark.KindScheduled}
+		WindowStart: w.Start, WindowEnd: w.End, Started: startedLocal.UTC(), Kind: watermark.KindScheduled,
+		Interval: h.Interval}
 	if j.requested {
 		run.Kind = watermark.KindRequest
 	}

@@ -279,7 +279,7 @@ func TestRunWindow(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			w := runWindow(&tc.h, tc.wm, tc.hasWM, tc.fire)
+			w := runWindowAfter(&tc.h, tc.wm, tc.hasWM, 0, tc.fire)
 			want := window{Span: schedule.Span{Start: tc.start, End: tc.end, GapStart: tc.gapStart, GapEnd: tc.gapEnd}, DataStart: tc.dataStart, DataEnd: tc.dataEnd}
 			if !reflect.DeepEqual(w, want) {
 				t.Fatalf("window %+v\nwant   %+v", w, want)

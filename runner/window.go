@@ -17,14 +17,9 @@ type window struct {
 
 func (w window) hasGap() bool { return w.HasGap() }
 
-// runWindow is the window of fire for h given the watermark its claim verified.
-func runWindow(h *Hunt, watermark int64, hasWatermark bool, fire int64) window {
-	return runWindowAfter(h, watermark, hasWatermark, 0, fire)
-}
-
-// runWindowAfter is runWindow for a watermark committed while the hunt's interval was inForce
-// seconds (hunt_watermark.interval_seconds; 0 when unknown), with the catch-up cap of
-// catchupCap.
+// runWindowAfter is the window of fire for h given the watermark its claim verified, committed
+// while the hunt's interval was inForce seconds (hunt_watermark.interval_seconds, carried by
+// the lease; 0 when unknown), with the catch-up cap of catchupCap.
 func runWindowAfter(h *Hunt, watermark int64, hasWatermark bool, inForce, fire int64) window {
 	s := schedule.RunSpan(watermark, hasWatermark, fire, h.Interval, catchupCap(h, inForce))
 	return window{

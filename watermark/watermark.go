@@ -145,6 +145,9 @@ type Run struct {
 	// FindingsDropped counts result rows past the hunt's max_findings, not stored.
 	FindingsDropped uint64
 	Kind            string // KindScheduled (default), KindRequest, KindBackfill
+	// Interval is the hunt's interval in seconds when the run committed
+	// (hunt_watermark.interval_seconds): the next run's catch-up cap uses it.
+	Interval int64
 }
 
 // Run kinds (hunt_run.kind and hunt_watermark.kind).
@@ -360,11 +363,11 @@ WHERE b.state = '` + BackfillActive + `' AND toInt64(w.watermark) < toInt64(b.ra
 func (s *Store) Advance(ctx context.Context, l lease.Lease, run Run) error {
 	watermark := run.WindowEnd
 	q := `INSERT INTO ` + s.table(chstore.TableWatermark) + ` (hunt_id, watermark, claim_id, updated,
-    run_id, run_owner, run_start, run_rows, run_started, gap_start, gap_end, findings_dropped, kind)
+    run_id, run_owner, run_start, run_rows, run_started, gap_start, gap_end, findings_dropped, kind, interval_seconds)
 SELECT l.hunt_id, toDateTime({wm:Int64}, 'UTC'), l.claim_id, now64(6),
     toUUID({run:String}), {owner:String}, toDateTime({ws:Int64}, 'UTC'), {rows:UInt64},
     fromUnixTimestamp64Micro({started:Int64}, 'UTC'), toDateTime({gs:Int64}, 'UTC'), toDateTime({ge:Int64}, 'UTC'),
-    {dropped:UInt64}, {kind:String}
+    {dropped:UInt64}, {kind:String}, {interval:UInt32}
 FROM (` + lease.NewestLeaseSQL(s.database, "ids") + `) AS l
 LEFT JOIN (` + lease.NewestWatermarkSQL(s.database, "ids") + `) AS w ON w.hunt_id = l.hunt_id
 WHERE l.claim_id = toUUID({claim:String}) AND toInt64(l.fire) = {fire:Int64}
@@ -407,6 +410,7 @@ WHERE l.claim_id = toUUID({claim:String}) AND toInt64(l.fire) = {fire:Int64}
 		clickhouse.Named("ge", run.GapEnd),
 		clickhouse.Named("dropped", run.FindingsDropped),
 		clickhouse.Named("kind", kind),
+		clickhouse.Named("interval", run.Interval),
 	)
 	if err != nil && !lease.Transient(err) {
 		return fmt.Errorf("watermark: advance %s to %d: %w", l.HuntID, watermark, err)
