@@ -86,7 +86,8 @@ func huntSubtree(ctx context.Context, conn driver.Conn, tree *astNode) (*astNode
 
 // checkParams are the values the check binds: any values of the parameters' types do, since
 // the server substitutes them after parsing, as literals.
-var checkParams = clickhouse.Parameters{ParamLimit: "1", "window_start": "946684800", "window_end": "946684800"}
+var checkParams = clickhouse.Parameters{ParamLimit: "1", ParamMaxFindingBytes: "1", ParamMaxRunBytes: "1",
+	ParamRowBytes: "1", "window_start": "946684800", "window_end": "946684800"}
 
 // identifiersReadable refuses quoted identifiers the server's EXPLAIN output could not show on
 // one line: an escaped newline in a name would print as lines of its own, and a hunt could

@@ -287,7 +287,7 @@ func quoteJSONKey(s string) string {
 // window bound; nothing runs).
 func describe(ctx context.Context, conn driver.Conn, query string, start, end time.Time) (map[string]string, []string, error) {
 	qctx := clickhouse.Context(ctx, clickhouse.WithParameters(clickhouse.Parameters{
-		"window_start": epochParam(start), "window_end": epochParam(end)}))
+		"window_start": runner.EpochParam(start), "window_end": runner.EpochParam(end)}))
 	rows, err := conn.Query(qctx, "DESCRIBE TABLE (\n"+configsrc.TrimQuery(query)+"\n)")
 	if err != nil {
 		return nil, nil, err
@@ -304,16 +304,6 @@ func describe(ctx context.Context, conn driver.Conn, query string, start, end ti
 		order = append(order, name)
 	}
 	return types, order, rows.Err()
-}
-
-// epochParam renders an instant as the runner binds the window parameters (epoch seconds).
-func epochParam(t time.Time) string {
-	ms := t.UnixMilli()
-	sign := ""
-	if ms < 0 {
-		sign, ms = "-", -ms
-	}
-	return fmt.Sprintf("%s%d.%03d", sign, ms/1000, ms%1000)
 }
 
 func setDiff(a, b []string) []string {

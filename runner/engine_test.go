@@ -1000,3 +1000,25 @@ func TestRunnerShortenedIntervalLeavesNoGap(t *testing.T) {
 		t.Fatalf("the commit recorded interval %d, want 60", inForce)
 	}
 }
+
+// A hunt may declare its window parameters as DateTime (whole seconds): the runner binds them
+// in a form the server parses for DateTime as for DateTime64, so the documented form runs.
+func TestRunnerDateTimeWindowParameters(t *testing.T) {
+	e := newEnv(t)
+	h := Hunt{ID: "seconds", Interval: 60, Offset: 7, MaxFindings: MaxFindingsCeiling,
+		Query: "SELECT host, n FROM events WHERE ts >= {window_start:DateTime} AND ts < {window_end:DateTime('UTC')}"}
+	fire := e.latest(h)
+	e.setWatermark("seconds", fire-60)
+	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
+	e.tickUntil(r, "the DateTime hunt to commit", func() bool {
+		wm, _ := e.watermarkOf("seconds")
+		return wm > fire-60
+	})
+	runs := e.runs("seconds")
+	if len(runs) != 1 || runs[0].Status != StatusSucceeded {
+		t.Fatalf("runs %+v, want one success", runs)
+	}
+	if got, want := e.count("SELECT count() FROM hunt_findings_committed WHERE hunt_id = 'seconds'"), e.eventsIn(runs[0].Start, runs[0].End, 0); got != want {
+		t.Fatalf("findings %d, want %d", got, want)
+	}
+}

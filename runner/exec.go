@@ -18,13 +18,18 @@ import (
 	"github.com/hunt-runner/hunt-runner/configsrc"
 )
 
-// epochParam renders an instant as a DateTime64(3) parameter value. Epoch seconds are read the
-// same whatever the server's or session's time zone, unlike a formatted date.
-func epochParam(t time.Time) string {
+// EpochParam renders an instant as the value of a window parameter. Epoch seconds are read the
+// same whatever the server's or session's time zone, unlike a formatted date. A whole second
+// is sent without a fraction: the server parses "946684800" as DateTime and DateTime64 alike,
+// but refuses "946684800.000" for a {window_start:DateTime} parameter.
+func EpochParam(t time.Time) string {
 	ms := t.UnixMilli()
 	sign := ""
 	if ms < 0 {
 		sign, ms = "-", -ms
+	}
+	if ms%1000 == 0 {
+		return fmt.Sprintf("%s%d", sign, ms/1000)
 	}
 	return fmt.Sprintf("%s%d.%03d", sign, ms/1000, ms%1000)
 }
@@ -77,8 +82,8 @@ func (r *Runner) query(ctx context.Context, h *Hunt, fire int64, runID uuid.UUID
 			configsrc.ParamMaxFindingBytes: strconv.FormatInt(caps.findingMax, 10),
 			configsrc.ParamMaxRunBytes:     strconv.FormatInt(caps.runMax, 10),
 			configsrc.ParamRowBytes:        strconv.FormatInt(caps.rowBytes, 10),
-			"window_start":                 epochParam(w.DataStart),
-			"window_end":                   epochParam(w.DataEnd),
+			"window_start":                 EpochParam(w.DataStart),
+			"window_end":                   EpochParam(w.DataEnd),
 		}),
 		clickhouse.WithSettings(clickhouse.Settings{
 			"max_execution_time": int(timeout / time.Second),

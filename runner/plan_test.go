@@ -293,12 +293,13 @@ func TestEpochParam(t *testing.T) {
 		t    time.Time
 		want string
 	}{
-		{at(1764410400), "1764410400.000"},
+		{at(1764410400), "1764410400"},
 		{at(1764410400).Add(250 * time.Millisecond), "1764410400.250"},
-		{at(0), "0.000"},
+		{at(0), "0"},
+		{at(-1).Add(-250 * time.Millisecond), "-1.250"},
 	} {
-		if got := epochParam(tc.t); got != tc.want {
-			t.Errorf("epochParam(%v) = %q, want %q", tc.t, got, tc.want)
+		if got := EpochParam(tc.t); got != tc.want {
+			t.Errorf("EpochParam(%v) = %q, want %q", tc.t, got, tc.want)
 		}
 	}
 }

@@ -33,7 +33,13 @@ type Findings struct {
 // store. It writes nothing: `hunt-runner test` and `preview` use it, and the findings of a
 // preview must be the findings a run commits.
 func Preview(ctx context.Context, conn driver.Conn, h Hunt, start, end time.Time) (Findings, error) {
-	r := &Runner{huntConn: conn}
+	// The options a run has by default (byte caps, logger), so a preview stores what a fire
+	// with default flags would.
+	opts := Options{Owner: "preview"}
+	if err := opts.setDefaults(); err != nil {
+		return Findings{}, err
+	}
+	r := &Runner{huntConn: conn, opts: opts, log: opts.Logger}
 	f, err := r.query(ctx, &h, end.Unix(), uuid.Nil, window{DataStart: start.UTC(), DataEnd: end.UTC()})
 	return Findings{Docs: f.docs, Total: f.total, Dropped: f.dropped}, err
 }
