@@ -289,14 +289,16 @@ func safeKey(k string) string {
 	return "(a key)"
 }
 
-// withoutValue removes a value the schedule package quoted in its message.
+// withoutValue removes a value the schedule package quoted in its message. A unit it quotes
+// ("min" of 5min) stays when it is a short word: the author cannot fix what is not named, and a
+// few letters are no secret.
 func withoutValue(msg, value string) string {
 	if value == "" {
 		return msg
 	}
 	msg = strings.ReplaceAll(msg, " "+strconv.Quote(value), "")
 	msg = quotedRe.ReplaceAllStringFunc(msg, func(q string) string {
-		if inner := q[1 : len(q)-1]; inner != "" && strings.Contains(value, inner) {
+		if inner := q[1 : len(q)-1]; inner != "" && strings.Contains(value, inner) && !unitWordRe.MatchString(q) {
 			return "…"
 		}
 		return q
@@ -311,3 +313,6 @@ func withoutValue(msg, value string) string {
 }
 
 var quotedRe = regexp.MustCompile(`"[^"]*"`)
+
+// unitWordRe is a quoted unit short enough to name (min, secs, hours, weeks).
+var unitWordRe = regexp.MustCompile(`^"[A-Za-z]{1,7}"$`)

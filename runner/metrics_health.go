@@ -33,15 +33,23 @@ const (
 //	hunt_runner_last_success_timestamp_seconds{hunt_id}  absent until the hunt's first success
 //	hunt_runner_never_succeeded{hunt_id}                  1 while an owed hunt has no success
 //	hunt_runner_consecutive_failures{hunt_id}
-//	hunt_runner_hunt_files_invalid                        problems in the hunt files last loaded
+//	hunt_runner_hunt_files_invalid                        problems in the hunt files loaded, offline and server-side
+//	hunt_runner_hunts_stale                               hunts held at their last good definition
 //	hunt_runner_reloads_total{outcome}                    ok|error
 type healthGauges struct {
 	reloads metric.Int64Counter
 
-	mu       sync.Mutex
-	hunts    map[string]HuntHealth
-	invalid  int64
-	reloaded bool
+	mu    sync.Mutex
+	hunts map[string]HuntHealth
+	files func() (HuntFiles, bool)
+}
+
+// HuntFiles is what the hunt-file gauges report: the problems of the set the runner holds
+// (the loader's, so the server check's refusals count as the offline check's do) and the hunts
+// it keeps at their last good definition because their file broke.
+type HuntFiles struct {
+	Invalid int
+	Stale   int
 }
 
 func (m *Metrics) registerHealth(meter metric.Meter) error {
@@ -50,6 +58,11 @@ func (m *Metrics) registerHealth(meter metric.Meter) error {
 	if g.reloads, err = meter.Int64Counter("hunt_runner_reloads",
 		metric.WithDescription("Reads of the hunt source by outcome: ok, error.")); err != nil {
 		return err
+	}
+	// Both outcomes exist from the start, so rates and increase() have a series before the
+	// first reload (a fresh dashboard has no hole, HuntSourceUnreadable compares both).
+	for _, o := range []string{ReloadOK, ReloadError} {
+		g.reloads.Add(context.Background(), 0, metric.WithAttributes(attribute.String("outcome", o)))
 	}
 	interval, err := meter.Int64ObservableGauge("hunt_runner_hunt_interval", metric.WithUnit("s"),
 		metric.WithDescription("Each hunt's interval, to compare lag with."))
@@ -77,7 +90,12 @@ func (m *Metrics) registerHealth(meter metric.Meter) error {
 		return err
 	}
 	invalid, err := meter.Int64ObservableGauge("hunt_runner_hunt_files_invalid",
-		metric.WithDescription("Problems in the hunt files last loaded; a broken file keeps its hunt at the last good definition, or out."))
+		metric.WithDescription("Problems in the hunt files loaded, offline and server-side; a broken file keeps its hunt at the last good definition, or out."))
+	if err != nil {
+		return err
+	}
+	stale, err := meter.Int64ObservableGauge("hunt_runner_hunts_stale",
+		metric.WithDescription("Hunts this runner keeps at their last good definition because their file now has a problem: the edit is not live."))
 	if err != nil {
 		return err
 	}
@@ -99,11 +117,14 @@ func (m *Metrics) registerHealth(meter metric.Meter) error {
 			}
 			o.ObserveInt64(never, n, a)
 		}
-		if g.reloaded {
-			o.ObserveInt64(invalid, g.invalid)
+		if g.files != nil {
+			if f, ok := g.files(); ok {
+				o.ObserveInt64(invalid, int64(f.Invalid))
+				o.ObserveInt64(stale, int64(f.Stale))
+			}
 		}
 		return nil
-	}, interval, lag, lastSuccess, never, failures, invalid)
+	}, interval, lag, lastSuccess, never, failures, invalid, stale)
 	return err
 }
 
@@ -117,17 +138,22 @@ func (m *Metrics) SetHuntHealth(h map[string]HuntHealth) {
 	m.health.mu.Unlock()
 }
 
-// Reloaded counts one reload of the hunt source; problems is the loaded set's problem count
-// (ignored for ReloadError, which keeps the previous set and its count).
-func (m *Metrics) Reloaded(ctx context.Context, outcome string, problems int) {
+// Reloaded counts one reload of the hunt source.
+func (m *Metrics) Reloaded(ctx context.Context, outcome string) {
 	if m == nil {
 		return
 	}
 	m.health.reloads.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(attribute.String("outcome", outcome)))
-	if outcome == ReloadError {
+}
+
+// ObserveHuntFiles has the hunt-file gauges read f at every collection (false: nothing loaded
+// yet, so nothing is reported). f reads the set the runner holds, not one read of the source,
+// so a problem only the server finds, and a hunt kept at its last good definition, count.
+func (m *Metrics) ObserveHuntFiles(f func() (HuntFiles, bool)) {
+	if m == nil {
 		return
 	}
 	m.health.mu.Lock()
-	m.health.invalid, m.health.reloaded = int64(problems), true
+	m.health.files = f
 	m.health.mu.Unlock()
 }

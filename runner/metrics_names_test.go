@@ -44,18 +44,22 @@ func TestExportedMetricNames(t *testing.T) {
 	m.setReplicaDelay(time.Second)
 	m.observe(&Runner{behind: map[string]int64{"h": 1}, setHash: "a", pubHash: "b", foreign: map[string]string{"f": "other"}})
 	m.SetHuntHealth(map[string]HuntHealth{"h": {Interval: 60, LastSuccess: time.Now()}, "n": {Interval: 60, Lag: 5, ConsecutiveFailures: 2}})
-	m.Reloaded(ctx, ReloadOK, 2)
+	m.Reloaded(ctx, ReloadOK)
+	m.ObserveHuntFiles(func() (HuntFiles, bool) { return HuntFiles{Invalid: 2, Stale: 1}, true })
 
 	rec := httptest.NewRecorder()
 	tel.MetricsHandler.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body := rec.Body.String()
 	got := seriesNames(body)
 	for _, want := range []string{`hunt_runner_never_succeeded{hunt_id="n"} 1`, `hunt_runner_never_succeeded{hunt_id="h"} 0`,
-		`hunt_runner_consecutive_failures{hunt_id="n"} 2`, `hunt_runner_hunt_files_invalid 2`, `hunt_runner_reloads_total{outcome="ok"} 1`,
+		`hunt_runner_consecutive_failures{hunt_id="n"} 2`, `hunt_runner_hunt_files_invalid 2`, `hunt_runner_hunts_stale 1`, `hunt_runner_reloads_total{outcome="ok"} 1`,
 		`hunt_runner_hunt_lag_seconds{hunt_id="n"} 5`, `hunt_runner_hunt_interval_seconds{hunt_id="h"} 60`} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %s", want)
 		}
+	}
+	if !strings.Contains(body, `hunt_runner_reloads_total{outcome="error"} 0`) {
+		t.Error("the reload counter's error outcome is not initialised")
 	}
 	if strings.Contains(body, `hunt_runner_last_success_timestamp_seconds{hunt_id="n"}`) {
 		t.Error("a hunt that never succeeded has a last success time")

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hunt-runner/hunt-runner/watermark"
 )
 
 var updateScreenshot = flag.Bool("update-screenshot", false, "write the status page screenshot to docs/status-page.png")
@@ -123,5 +125,81 @@ func TestStatusPageInChromium(t *testing.T) {
 		if err := os.WriteFile(filepath.Join("..", "docs", "status-page.png"), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestStatusPageShowsWhatAnOperatorLooksFor, in Chromium: severity on the index, and severity,
+// labels, description and query on the hunt's page; a paused hunt says who paused it, why and
+// until when, and has no next fire (nor a place among the upcoming fires); the upcoming fires
+// are listed soonest first; the runners link opens a page, not JSON.
+func TestStatusPageShowsWhatAnOperatorLooksFor(t *testing.T) {
+	bin := chromium(t)
+	db := fixture(t)
+	if err := watermark.New(db.Conn, db.Name).Pause(context.Background(),
+		watermark.Pause{HuntID: "monthly", By: "alice", Reason: "noisy after the proxy change", For: 24 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	entries := fixtureEntries()
+	entries[0].Severity, entries[0].Labels = "high", map[string]string{"team": "soc", "mitre": "T1110"}
+	entries[0].Description = "Brute force against the VPN <gateway>"
+	entries[0].Query = "SELECT user, count() AS n FROM auth WHERE ok = 0 GROUP BY user HAVING n > 20"
+	srv := serveFixture(t, db, entries)
+
+	dom := headless(t, bin, "--dump-dom", srv.URL+"/")
+	if _, row := rowOf(t, dom, "healthy"); !strings.Contains(row, "high") {
+		t.Errorf("healthy row %q lacks its severity", row)
+	}
+	class, row := rowOf(t, dom, "monthly")
+	if class != "paused" || !strings.Contains(row, "by alice, until ") || !strings.Contains(row, "noisy after the proxy change") {
+		t.Errorf("paused row %q (class %q): want who, until when and why", row, class)
+	}
+	raw := regexp.MustCompile(`(?s)<tr id="hunt-monthly"[^>]*>(.*?)</tr>`).FindStringSubmatch(dom)
+	if raw == nil || !strings.Contains(raw[1], `<td class="nowrap"><span class="muted">paused</span></td>`) {
+		t.Errorf("the paused hunt's next-fire cell is not \"paused\": %v", raw)
+	}
+	up := regexp.MustCompile(`(?s)<table id="upcoming">(.*?)</table>`).FindStringSubmatch(dom)
+	if up == nil {
+		t.Fatalf("no upcoming fires:\n%s", dom)
+	}
+	upText := visible(up[1])
+	if !strings.Contains(upText, "healthy") || strings.Contains(upText, "monthly") || strings.Contains(upText, "quiet") {
+		t.Errorf("upcoming fires %q: want healthy, not the paused or the disabled hunt", upText)
+	}
+	if !strings.Contains(dom, `href="/runners"`) {
+		t.Error("no link to the runners page")
+	}
+	runners := headless(t, bin, "--dump-dom", srv.URL+"/runners")
+	if !strings.Contains(runners, `<table id="runners">`) || !strings.Contains(visible(runners), "Runners") {
+		t.Errorf("/runners is not a page:\n%s", runners)
+	}
+	detail := headless(t, bin, "--dump-dom", srv.URL+"/hunts/healthy")
+	text := visible(detail)
+	for _, want := range []string{"high", "team=soc", "mitre=T1110", "Brute force against the VPN <gateway>", entries[0].Query} {
+		if !strings.Contains(text, strings.NewReplacer("<", "&lt;", ">", "&gt;").Replace(want)) && !strings.Contains(text, want) {
+			t.Errorf("the hunt's page lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(detail, "<gateway>") {
+		t.Error("the description is not escaped")
+	}
+	if _, body, _ := strings.Cut(func() string { _, _, b := get(t, srv.URL+"/api/v1/hunts/healthy"); return b }(), "{"); !strings.Contains(body, `"severity": "high"`) ||
+		!strings.Contains(body, `"team": "soc"`) || !strings.Contains(body, `"query": "SELECT user`) {
+		t.Errorf("the API's hunt lacks severity, labels or query: %s", body)
+	}
+	if *updateScreenshot {
+		for page, file := range map[string]string{"/": "status-page-paused.png", "/hunts/healthy": "status-hunt-page.png"} {
+			shot := filepath.Join(t.TempDir(), "shot.png")
+			headless(t, bin, "--window-size=1200,700", "--screenshot="+shot, srv.URL+page)
+			b, err := os.ReadFile(shot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join("..", "docs", file), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, row := rowOf(t, dom, "failing"); strings.Contains(row, "paused") {
+		t.Errorf("failing row %q says paused", row)
 	}
 }

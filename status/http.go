@@ -13,11 +13,12 @@ import (
 
 // Web serves the read-only HTTP API and the status page on the runner's --listen:
 //
-//	GET /api/v1/hunts         {"hunts":[APIHunt…]}
+//	GET /api/v1/hunts         {"hunts":[APIHunt…], "hunt_files": HuntFiles}
 //	GET /api/v1/hunts/{id}    APIHunt plus "runs" (the newest RecentRuns rows of hunt_runs)
 //	GET /api/v1/runners       RunnersReport
 //	GET /                     the page: one row per hunt
 //	GET /hunts/{id}           one hunt and its recent runs
+//	GET /runners              the runners, as a page
 //
 // Every request reads ClickHouse afresh; nothing here writes (pause and backfill stay on the
 // CLI, which holds the privileges to write).
@@ -28,6 +29,11 @@ type Web struct {
 	// Entries is the runner's loaded hunt set; nil, or returning nil, uses the published
 	// schedule.
 	Entries func() []Entry
+	// Files is the health of the runner's hunt files (banner, API "hunt_files", state
+	// "stale"); nil, or returning false, shows none.
+	Files func() (HuntFiles, bool)
+	// Token, when set, is the bearer token every page and API request must carry.
+	Token string
 	// RecentRuns is how many runs a hunt's API answer and page show (default 20).
 	RecentRuns int
 	// RunnersWindow is how far back /api/v1/runners looks for claims and runs (default 15m).
@@ -48,6 +54,9 @@ type APIHunt struct {
 	Paused              bool     `json:"paused"`
 	LastRun             *LastRun `json:"last_run"`
 	ConsecutiveFailures uint32   `json:"consecutive_failures"`
+	State               string   `json:"state"`
+	Stale               bool     `json:"stale"`
+	FileProblem         *string  `json:"file_problem"`
 }
 
 // LastRun is a hunt's newest finished attempt.
@@ -61,7 +70,13 @@ type LastRun struct {
 // APIHuntDetail is GET /api/v1/hunts/{id}.
 type APIHuntDetail struct {
 	APIHunt
-	Runs []Run `json:"runs"`
+	// From the hunt file (absent when the runner has not loaded it).
+	Severity    string            `json:"severity,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Description string            `json:"description,omitempty"`
+	Query       string            `json:"query,omitempty"`
+	Pause       *Pause            `json:"pause,omitempty"`
+	Runs        []Run             `json:"runs"`
 }
 
 func optional(s string) *string {
@@ -75,7 +90,8 @@ func optional(s string) *string {
 func ToAPI(h Hunt) APIHunt {
 	a := APIHunt{ID: h.HuntID, IntervalSeconds: h.IntervalSeconds, PhaseOffset: h.OffsetSeconds,
 		NextFire: optional(h.NextFire), Watermark: optional(h.Watermark), BehindSeconds: h.BehindSeconds,
-		Paused: h.Paused, ConsecutiveFailures: h.ConsecutiveFailures}
+		Paused: h.Paused, ConsecutiveFailures: h.ConsecutiveFailures, State: h.State, Stale: h.Stale,
+		FileProblem: optional(h.FileProblem)}
 	if h.LastRunStatus != "" {
 		a.LastRun = &LastRun{Status: h.LastRunStatus, Finished: h.LastRunTime, Rows: h.LastRunRows, Error: h.LastRunError}
 	}
@@ -90,6 +106,10 @@ func (w *Web) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/runners", w.apiRunners)
 	mux.HandleFunc("GET /{$}", w.pageIndex)
 	mux.HandleFunc("GET /hunts/{id}", w.pageHunt)
+	mux.HandleFunc("GET /runners", w.pageRunners)
+	if w.Token != "" {
+		return requireToken(w.Token, mux)
+	}
 	return mux
 }
 
@@ -113,7 +133,20 @@ func (w *Web) report(ctx context.Context) (Report, error) {
 	if w.Entries != nil {
 		entries = w.Entries()
 	}
-	return Read(ctx, w.Conn, w.Store, w.Database, entries)
+	rep, err := Read(ctx, w.Conn, w.Store, w.Database, entries)
+	if err == nil && w.Files != nil {
+		if f, ok := w.Files(); ok {
+			rep.MarkFiles(f)
+		}
+	}
+	return rep, err
+}
+
+func (w *Web) runnersWindow() time.Duration {
+	if w.RunnersWindow <= 0 {
+		return 15 * time.Minute
+	}
+	return w.RunnersWindow
 }
 
 func (w *Web) recentRuns() int {
@@ -149,8 +182,9 @@ func (w *Web) apiHunts(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := struct {
-		Hunts []APIHunt `json:"hunts"`
-	}{Hunts: make([]APIHunt, 0, len(rep.Hunts))}
+		Hunts     []APIHunt  `json:"hunts"`
+		HuntFiles *HuntFiles `json:"hunt_files,omitempty"`
+	}{Hunts: make([]APIHunt, 0, len(rep.Hunts)), HuntFiles: rep.HuntFiles}
 	for _, h := range rep.Hunts {
 		out.Hunts = append(out.Hunts, ToAPI(h))
 	}
@@ -165,17 +199,14 @@ func (w *Web) apiHunt(rw http.ResponseWriter, r *http.Request) {
 		w.fail(rw, r, err)
 		return
 	}
-	writeJSON(rw, http.StatusOK, APIHuntDetail{APIHunt: ToAPI(h), Runs: runs})
+	writeJSON(rw, http.StatusOK, APIHuntDetail{APIHunt: ToAPI(h), Severity: h.Severity, Labels: h.Labels,
+		Description: h.Description, Query: h.Query, Pause: h.Pause, Runs: runs})
 }
 
 func (w *Web) apiRunners(rw http.ResponseWriter, r *http.Request) {
 	ctx, cancel := w.ctx(r)
 	defer cancel()
-	window := w.RunnersWindow
-	if window <= 0 {
-		window = 15 * time.Minute
-	}
-	rep, err := Runners(ctx, w.Conn, w.Store, w.Database, window)
+	rep, err := Runners(ctx, w.Conn, w.Store, w.Database, w.runnersWindow())
 	if err != nil {
 		w.fail(rw, r, err)
 		return

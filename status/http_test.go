@@ -43,8 +43,8 @@ func TestAPIHuntsShape(t *testing.T) {
 	if err := json.Unmarshal([]byte(body), &raw); err != nil || len(raw) != 1 {
 		t.Fatalf("body %v: %s", err, body)
 	}
-	want := []string{"behind_seconds", "consecutive_failures", "id", "interval_seconds", "last_run", "next_fire", "paused",
-		"phase_offset", "watermark"}
+	want := []string{"behind_seconds", "consecutive_failures", "file_problem", "id", "interval_seconds", "last_run", "next_fire", "paused",
+		"phase_offset", "stale", "state", "watermark"}
 	ids := []string{}
 	for _, h := range raw["hunts"] {
 		var id string

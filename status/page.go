@@ -37,6 +37,17 @@ type indexPage struct {
 	Database string
 	Hunts    []row
 	Counts   []stateCount
+	Files    *HuntFiles
+	Upcoming []row // the next fires, soonest first (paused and disabled hunts have none)
+}
+
+// upcomingFires is how many next fires the index lists.
+const upcomingFires = 10
+
+type runnersPage struct {
+	Now      time.Time
+	Database string
+	R        RunnersReport
 }
 
 type stateCount struct {
@@ -49,11 +60,12 @@ type huntPage struct {
 	Database string
 	H        row
 	Runs     []Run
+	Files    *HuntFiles
 }
 
 // stateRank orders the page: what needs a person comes first.
-var stateRank = map[string]int{StateFailing: 0, StateUnpublished: 1, StateNeverRun: 2, StateBehind: 3,
-	StateRunning: 4, StatePaused: 5, StateOK: 6, StateDisabled: 7}
+var stateRank = map[string]int{StateFailing: 0, StateStale: 1, StateUnpublished: 2, StateNeverRun: 3, StateBehind: 4,
+	StateRunning: 5, StatePaused: 6, StateOK: 7, StateDisabled: 8}
 
 func rows(rep Report) []row {
 	out := make([]row, 0, len(rep.Hunts))
@@ -77,12 +89,19 @@ func (w *Web) pageIndex(rw http.ResponseWriter, r *http.Request) {
 		w.failPage(rw, r, err)
 		return
 	}
-	p := indexPage{Now: rep.now, Database: w.Database, Hunts: rows(rep)}
+	p := indexPage{Now: rep.now, Database: w.Database, Hunts: rows(rep), Files: rep.HuntFiles}
+	for _, r := range p.Hunts {
+		if r.NextFire != "" {
+			p.Upcoming = append(p.Upcoming, r)
+		}
+	}
+	sort.SliceStable(p.Upcoming, func(i, j int) bool { return p.Upcoming[i].NextFire < p.Upcoming[j].NextFire })
+	p.Upcoming = p.Upcoming[:min(len(p.Upcoming), upcomingFires)]
 	counts := map[string]int{}
 	for _, h := range rep.Hunts {
 		counts[h.State]++
 	}
-	for _, s := range []string{StateFailing, StateUnpublished, StateNeverRun, StateBehind, StateRunning, StatePaused, StateOK, StateDisabled} {
+	for _, s := range []string{StateFailing, StateStale, StateUnpublished, StateNeverRun, StateBehind, StateRunning, StatePaused, StateOK, StateDisabled} {
 		if counts[s] > 0 {
 			p.Counts = append(p.Counts, stateCount{s, counts[s]})
 		}
@@ -99,7 +118,19 @@ func (w *Web) pageHunt(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.render(rw, r, "hunt", huntPage{Now: rep.now, Database: w.Database,
-		H: row{Hunt: h, Rank: stateRank[h.State], Now: rep.now}, Runs: runs})
+		H: row{Hunt: h, Rank: stateRank[h.State], Now: rep.now}, Runs: runs, Files: rep.HuntFiles})
+}
+
+func (w *Web) pageRunners(rw http.ResponseWriter, r *http.Request) {
+	ctx, cancel := w.ctx(r)
+	defer cancel()
+	rep, err := Runners(ctx, w.Conn, w.Store, w.Database, w.runnersWindow())
+	if err != nil {
+		w.failPage(rw, r, err)
+		return
+	}
+	now, _ := parse(rep.Now)
+	w.render(rw, r, "runners", runnersPage{Now: now, Database: w.Database, R: rep})
 }
 
 func (w *Web) render(rw http.ResponseWriter, r *http.Request, name string, data any) {

@@ -155,6 +155,7 @@ LIMIT {n:UInt32}`, clickhouse.Named("h", hunt), clickhouse.Named("n", uint32(lim
 			return nil, fmt.Errorf("read hunt_runs: %w", err)
 		}
 		r.Fire, r.WindowStart, r.WindowEnd, r.Started, r.Finished = rfc(fire), rfc(ws), rfc(we), rfc(started), rfc(finished)
+		r.Error = CleanError(r.Error)
 		out = append(out, r)
 	}
 	return out, rows.Err()

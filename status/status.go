@@ -24,6 +24,11 @@ type Entry struct {
 	Interval int64
 	Offset   int64
 	Enabled  bool
+	// From the hunt file, when the entries are loaded hunts (the published schedule has none).
+	Severity    string
+	Labels      map[string]string
+	Description string
+	Query       string
 }
 
 // Snapshotter is the coordination state status reads (watermark.Store implements it).
@@ -33,10 +38,16 @@ type Snapshotter interface {
 
 // Hunt is one hunt's status. Times are RFC 3339 UTC; absent values are omitted from JSON.
 type Hunt struct {
-	HuntID          string `json:"hunt_id"`
-	IntervalSeconds int64  `json:"interval_seconds"`
-	OffsetSeconds   int64  `json:"offset_seconds"`
-	Enabled         bool   `json:"enabled"`
+	HuntID string `json:"hunt_id"`
+	// Severity, Labels, Description and Query come from the hunt file (absent when status
+	// reads only the published schedule).
+	Severity        string            `json:"severity,omitempty"`
+	Labels          map[string]string `json:"labels,omitempty"`
+	Description     string            `json:"description,omitempty"`
+	Query           string            `json:"query,omitempty"`
+	IntervalSeconds int64             `json:"interval_seconds"`
+	OffsetSeconds   int64             `json:"offset_seconds"`
+	Enabled         bool              `json:"enabled"`
 	// Unpublished: runners have state for the hunt, or the hunt files define it, but
 	// hunt_schedule has no row for it (materialise has not published it): KEDA's backlog
 	// does not count it.
@@ -74,11 +85,17 @@ type Hunt struct {
 	Gaps                   uint64 `json:"gaps"` // gap rows (skipped ranges) recorded within RecentWindow
 	OverrunCount           uint64 `json:"overrun_count"`
 	TooAggressive          bool   `json:"too_aggressive"`
+
+	// Stale: the hunt runs an older definition than its file, because the file now has a
+	// problem (FileProblem); the edit is not live. See Report.MarkFiles.
+	Stale       bool   `json:"stale,omitempty"`
+	FileProblem string `json:"file_problem,omitempty"`
 }
 
 // States of Hunt.State, in the order the page ranks them (worst first).
 const (
 	StateFailing     = "failing"     // the newest attempt failed (consecutive_failures > 0)
+	StateStale       = "stale"       // its file has a problem; runners keep the last good definition
 	StateUnpublished = "unpublished" // runners know it, hunt_schedule does not
 	StateNeverRun    = "never-run"   // enabled, owed, and no attempt has finished yet
 	StateBehind      = "behind"      // owes a fire older than two intervals
@@ -95,7 +112,9 @@ type Report struct {
 	// Runners are the live runners (LiveRule says which), by owner.
 	Runners     []Runner `json:"runners"`
 	RunnersLive string   `json:"runners_live"`
-	now         time.Time
+	// HuntFiles is set when the hunt files were read (a runner's, or `status --hunts-dir`).
+	HuntFiles *HuntFiles `json:"hunt_files,omitempty"`
+	now       time.Time
 }
 
 // Time is the report's clock (ClickHouse's now at the snapshot).
@@ -184,7 +203,8 @@ func Read(ctx context.Context, conn driver.Conn, store Snapshotter, database str
 func build(snap watermark.Snapshot, e Entry, unpublished bool, pub publishedEntry, lr runSummary, pause *Pause) Hunt {
 	st := snap.Hunts[e.HuntID]
 	now := snap.Now.Unix()
-	hs := Hunt{HuntID: e.HuntID, IntervalSeconds: e.Interval, OffsetSeconds: e.Offset, Enabled: e.Enabled,
+	hs := Hunt{HuntID: e.HuntID, Severity: e.Severity, Labels: e.Labels, Description: e.Description, Query: e.Query,
+		IntervalSeconds: e.Interval, OffsetSeconds: e.Offset, Enabled: e.Enabled,
 		Unpublished: unpublished, ConsecutiveFailures: st.ConsecutiveFailures, OverrunCount: st.OverrunCount,
 		TooAggressive: st.TooAggressive, Gaps: lr.gaps, FindingsLastDay: lr.findingsDay,
 		FindingsDroppedLastDay: lr.droppedDay, Paused: pause != nil, Pause: pause, Backfills: backfillsOf(snap, e.HuntID)}
@@ -209,7 +229,7 @@ func build(snap watermark.Snapshot, e Entry, unpublished bool, pub publishedEntr
 		hs.BehindSeconds = schedule.Behind(now, row, ss)
 	}
 	if lr.hasLast {
-		hs.LastRunStatus, hs.LastRunError, hs.LastRunRows = lr.status, lr.errText, lr.rows
+		hs.LastRunStatus, hs.LastRunError, hs.LastRunRows = lr.status, CleanError(lr.errText), lr.rows
 		hs.LastRunTime, hs.LastRunFire = rfc(lr.finished), rfc(lr.fire)
 	}
 	switch {
@@ -219,6 +239,9 @@ func build(snap watermark.Snapshot, e Entry, unpublished bool, pub publishedEntr
 		// No commit within RecentWindow: the watermark is the newest committed fire, and its
 		// run finished after it.
 		hs.LastSuccess = rfcSec(st.Watermark)
+	}
+	if hs.Paused {
+		hs.NextFire = "" // a paused hunt fires at no time until resumed
 	}
 	hs.State = stateOf(hs, lr)
 	return hs

@@ -23,13 +23,15 @@ func backfillCommand() *cli.Command {
 			"Progress is kept under the backfill's own key, never in the hunt's lease or watermark.\n" +
 			"--chunk defaults to the hunt's published interval. --gaps requests one backfill per recorded\n" +
 			"gap (hunt_runs status 'gap') that no active backfill of the same range covers yet.\n" +
-			"Times are RFC 3339 or epoch seconds; --to may not be in the future.",
+			"Times are RFC 3339 or epoch seconds; --to may not be in the future. HUNT must be an enabled hunt of\n" +
+			"the published schedule (a typo is refused with the nearest id); --force requests it anyway, with --chunk.",
 		Flags: concat(clickhouseFlags(), []cli.Flag{
 			&cli.StringFlag{Name: "from", Usage: "start of the range (inclusive)"},
 			&cli.StringFlag{Name: "to", Usage: "end of the range (exclusive)"},
 			&cli.StringFlag{Name: "chunk", Usage: "length of one chunk (default: the hunt's interval)"},
 			&cli.BoolFlag{Name: "gaps", Usage: "backfill every recorded gap of the hunt"},
 			&cli.StringFlag{Name: "by", Usage: "who asks, recorded with the backfill (default: user@host)"},
+			forceFlag(),
 		}),
 		Action: backfillAction,
 		Subcommands: []*cli.Command{
@@ -79,9 +81,12 @@ func backfillAction(c *cli.Context) error {
 	}
 	var chunk int64
 	if s := c.String("chunk"); s != "" {
-		d, err := schedule.ParseDuration(s)
+		d, err := parseDuration(s)
 		if err != nil {
 			return cli.Exit("backfill: --chunk: "+err.Error(), exitUsage)
+		}
+		if d < time.Second || d%time.Second != 0 {
+			return cli.Exit(fmt.Sprintf("backfill: --chunk %s is not a whole number of seconds (at least 1s)", s), exitUsage)
 		}
 		chunk = int64(d / time.Second)
 	}
@@ -98,7 +103,10 @@ func backfillAction(c *cli.Context) error {
 	if to > now {
 		return cli.Exit(fmt.Sprintf("backfill: --to %s is in the future (server now %s); live runs cover what is to come", rfcSec(to), rfcSec(now)), exitUsage)
 	}
-	entry := warnUnpublished(c, conn, chOpts.Database, id)
+	entry, err := requirePublished(c, conn, chOpts.Database, id)
+	if err != nil {
+		return err
+	}
 	if chunk == 0 {
 		if entry == nil || entry.Interval <= 0 {
 			return cli.Exit("backfill: the hunt is not published, so its interval is unknown: give --chunk", exitUsage)

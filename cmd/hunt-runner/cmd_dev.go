@@ -30,17 +30,17 @@ func devCommand() *cli.Command {
 			"schema and a `sample` database of auth, process and DNS events that keeps growing, loads the\n" +
 			"hunts (default examples/hunts, reloaded on change), materialises them and runs them, printing\n" +
 			"every run and its findings. Ctrl-C stops it. Nothing here is meant for production.",
-		Flags: concat(sourceFlags(), []cli.Flag{
+		Flags: concat(sourceFlags(), statusAuthFlags(), []cli.Flag{
 			&cli.StringFlag{Name: "chdb-lib", EnvVars: []string{"CHDB_LIB_PATH"}, Usage: "path of libchdb.so (make chdb)"},
 			&cli.StringFlag{Name: "clickhouse-listen", Value: "127.0.0.1:8123", Usage: "where the embedded ClickHouse serves its HTTP interface"},
 			&cli.StringFlag{Name: "data", Usage: "chDB data directory, kept across runs (default: a temporary directory)"},
 			&cli.StringFlag{Name: "database", Value: chstore.DefaultDatabase, Usage: "coordination database"},
 			&cli.StringFlag{Name: "listen", Value: "127.0.0.1:8080", Usage: "runner /metrics /healthz /readyz"},
 			&cli.StringFlag{Name: "shim-listen", Value: "127.0.0.1:8081", Usage: "KEDA shim (GET /keda/hunt-backlog); empty disables it"},
-			&cli.DurationFlag{Name: "tick", Value: 2 * time.Second, Usage: "runner tick"},
+			durationFlag(&cli.DurationFlag{Name: "tick", Value: 2 * time.Second, Usage: "runner tick"}),
 			&cli.IntFlag{Name: "concurrency", Value: 4, Usage: "hunt runs in flight"},
-			&cli.DurationFlag{Name: "sample-every", Value: 5 * time.Second, Usage: "how often fresh sample events are generated"},
-			&cli.DurationFlag{Name: "backfill", Value: 15 * time.Minute, Usage: "sample events generated into the past at start"},
+			durationFlag(&cli.DurationFlag{Name: "sample-every", Value: 5 * time.Second, Usage: "how often fresh sample events are generated"}),
+			durationFlag(&cli.DurationFlag{Name: "backfill", Value: 15 * time.Minute, Usage: "sample events generated into the past at start"}),
 			&cli.IntFlag{Name: "show", Value: 3, Usage: "findings printed per run"},
 			notifyConfigFlag,
 			huntSetFlag(),
@@ -174,12 +174,17 @@ func devAction(c *cli.Context) error {
 	if h, err := os.Hostname(); err == nil {
 		owner = h + "-dev"
 	}
+	token, err := statusToken(c, c.String("listen"))
+	if err != nil {
+		return err
+	}
 	printer := &runPrinter{w: out, conn: conn, db: db, show: c.Int("show")}
 	w, err := buildWorker(ctx, workerConfig{
 		conn: conn, database: db, huntSet: huntSetName, consistency: string(consistency.Mode), owner: owner, service: "hunt-runner-dev",
 		src: src, policy: policy, reload: c.Duration("reload-interval"), listen: c.String("listen"),
-		loop:  runner.Options{Tick: c.Duration("tick"), Concurrency: c.Int("concurrency")},
-		onRun: printer.print,
+		statusToken: token,
+		loop:        runner.Options{Tick: c.Duration("tick"), Concurrency: c.Int("concurrency")},
+		onRun:       printer.print,
 	}, log)
 	if err != nil {
 		return cli.Exit(err.Error(), exitError)

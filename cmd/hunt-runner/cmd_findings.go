@@ -20,7 +20,7 @@ func findingsCommand() *cli.Command {
 		Description: "Only findings of runs that committed (hunt_watermark holds their run) are printed; rows of\n" +
 			"attempts that failed or were lost never are. docs/findings.md has the same SQL for Grafana.",
 		Flags: concat(clickhouseFlags(), []cli.Flag{
-			&cli.DurationFlag{Name: "since", Value: time.Hour, Usage: "fires at or after now − since"},
+			durationFlag(&cli.DurationFlag{Name: "since", Value: time.Hour, Usage: "fires at or after now − since (30m, 6h, 7d)"}),
 			&cli.IntFlag{Name: "limit", Value: 100, Usage: "at most this many findings"},
 			&cli.BoolFlag{Name: "json", Usage: "print a JSON array"},
 		}),

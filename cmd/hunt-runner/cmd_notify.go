@@ -131,7 +131,7 @@ func keepPath(display func(string) string, notifyPath string) func(string) strin
 }
 
 func notifyCommand() *cli.Command {
-	since := &cli.DurationFlag{Name: "since", Value: 24 * time.Hour, Usage: "fires at or after now − since"}
+	since := durationFlag(&cli.DurationFlag{Name: "since", Value: 24 * time.Hour, Usage: "fires at or after now − since (30m, 6h, 7d)"})
 	return &cli.Command{
 		Name:  "notify",
 		Usage: "notification deliveries: status (pending and dead letters) and retry (re-queue dead letters)",

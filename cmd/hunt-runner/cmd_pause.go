@@ -8,7 +8,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hunt-runner/hunt-runner/schedule"
-	"github.com/hunt-runner/hunt-runner/status"
 	"github.com/hunt-runner/hunt-runner/watermark"
 )
 
@@ -21,12 +20,15 @@ func pauseCommand() *cli.Command {
 			"claiming the hunt at their next tick; a run already in flight finishes. The due backlog\n" +
 			"leaves the hunt out, so autoscaling does not wake for it. Without --for or --until it lasts\n" +
 			"until `hunt-runner resume HUNT`. On resume the hunt continues from its watermark within\n" +
-			"max_catchup; older fires are recorded as a gap (replay them with `backfill HUNT --gaps`).",
+			"max_catchup; older fires are recorded as a gap (replay them with `backfill HUNT --gaps`).\n" +
+			"HUNT must be an enabled hunt of the published schedule (a typo is refused with the nearest id);\n" +
+			"--force pauses any id, for a hunt about to be published.",
 		Flags: concat(clickhouseFlags(), []cli.Flag{
 			&cli.StringFlag{Name: "for", Usage: "pause for this long (30m, 2h, 1d12h)"},
 			&cli.StringFlag{Name: "until", Usage: "pause until this time: RFC 3339 or epoch seconds"},
 			&cli.StringFlag{Name: "reason", Usage: "why, shown by status"},
 			&cli.StringFlag{Name: "by", Usage: "who pauses, shown by status (default: user@host)"},
+			forceFlag(),
 		}),
 		Action: pauseAction,
 	}
@@ -37,8 +39,11 @@ func resumeCommand() *cli.Command {
 		Name:      "resume",
 		Usage:     "end a hunt's pause",
 		ArgsUsage: "HUNT",
+		Description: "HUNT must be paused, or an enabled hunt of the published schedule (a typo is refused with\n" +
+			"the nearest id); --force writes the resume for any id.",
 		Flags: concat(clickhouseFlags(), []cli.Flag{
 			&cli.StringFlag{Name: "by", Usage: "who resumes (default: user@host)"},
+			forceFlag(),
 		}),
 		Action: resumeAction,
 	}
@@ -73,8 +78,11 @@ func pauseAction(c *cli.Context) error {
 		return cli.Exit("pause: give --for or --until, not both", exitUsage)
 	}
 	if f := c.String("for"); f != "" {
-		if p.For, err = schedule.ParseDuration(f); err != nil {
+		if p.For, err = parseDuration(f); err != nil {
 			return cli.Exit("pause: --for: "+err.Error(), exitUsage)
+		}
+		if p.For < time.Second {
+			return cli.Exit(fmt.Sprintf("pause: --for %s is shorter than a second; leave --for out to pause until resumed", f), exitUsage)
 		}
 	}
 	var until int64
@@ -97,7 +105,9 @@ func pauseAction(c *cli.Context) error {
 	if until != 0 && until <= now {
 		return cli.Exit(fmt.Sprintf("pause: --until %s is not in the future (server now %s)", rfcSec(until), rfcSec(now)), exitUsage)
 	}
-	warnUnpublished(c, conn, chOpts.Database, id)
+	if _, err := requirePublished(c, conn, chOpts.Database, id); err != nil {
+		return err
+	}
 	if err := watermark.New(conn, chOpts.Database).Pause(c.Context, p); err != nil {
 		return cli.Exit(err.Error(), exitError)
 	}
@@ -129,6 +139,11 @@ func resumeAction(c *cli.Context) error {
 		return cli.Exit(err.Error(), exitError)
 	}
 	if !snap.Hunts[id].PausedAt(snap.Now) {
+		// Resuming a paused hunt is always allowed (even one retired since); anything else
+		// must be a hunt that exists, or the resume is a typo's ghost row.
+		if _, err := requirePublished(c, conn, chOpts.Database, id); err != nil {
+			return err
+		}
 		fmt.Fprintf(c.App.ErrWriter, "warning: %s is not paused; writing the resume anyway\n", id)
 	}
 	if err := store.Resume(c.Context, id, byFlag(c)); err != nil {
@@ -148,21 +163,4 @@ func serverNow(c *cli.Context, conn driver.Conn) (int64, error) {
 		return 0, cli.Exit(fmt.Sprintf("read the server clock: %v", err), exitError)
 	}
 	return int64(now), nil
-}
-
-// warnUnpublished warns when id is not an enabled hunt of the published schedule (a typo, or a
-// hunt materialise has not published yet); the write goes ahead either way.
-func warnUnpublished(c *cli.Context, conn driver.Conn, database, id string) *status.Entry {
-	sched, err := status.Published(c.Context, conn, database)
-	if err != nil {
-		fmt.Fprintf(c.App.ErrWriter, "warning: could not read the published schedule: %v\n", err)
-		return nil
-	}
-	for i, e := range sched {
-		if e.HuntID == id && e.Enabled {
-			return &sched[i]
-		}
-	}
-	fmt.Fprintf(c.App.ErrWriter, "warning: %q is not an enabled hunt of the published schedule\n", id)
-	return nil
 }

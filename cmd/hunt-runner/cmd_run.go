@@ -21,18 +21,18 @@ func runFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "listen", Value: ":8080", EnvVars: envFor("listen"),
 			Usage: "address serving /metrics, /healthz, /readyz, the status page (/) and the read-only API (/api/v1/…)"},
-		&cli.DurationFlag{Name: "tick", Value: 5 * time.Second, EnvVars: envFor("tick"),
-			Usage: "how often due fires are planned and claimed"},
+		durationFlag(&cli.DurationFlag{Name: "tick", Value: 5 * time.Second, EnvVars: envFor("tick"),
+			Usage: "how often due fires are planned and claimed"}),
 		&cli.IntFlag{Name: "concurrency", Value: 4, EnvVars: envFor("concurrency"),
 			Usage: "hunt runs in flight at once in this process"},
 		&cli.IntFlag{Name: "max-queued", EnvVars: envFor("max-queued"),
 			Usage: "won fires that may wait for a run slot (default 0: sized to what the slots finish during two claim cycles); a claim takes at most concurrency + max-queued − held"},
-		&cli.DurationFlag{Name: "lease", Value: lease.DefaultLease, EnvVars: envFor("lease"),
-			Usage: "lease length; renewed every lease/3 while a hunt runs"},
-		&cli.DurationFlag{Name: "settle", Value: lease.DefaultSettle, EnvVars: envFor("settle"),
-			Usage: "claim settle; must exceed twice the replica lag (lease must be at least 4× settle)"},
-		&cli.DurationFlag{Name: "grace", Value: 30 * time.Second, EnvVars: envFor("grace"),
-			Usage: "on SIGTERM, how long running hunts may finish before they are cancelled"},
+		durationFlag(&cli.DurationFlag{Name: "lease", Value: lease.DefaultLease, EnvVars: envFor("lease"),
+			Usage: "lease length; renewed every lease/3 while a hunt runs"}),
+		durationFlag(&cli.DurationFlag{Name: "settle", Value: lease.DefaultSettle, EnvVars: envFor("settle"),
+			Usage: "claim settle; must exceed twice the replica lag (lease must be at least 4× settle)"}),
+		durationFlag(&cli.DurationFlag{Name: "grace", Value: 30 * time.Second, EnvVars: envFor("grace"),
+			Usage: "on SIGTERM, how long running hunts may finish before they are cancelled"}),
 		&cli.StringFlag{Name: "owner", EnvVars: envFor("owner"),
 			Usage: "this runner's identity in lease rows (default: the host name, the pod name under Kubernetes)"},
 		&cli.Int64Flag{Name: "max-finding-bytes", Value: runner.DefaultMaxFindingBytes, EnvVars: envFor("max-finding-bytes"),
@@ -51,7 +51,7 @@ func runCommand() *cli.Command {
 		Description: "Every --tick the runner reads ClickHouse's clock and the coordination state in one query,\n" +
 			"claims every due fire in one batch and runs the winners, at most --concurrency at a time.\n" +
 			"SIGTERM stops claiming and lets running hunts finish within --grace; the exit code is then 0.",
-		Flags:  concat(clickhouseFlags(), sourceFlags(), runFlags(), huntsFlags(), []cli.Flag{notifyConfigFlag, huntSetFlag()}),
+		Flags:  concat(clickhouseFlags(), sourceFlags(), runFlags(), statusAuthFlags(), huntsFlags(), []cli.Flag{notifyConfigFlag, huntSetFlag()}),
 		Action: runAction,
 	}
 }
@@ -69,6 +69,10 @@ func runAction(c *cli.Context) error {
 		return err
 	}
 	notifyCfg, err := loadNotifyConfig(c)
+	if err != nil {
+		return err
+	}
+	token, err := statusToken(c, c.String("listen"))
 	if err != nil {
 		return err
 	}
@@ -102,7 +106,7 @@ func runAction(c *cli.Context) error {
 	w, err := buildWorker(ctx, workerConfig{
 		conn: conn, huntConn: huntConn, database: chOpts.Database, consistency: string(chOpts.Consistency),
 		huntSet: set, owner: owner, service: "hunt-runner", src: src, policy: policy, reload: c.Duration("reload-interval"),
-		listen: c.String("listen"), replicas: true,
+		listen: c.String("listen"), statusToken: token, replicas: true,
 		lease: lease.Options{Lease: c.Duration("lease"), Settle: c.Duration("settle")},
 		loop: runner.Options{Tick: c.Duration("tick"), Concurrency: c.Int("concurrency"), MaxQueued: c.Int("max-queued"),
 			Grace: c.Duration("grace"), MaxFindingBytes: c.Int64("max-finding-bytes"), MaxRunFindingsBytes: c.Int64("max-run-findings-bytes")},

@@ -12,7 +12,6 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/provision"
-	"github.com/hunt-runner/hunt-runner/schedule"
 )
 
 func schemaCommand() *cli.Command {
@@ -180,10 +179,10 @@ func retentionFlags(c *cli.Context) (chstore.Retention, error) {
 	return r, nil
 }
 
-// ttlDays reads a TTL flag as hunt files write durations; ClickHouse's TTL here is in days, so
-// anything else would be silently rounded.
+// ttlDays reads a TTL flag with the flags' duration grammar; ClickHouse's TTL here is in days,
+// so anything else would be silently rounded.
 func ttlDays(text string) (int, error) {
-	d, err := schedule.ParseDuration(text)
+	d, err := parseDuration(text)
 	if err != nil {
 		return 0, err
 	}

@@ -51,21 +51,33 @@ func statusAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	if ok {
-		set, err := src.Load(c.Context)
-		if err != nil {
-			return cli.Exit(fmt.Sprintf("load hunts: %v", err), exitError)
-		}
-		entries = entriesFromSet(set)
-	}
 	conn, chOpts, err := openClickHouse(c, log)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
+	var files *status.HuntFiles
+	if ok {
+		// Loaded as a runner loads them, the server's check included, so a file only the
+		// server rejects is reported here too.
+		policy, err := huntPolicy(c)
+		if err != nil {
+			return err
+		}
+		set, _, err := configsrc.NewLoader(src, 0, log, configsrc.WithServerCheck(conn, policy)).Load(c.Context)
+		if err != nil {
+			return cli.Exit(fmt.Sprintf("load hunts: %v", err), exitError)
+		}
+		entries = entriesFromSet(set)
+		f := huntFilesOf(set)
+		files = &f
+	}
 	rep, err := status.Read(c.Context, conn, watermark.New(conn, chOpts.Database), chOpts.Database, entries)
 	if err != nil {
 		return cli.Exit(err.Error(), exitError)
+	}
+	if files != nil {
+		rep.MarkFiles(*files)
 	}
 	if !ok {
 		// The published schedule holds every set's hunts; leave out other sets'.
@@ -109,6 +121,14 @@ func statusAction(c *cli.Context) error {
 		return enc.Encode(rep)
 	}
 	printStatus(c.App.Writer, rep)
+	if len(ids) > 0 {
+		// Asked about given hunts, there is room for the whole error the table cuts.
+		for _, h := range rep.Hunts {
+			if h.LastRunError != "" {
+				fmt.Fprintf(c.App.Writer, "error %s (%s %s):\n  %s\n", h.HuntID, h.LastRunStatus, h.LastRunTime, strings.ReplaceAll(h.LastRunError, "\n", "\n  "))
+			}
+		}
+	}
 	return nil
 }
 
@@ -116,7 +136,8 @@ func entriesFromSet(s *configsrc.Set) []status.Entry {
 	out := make([]status.Entry, 0, len(s.Hunts))
 	for _, h := range s.Hunts {
 		out = append(out, status.Entry{HuntID: h.ID, Interval: int64(h.Interval / time.Second),
-			Offset: int64(h.Offset / time.Second), Enabled: h.Enabled})
+			Offset: int64(h.Offset / time.Second), Enabled: h.Enabled, Severity: h.Severity, Labels: h.Labels,
+			Description: h.Description, Query: h.Query})
 	}
 	return out
 }
@@ -138,6 +159,12 @@ func printStatus(w io.Writer, rep status.Report) {
 		return s
 	}
 	fmt.Fprintf(w, "now %s\n", rep.Now)
+	if f := rep.HuntFiles; f.Broken() {
+		fmt.Fprintf(w, "HUNT FILES HAVE PROBLEMS: %d problem(s), %d hunt(s) held at the last good definition (hunt-runner validate prints each):\n", f.Invalid, len(f.Stale))
+		for _, p := range f.Problems {
+			fmt.Fprintf(w, "  %s:%d:%d: %s\n", p.File, p.Line, p.Column, oneLine(p.Message))
+		}
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "HUNT\tINTERVAL\tOFFSET\tENABLED\tLATEST\tNEXT\tWATERMARK\tBEHIND\tDUE\tLEASE\tLAST RUN\tROWS\tFAILS\tERROR")
 	for _, h := range rep.Hunts {
@@ -171,6 +198,9 @@ func printStatus(w io.Writer, rep status.Report) {
 	}
 	tw.Flush()
 	for _, h := range rep.Hunts {
+		if h.Stale {
+			fmt.Fprintf(w, "stale %s: its file has a problem, so runners keep its last good definition (the edit is not live): %s\n", h.HuntID, oneLine(h.FileProblem))
+		}
 		if p := h.Pause; p != nil {
 			until := "until resumed"
 			if p.Until != "" {
@@ -204,6 +234,8 @@ func printStatus(w io.Writer, rep status.Report) {
 	}
 	tw.Flush()
 }
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func duration(seconds int64) string {
 	return schedule.FormatInterval(time.Duration(seconds) * time.Second)

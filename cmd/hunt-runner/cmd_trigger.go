@@ -9,7 +9,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/hunt-runner/hunt-runner/status"
 	"github.com/hunt-runner/hunt-runner/watermark"
 )
 
@@ -25,7 +24,7 @@ func triggerCommand() *cli.Command {
 			"no runner would run the request. --force queues it anyway, for a runner that has the hunt loaded\n" +
 			"but whose set was not materialised.",
 		Flags: concat(interactiveClickhouseFlags(), []cli.Flag{
-			&cli.BoolFlag{Name: "force", Usage: "queue the request even if the hunt is not an enabled hunt of the published schedule"},
+			forceFlag(),
 			&cli.StringFlag{Name: "fire", Usage: "end of the requested window: RFC 3339 time or epoch seconds (default: now)"},
 			&cli.StringFlag{Name: "requested-by", Usage: "who asks, recorded in hunt_request (default: user@host)"},
 		}),
@@ -79,16 +78,8 @@ func triggerAction(c *cli.Context) error {
 		return cli.Exit(fmt.Sprintf("--fire %s is in the future (server now %s): a request covers data up to its fire",
 			time.Unix(fire, 0).UTC().Format(time.RFC3339), time.Unix(now, 0).UTC().Format(time.RFC3339)), exitUsage)
 	}
-	sched, err := status.Published(c.Context, conn, chOpts.Database)
-	if err != nil {
-		return cli.Exit(err.Error(), exitError)
-	}
-	if problem := triggerable(sched, id); problem != "" {
-		if !c.Bool("force") {
-			return cli.Exit(fmt.Sprintf("%q %s, so no runner would run the request; check the id with `hunt-runner status`, "+
-				"publish the hunt with `hunt-runner materialise`, or pass --force to queue it anyway", id, problem), exitError)
-		}
-		fmt.Fprintf(c.App.ErrWriter, "warning: %q %s; queued anyway (--force): only a runner that has it loaded will run the request\n", id, problem)
+	if _, err := requirePublished(c, conn, chOpts.Database, id); err != nil {
+		return err
 	}
 	by := c.String("requested-by")
 	if by == "" {
@@ -99,19 +90,6 @@ func triggerAction(c *cli.Context) error {
 	}
 	fmt.Fprintf(c.App.Writer, "queued %s fire %s (requested by %s)\n", id, time.Unix(fire, 0).UTC().Format(time.RFC3339), by)
 	return nil
-}
-
-// triggerable says why a request for id would never run ("" when it would).
-func triggerable(sched []status.Entry, id string) string {
-	for _, e := range sched {
-		if e.HuntID == id {
-			if e.Enabled {
-				return ""
-			}
-			return "is disabled or removed (tombstoned in hunt_schedule)"
-		}
-	}
-	return "is not in the published schedule (hunt_schedule)"
 }
 
 func defaultRequester() string {

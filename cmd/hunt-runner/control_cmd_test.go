@@ -79,8 +79,79 @@ func TestPauseResumeCommands(t *testing.T) {
 	if st := statusJSON(t, common); !st.Paused || st.Pause == nil || st.Pause.Until != "" {
 		t.Errorf("status of an indefinite pause: %+v", st)
 	}
-	if out, code := run("pause", "nope"); code != exitOK || !strings.Contains(out, "not an enabled hunt of the published schedule") {
-		t.Errorf("pause of an unpublished hunt: exit %d %q, want a warning", code, out)
+}
+
+// TestControlCommandsRefuseTypos: pause, resume and backfill of an id the published schedule
+// does not run are refused with the nearest id and write nothing (no ghost row in status);
+// --force writes them with a warning; resuming a paused hunt is allowed even once retired.
+func TestControlCommandsRefuseTypos(t *testing.T) {
+	db := chtest.NewWithSchema(t)
+	t.Setenv(passwordEnv, "")
+	ctx := context.Background()
+	if err := db.Conn.Exec(ctx, "INSERT INTO hunt_schedule (hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated) "+
+		"SELECT 'hello', 600, 0, 1, 'c', now64(6) UNION ALL SELECT 'retired', 0, 0, 0, '', now64(6)"); err != nil {
+		t.Fatal(err)
+	}
+	var now uint32
+	if err := db.Conn.QueryRow(ctx, "SELECT toUnixTimestamp(now())").Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--clickhouse-url", db.URL, "--database", db.Name}
+	run := func(args ...string) (string, int) {
+		t.Helper()
+		out, err := runApp(t, append(args, common...)...)
+		if err != nil {
+			out += err.Error()
+		}
+		return out, schedExit(err)
+	}
+	rows := func() uint64 {
+		t.Helper()
+		var n uint64
+		if err := db.Conn.QueryRow(ctx, "SELECT (SELECT count() FROM hunt_pause) + (SELECT count() FROM hunt_backfill)").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	span := []string{"--from", fmt.Sprint(int64(now) - 3600), "--to", fmt.Sprint(int64(now) - 600), "--chunk", "10m"}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"pause", "helo"}, `"helo" is not in the published schedule (hunt_schedule); did you mean "hello"?`},
+		{[]string{"resume", "nothere"}, `"nothere" is not in the published schedule`},
+		{append([]string{"backfill", "helo"}, span...), `did you mean "hello"?`},
+		{[]string{"pause", "retired"}, "is disabled or removed"},
+		{append([]string{"backfill", "retired"}, span...), "is disabled or removed"},
+	} {
+		out, code := run(c.args...)
+		if code != exitError || !strings.Contains(out, c.want) || !strings.Contains(out, "--force") {
+			t.Errorf("%v: exit %d %q, want a refusal naming %q and --force", c.args, code, out, c.want)
+		}
+	}
+	if out, code := run("pause", "nothing-like-it"); strings.Contains(out, "did you mean") || code != exitError {
+		t.Errorf("pause of a far id: exit %d %q, want a refusal without a suggestion", code, out)
+	}
+	if n := rows(); n != 0 {
+		t.Fatalf("refused commands wrote %d rows", n)
+	}
+	if out, _ := run("status"); strings.Contains(out, "helo") || strings.Contains(out, "nothere") {
+		t.Errorf("status shows a ghost row:\n%s", out)
+	}
+	if out, code := run("pause", "helo", "--force"); code != exitOK || !strings.Contains(out, "warning:") || !strings.Contains(out, "paused helo") {
+		t.Errorf("pause --force: exit %d %q", code, out)
+	}
+	if out, code := run("resume", "helo"); code != exitOK || out != "resumed helo\n" {
+		t.Errorf("resume of a paused unpublished hunt: exit %d %q", code, out)
+	}
+	if out, code := run(append([]string{"backfill", "helo", "--force"}, span...)...); code != exitOK || !strings.Contains(out, "warning:") || !strings.Contains(out, "backfill ") {
+		t.Errorf("backfill --force: exit %d %q", code, out)
+	}
+	if out, code := run("backfill", "helo", "--force", "--from", span[1], "--to", span[3]); code != exitUsage || !strings.Contains(out, "give --chunk") {
+		t.Errorf("backfill --force of an unpublished hunt without --chunk: exit %d %q", code, out)
+	}
+	if out, code := run("pause", "hello"); code != exitOK {
+		t.Errorf("pause hello: exit %d %q", code, out)
 	}
 }
 
@@ -112,7 +183,7 @@ func TestBackfillCommands(t *testing.T) {
 		{"backfill", "h1", "--gaps", "--from", fmt.Sprint(from), "--to", fmt.Sprint(to)},
 		{"backfill", "h1", "--from", fmt.Sprint(to), "--to", fmt.Sprint(from)},
 		{"backfill", "h1", "--from", fmt.Sprint(from), "--to", "4102444800"},
-		{"backfill", "unpublished", "--from", fmt.Sprint(from), "--to", fmt.Sprint(to)},
+		{"backfill", "unpublished", "--force", "--from", fmt.Sprint(from), "--to", fmt.Sprint(to)},
 	} {
 		if out, code := run(bad...); code != exitUsage {
 			t.Errorf("%v: exit %d %s, want a usage error", bad, code, out)

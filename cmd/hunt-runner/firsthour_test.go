@@ -192,8 +192,8 @@ func connectTimeoutDefault(t *testing.T, command string) time.Duration {
 			continue
 		}
 		for _, f := range c.Flags {
-			if d, ok := f.(*cli.DurationFlag); ok && d.Name == "clickhouse-connect-timeout" {
-				return d.Value
+			if g, ok := f.(*cli.GenericFlag); ok && g.Name == "clickhouse-connect-timeout" {
+				return time.Duration(*g.Value.(*durationValue))
 			}
 		}
 	}

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -42,8 +46,53 @@ func logLevelFlag() cli.Flag {
 		Usage: "log level: debug, info, warn or error"}
 }
 
+// parseDuration is the one duration grammar of every flag: the hunt files' (30s, 15m, 1h30m,
+// 7d, 1d12h, a bare integer of seconds; schedule.ParseDuration), plus Go's sub-second units and
+// fractions (500ms, 1.5h) for the runner's timings, and 0. A refusal is the hunt grammar's,
+// which names the value and the unit it does not know.
+func parseDuration(text string) (time.Duration, error) {
+	d, err := schedule.ParseDuration(text)
+	if err == nil {
+		return d, nil
+	}
+	if g, gerr := time.ParseDuration(strings.TrimSpace(text)); gerr == nil && g >= 0 {
+		return g, nil
+	}
+	return 0, fmt.Errorf("%w (flags also take ms and fractions such as 1.5h)", err)
+}
+
+// durationValue is a flag.Value read by parseDuration. String is Go's form, which is what
+// urfave/cli's Context.Duration parses back, so callers read it with c.Duration.
+type durationValue time.Duration
+
+func (d *durationValue) Set(s string) error {
+	v, err := parseDuration(s)
+	if err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), "invalid duration "+fmt.Sprintf("%q", s)+": "))
+	}
+	*d = durationValue(v)
+	return nil
+}
+
+func (d *durationValue) String() string { return time.Duration(*d).String() }
+
+// durationFlag turns a DurationFlag declaration into a flag read by parseDuration (urfave/cli's
+// own reads only Go's form, so "7d" was refused by some commands and taken by others).
+func durationFlag(f *cli.DurationFlag) cli.Flag {
+	v := durationValue(f.Value)
+	def := f.Value.String()
+	if f.Value%time.Second == 0 && f.Value > 0 {
+		def = schedule.FormatInterval(f.Value)
+	}
+	return &cli.GenericFlag{Name: f.Name, Aliases: f.Aliases, Usage: f.Usage, EnvVars: f.EnvVars, Hidden: f.Hidden,
+		Required: f.Required, Category: f.Category, Value: &v, DefaultText: def}
+}
+
 // clickhouseFlags are shared by every command that talks to ClickHouse.
-func clickhouseFlags() []cli.Flag {
+func clickhouseFlags() []cli.Flag { return clickhouseFlagsWith(30 * time.Second) }
+
+// clickhouseFlagsWith are clickhouseFlags with the given first-connection timeout.
+func clickhouseFlagsWith(connectTimeout time.Duration) []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "clickhouse-url", Value: "clickhouse://localhost:9000", EnvVars: envFor("clickhouse-url"),
 			Usage: "ClickHouse address: clickhouse://host:9000 (native) or http(s)://host:8123; a password in it is refused (use HUNT_RUNNER_CLICKHOUSE_PASSWORD or --clickhouse-password-file)"},
@@ -60,8 +109,8 @@ func clickhouseFlags() []cli.Flag {
 		&cli.StringFlag{Name: "consistency", Value: string(chstore.ConsistencyAuto), EnvVars: envFor("consistency"),
 			Usage: "how coordination statements stay consistent across replicas: auto (from the tables' engines), " +
 				"single-endpoint, quorum (Replicated*MergeTree) or sequential (SharedMergeTree, Cloud); see docs/operations.md"},
-		&cli.DurationFlag{Name: "clickhouse-connect-timeout", Value: 30 * time.Second, EnvVars: envFor("clickhouse-connect-timeout"),
-			Usage: "how long to keep retrying the first connection before giving up"},
+		durationFlag(&cli.DurationFlag{Name: "clickhouse-connect-timeout", Value: connectTimeout, EnvVars: envFor("clickhouse-connect-timeout"),
+			Usage: "how long to keep retrying the first connection before giving up"}),
 	}
 }
 
@@ -71,17 +120,7 @@ func clickhouseFlags() []cli.Flag {
 const interactiveConnectTimeout = 5 * time.Second
 
 // interactiveClickhouseFlags are clickhouseFlags with the short connect timeout.
-func interactiveClickhouseFlags() []cli.Flag {
-	flags := clickhouseFlags()
-	for i, f := range flags {
-		if d, ok := f.(*cli.DurationFlag); ok && d.Name == "clickhouse-connect-timeout" {
-			short := *d
-			short.Value = interactiveConnectTimeout
-			flags[i] = &short
-		}
-	}
-	return flags
-}
+func interactiveClickhouseFlags() []cli.Flag { return clickhouseFlagsWith(interactiveConnectTimeout) }
 
 // spreadFlag is given to every command that computes phase offsets; all must agree. A new one
 // each time, as logLevelFlag.
@@ -109,10 +148,56 @@ func sourceFlags() []cli.Flag {
 			Usage: "known_hosts file used to verify the SSH server"},
 		&cli.StringFlag{Name: "git-cache-dir", EnvVars: envFor("git-cache-dir"),
 			Usage: "where the clone is kept (default: a directory under the user cache dir)"},
-		&cli.DurationFlag{Name: "reload-interval", Value: 30 * time.Second, EnvVars: envFor("reload-interval"),
-			Usage: "how often hunt definitions are re-read (directory) or fetched (git)"},
+		durationFlag(&cli.DurationFlag{Name: "reload-interval", Value: 30 * time.Second, EnvVars: envFor("reload-interval"),
+			Usage: "how often hunt definitions are re-read (directory) or fetched (git)"}),
 		spreadFlag(),
 	}, policyFlags()...)
+}
+
+// statusAuthFlags protect the status page and API that run and dev serve on --listen.
+func statusAuthFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "status-token-file", EnvVars: envFor("status-token-file"),
+			Usage: "file holding a bearer token that the status page (/, /hunts/…) and API (/api/v1/…) then require; /metrics and the probes stay open"},
+		&cli.BoolFlag{Name: "status-unauthenticated", EnvVars: envFor("status-unauthenticated"),
+			Usage: "serve the status page and API without a token on an address beyond loopback (they show run errors, which can quote row values)"},
+	}
+}
+
+// statusToken reads --status-token-file. Without a token, a --listen beyond loopback is
+// refused unless --status-unauthenticated says the operator means it: run errors on the page
+// can quote row values.
+func statusToken(c *cli.Context, listen string) (string, error) {
+	if path := c.String("status-token-file"); path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", cli.Exit(fmt.Sprintf("--status-token-file: %v", err), exitUsage)
+		}
+		token := strings.TrimSpace(string(b))
+		if token == "" {
+			return "", cli.Exit(fmt.Sprintf("--status-token-file %s is empty", path), exitUsage)
+		}
+		return token, nil
+	}
+	if !loopback(listen) && !c.Bool("status-unauthenticated") {
+		return "", cli.Exit(fmt.Sprintf("--listen %s is reachable beyond loopback, and the status page and API it serves show run errors, "+
+			"which can quote row values: give --status-token-file (a bearer token, as the shim's --token-file), listen on 127.0.0.1, "+
+			"or pass --status-unauthenticated to serve them without a token", listen), exitUsage)
+	}
+	return "", nil
+}
+
+// loopback says whether addr (host:port) only accepts connections from this machine.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func concat(groups ...[]cli.Flag) []cli.Flag {

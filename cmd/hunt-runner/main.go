@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -111,7 +112,7 @@ func run(args []string) int {
 }
 
 func newApp() *cli.App {
-	return &cli.App{
+	app := &cli.App{
 		Name:    "hunt-runner",
 		Version: buildVersion(),
 		Usage:   "run scheduled ClickHouse detection queries (hunts) exactly once across pods",
@@ -144,5 +145,52 @@ func newApp() *cli.App {
 			previewCommand(),
 			diffCommand(),
 		},
+		OnUsageError: usageError,
+		Action:       unknownCommand,
 	}
+	oneGrammar(app.Commands)
+	return app
+}
+
+// oneGrammar gives every command (subcommands too) the global flags, so that
+// `status --log-level debug` works as `--log-level debug status` does (lookupString reads the
+// innermost that was set), and the one-line usage error.
+func oneGrammar(cmds []*cli.Command) {
+	for _, c := range cmds {
+		c.Flags = append(c.Flags, logLevelFlag())
+		c.OnUsageError = usageError
+		oneGrammar(c.Subcommands)
+	}
+}
+
+// usageError is a bad flag or flag value: exit 2 with the one line that says what is wrong and
+// where the help is, instead of the whole help page.
+func usageError(c *cli.Context, err error, _ bool) error {
+	name := c.App.Name
+	if c.Command != nil && c.Command.Name != "" {
+		name = c.Command.HelpName
+		if name == "" {
+			name = c.App.Name + " " + c.Command.Name
+		}
+	}
+	msg := strings.NewReplacer("for flag -", "for flag --", "defined: -", "defined: --").Replace(err.Error())
+	// run() prefixes "hunt-runner: " already.
+	return cli.Exit(fmt.Sprintf("%s: %s (see `%s --help`)", strings.TrimPrefix(name, c.App.Name+" "), msg, name), exitUsage)
+}
+
+// unknownCommand runs when no command matched: the help without arguments, else a usage error
+// naming the command (urfave/cli's default prints "No help topic" and exits 3).
+func unknownCommand(c *cli.Context) error {
+	if !c.Args().Present() {
+		return cli.ShowAppHelp(c)
+	}
+	names := []string{}
+	for _, cmd := range c.App.Commands {
+		names = append(names, cmd.Name)
+	}
+	hint := ""
+	if s := nearestID(c.Args().First(), names); s != "" {
+		hint = fmt.Sprintf("; did you mean %q?", s)
+	}
+	return cli.Exit(fmt.Sprintf("unknown command %q%s (see `%s --help`)", c.Args().First(), hint, c.App.Name), exitUsage)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"sort"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -32,6 +33,7 @@ type ops struct {
 	loader   *configsrc.Loader
 	metrics  *runner.Metrics
 	tick     time.Duration // the runner's --tick
+	token    string        // the status page's and API's bearer token
 	log      *slog.Logger
 
 	scraped chan struct{} // a /metrics scrape asks for fresh hunt health
@@ -48,7 +50,11 @@ func (o *ops) entries() []status.Entry {
 // server is the --listen server.
 func (o *ops) server(addr string, tel *serve.Telemetry, ready func() error) *serve.Server {
 	web := &status.Web{Conn: o.conn, Store: watermark.New(o.conn, o.database), Database: o.database,
-		Entries: o.entries, Logger: o.log}
+		Entries: o.entries, Files: o.huntFiles, Token: o.token, Logger: o.log}
+	o.metrics.ObserveHuntFiles(func() (runner.HuntFiles, bool) {
+		f, ok := o.huntFiles()
+		return runner.HuntFiles{Invalid: f.Invalid, Stale: len(f.Stale)}, ok
+	})
 	o.scraped = make(chan struct{}, 1)
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -99,7 +105,31 @@ func healthOf(rep status.Report) map[string]runner.HuntHealth {
 	return out
 }
 
-// countingSource counts the loader's reads of the hunt source and the problems each found.
+// huntFiles is the loaded set's file health: every problem (the server check's too) and the
+// hunts kept at their last good definition. ok is false before the first load.
+func (o *ops) huntFiles() (status.HuntFiles, bool) {
+	set := o.loader.Current()
+	if set == nil {
+		return status.HuntFiles{}, false
+	}
+	return huntFilesOf(set), true
+}
+
+func huntFilesOf(set *configsrc.Set) status.HuntFiles {
+	f := status.HuntFiles{Invalid: len(set.Problems), Problems: []status.FileProblem{}, Stale: []status.StaleHunt{}}
+	for _, p := range set.Problems {
+		f.Problems = append(f.Problems, status.FileProblem{File: p.File, Line: p.Line, Column: p.Column,
+			Message: status.CleanError(p.Message), HuntID: p.HuntID})
+	}
+	for id, p := range set.Stale {
+		p.Message = status.CleanError(p.Message)
+		f.Stale = append(f.Stale, status.StaleHunt{HuntID: id, Problem: p.Error()})
+	}
+	sort.Slice(f.Stale, func(i, j int) bool { return f.Stale[i].HuntID < f.Stale[j].HuntID })
+	return f
+}
+
+// countingSource counts the loader's reads of the hunt source.
 type countingSource struct {
 	configsrc.Source
 	metrics *runner.Metrics
@@ -108,10 +138,10 @@ type countingSource struct {
 func (s countingSource) Load(ctx context.Context) (*configsrc.Set, error) {
 	set, err := s.Source.Load(ctx)
 	if err != nil || set == nil {
-		s.metrics.Reloaded(ctx, runner.ReloadError, 0)
+		s.metrics.Reloaded(ctx, runner.ReloadError)
 		return set, err
 	}
-	s.metrics.Reloaded(ctx, runner.ReloadOK, len(set.Problems))
+	s.metrics.Reloaded(ctx, runner.ReloadOK)
 	return set, nil
 }
 

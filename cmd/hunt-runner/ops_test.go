@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -118,6 +119,22 @@ func TestRunServesStatusAPIAndHealthMetrics(t *testing.T) {
 		t.Fatalf("/metrics did not carry the hunt-health gauges within a minute; last seen:\n%s", last)
 	}
 
+	// The error says its cause in full, without the driver's framing or the server version.
+	cause := regexp.MustCompile(`^hunt query: Code 60: Unknown table expression identifier 'no_such_table' in scope SELECT \* FROM no_such_table[^\n]* \(UNKNOWN_TABLE\)$`)
+	for _, h := range list.Hunts {
+		if h.ID == "broken" && (h.LastRun == nil || !cause.MatchString(h.LastRun.Error)) {
+			t.Errorf("API error of broken: %+v, want %s", h.LastRun, cause)
+		}
+	}
+	if _, page := httpGet(base + "/hunts/broken"); !regexp.MustCompile(`id="last-error" style="white-space: pre-wrap">hunt query: Code 60: [^<]*\(UNKNOWN_TABLE\)</dd>`).MatchString(page) {
+		t.Errorf("the hunt's page does not show the whole error:\n%s", page)
+	}
+	out, err := runApp(t, "status", "broken", "--clickhouse-url", db.URL, "--database", db.Name)
+	_, full, _ := strings.Cut(out, "error broken (failed ")
+	_, full, _ = strings.Cut(full, "\n  ")
+	if err != nil || !cause.MatchString(strings.TrimSuffix(full, "\n")) {
+		t.Errorf("status broken does not print the whole error: %v\n%s", err, out)
+	}
 	code, page := httpGet(base + "/")
 	if code != 200 || !strings.Contains(page, `id="hunt-broken" data-state="failing"`) || !strings.Contains(page, `href="/hunts/good"`) {
 		t.Errorf("GET / = %d:\n%s", code, page)

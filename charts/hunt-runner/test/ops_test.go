@@ -26,7 +26,7 @@ metrics: {serviceMonitor: {enabled: true}, dashboard: {enabled: true}, prometheu
 // The alerts issue 15 asks for, plus the hunt source and the shim's query health.
 var wantAlerts = []string{"HuntFailing", "HuntNeverSucceeded", "HuntBehind", "HuntGapRecorded", "HuntRunnerDown",
 	"HuntRunnerPublishedSetOutOfDate", "HuntFilesInvalid", "HuntSourceUnreadable", "HuntShimHoldingStaleValue",
-	"HuntShimQueryFailing"}
+	"HuntShimQueryFailing", "HuntNoRunnerSeen", "HuntNotificationsDeadLettered"}
 
 // exported are the series the runner and the shim export: runner and shim tests keep
 // testdata/exported-metrics in step with the code (TestExportedMetricNames), plus Prometheus'
@@ -34,8 +34,12 @@ var wantAlerts = []string{"HuntFailing", "HuntNeverSucceeded", "HuntBehind", "Hu
 func exported(t *testing.T) map[string]string {
 	t.Helper()
 	out := map[string]string{"up": "any"}
-	for _, who := range []string{"runner", "shim"} {
-		b, err := os.ReadFile(filepath.Join("testdata", "exported-metrics", who+".txt"))
+	for _, file := range []string{"runner", "shim", "notify"} {
+		who := file
+		if file == "notify" {
+			who = "runner" // the runner process exports notify's series
+		}
+		b, err := os.ReadFile(filepath.Join("testdata", "exported-metrics", file+".txt"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,63 @@
+package status
+
+// HuntFiles is the health of the hunt files a runner holds (or `status` loaded): every problem,
+// offline or found by the server's check, and the hunts kept at their last good definition
+// because their file broke. The page shows it as a banner, the API as "hunt_files"; with
+// problems or stale hunts nothing about the files is healthy, whatever the runs say.
+type HuntFiles struct {
+	Invalid  int           `json:"invalid"`
+	Problems []FileProblem `json:"problems"`
+	Stale    []StaleHunt   `json:"stale"`
+}
+
+// FileProblem is one problem of a hunt file, at its line and column.
+type FileProblem struct {
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Column  int    `json:"column"`
+	Message string `json:"message"`
+	HuntID  string `json:"hunt_id,omitempty"`
+}
+
+// StaleHunt is a hunt that runs its last good definition: the edit of its file is not live.
+type StaleHunt struct {
+	HuntID  string `json:"hunt_id"`
+	Problem string `json:"problem"`
+}
+
+// Broken says whether there is anything to show a banner for.
+func (f *HuntFiles) Broken() bool { return f != nil && (f.Invalid > 0 || len(f.Stale) > 0) }
+
+// MarkFiles records f in the report and marks the hunts it concerns: a stale hunt (kept at its
+// last good definition), and a published hunt whose file has a problem naming it, which runners
+// keep at the published definition or do not run, are state "stale" unless something worse
+// (failing, paused, disabled) already holds.
+func (r *Report) MarkFiles(f HuntFiles) {
+	r.HuntFiles = &f
+	why := map[string]string{}
+	for _, p := range f.Problems {
+		if p.HuntID != "" && why[p.HuntID] == "" {
+			why[p.HuntID] = p.File + ": " + p.Message
+		}
+	}
+	stale := map[string]bool{}
+	for _, s := range f.Stale {
+		stale[s.HuntID], why[s.HuntID] = true, s.Problem
+	}
+	for i := range r.Hunts {
+		h := &r.Hunts[i]
+		w, ok := why[h.HuntID]
+		if !ok {
+			continue
+		}
+		h.FileProblem = w
+		h.Stale = stale[h.HuntID] || (h.Enabled && !h.Unpublished)
+		if h.Stale {
+			switch h.State {
+			case StateFailing, StatePaused, StateDisabled:
+			default:
+				h.State = StateStale
+			}
+		}
+	}
+}
