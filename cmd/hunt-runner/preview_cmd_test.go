@@ -140,8 +140,9 @@ func TestPreviewMatchesRunAndWritesNothing(t *testing.T) {
 		t.Fatalf("the statement log does not show preview's hunt queries: %d statements", len(sent))
 	}
 	for _, st := range sent {
-		if st.Kind == ctl.KindInsert || !strings.HasPrefix(strings.TrimSpace(strings.ToUpper(st.SQL)), "SELECT") &&
-			!strings.HasPrefix(strings.TrimSpace(strings.ToUpper(st.SQL)), "EXPLAIN") {
+		head := strings.TrimSpace(strings.ToUpper(st.SQL))
+		if st.Kind == ctl.KindInsert || !strings.HasPrefix(head, "SELECT") && !strings.HasPrefix(head, "EXPLAIN") &&
+			!strings.HasPrefix(head, "WITH") {
 			t.Errorf("preview sent a statement that is not a read: %s %q", st.Kind, st.SQL)
 		}
 	}
@@ -203,7 +204,7 @@ func TestPreviewRangeCapAndWindowTimeout(t *testing.T) {
 	if err := os.WriteFile(file, []byte(hunt), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	common := []string{"--clickhouse-url", db.URL, "--hunt-file", file, "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T00:01:00Z"}
+	common := []string{"--clickhouse-url", db.URL, "--allow-functions", "sleepEachRow", "--hunt-file", file, "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T00:01:00Z"}
 	_, err := runApp(t, append(append([]string{"preview", "--max-windows", "4"}, common...), "slow")...)
 	if exitCode(err) != exitError || !strings.Contains(fmt.Sprint(err), " windows of hunt slow (every 10s), more than --max-windows 4; narrow the range or raise --max-windows") {
 		t.Fatalf("range cap: %v", err)

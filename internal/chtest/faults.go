@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,4 +147,26 @@ func (s *Server) reapplyFaults() error {
 		return fmt.Errorf("restore faults: %s: %s", resp.Status, bytes.TrimSpace(b))
 	}
 	return nil
+}
+
+// Trips runs f and returns the statements a chlocal server received meanwhile that name db's
+// database: round trips of the code under test, without connection set-up queries or other
+// tests' statements on the shared engine. Under load a driver may open a fresh connection
+// (its handshake is not a round trip of the protocol being counted).
+func Trips(t testing.TB, db *DB, f func()) []ctl.Statement {
+	t.Helper()
+	s := &Server{t: t, URL: strings.TrimSuffix(db.URL, "/")}
+	log := s.StatementLog(t)
+	var mark uint64
+	if len(log) > 0 {
+		mark = log[len(log)-1].Seq
+	}
+	f()
+	var out []ctl.Statement
+	for _, st := range s.StatementsSince(t, mark) {
+		if strings.Contains(st.SQL, db.Name) {
+			out = append(out, st)
+		}
+	}
+	return out
 }
