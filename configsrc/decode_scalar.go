@@ -172,7 +172,7 @@ func (d *decoder) unknownKey(k *yaml.Node, prefix string, known []string) {
 		d.at(k, "%s", msg)
 		return
 	}
-	if s := nearest(k.Value, known); s != "" {
+	if s := Suggest(k.Value, known); s != "" {
 		d.at(k, "unknown key (did you mean %q?)", prefix+s)
 		return
 	}
@@ -185,10 +185,10 @@ func sorted(s []string) []string {
 	return c
 }
 
-// nearest suggests the known key closest to s by edit distance, if it is close enough to be a
-// typo (at most a third of the key, at least 1 and at most 3 edits), or if s is a case or
-// separator variant.
-func nearest(s string, known []string) string {
+// Suggest returns the known name closest to s by edit distance, if it is close enough to be a
+// typo (at most a third of the name, at least 1 and at most 3 edits), or if s is a case or
+// separator variant; "" otherwise. Ties go to the earliest in known. Every did-you-mean uses it.
+func Suggest(s string, known []string) string {
 	norm := func(x string) string { return strings.ReplaceAll(strings.ToLower(x), "-", "_") }
 	best, bestD := "", 1<<30
 	for _, k := range known {

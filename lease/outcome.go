@@ -102,8 +102,8 @@ func Jitter(d time.Duration) time.Duration {
 	return d/2 + rand.N(d/2)
 }
 
-// sleepCtx waits d or until ctx ends, and reports whether the wait completed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
+// Sleep waits d or until ctx ends, and reports whether the wait completed.
+func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

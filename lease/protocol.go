@@ -232,7 +232,7 @@ func (p *protocol) sendClaims(ctx context.Context, part []Row) (time.Time, error
 	for attempt := 0; ; attempt++ {
 		sent := time.Now()
 		err := p.store.InsertClaims(ctx, part, p.provisionalLease())
-		if err == nil || !Refused(err) || attempt == claimRetries || !sleepCtx(ctx, p.jitter(wait)) {
+		if err == nil || !Refused(err) || attempt == claimRetries || !Sleep(ctx, p.jitter(wait)) {
 			return sent, err
 		}
 		wait *= 2
@@ -325,7 +325,7 @@ func (p *protocol) sendExtend(ctx context.Context, won []Lease, freeRead time.Ti
 		// The free read precedes the rows' claimed: past this, no provisional row has the
 		// margin left, and the fence would refuse the extension anyway.
 		last := time.Since(freeRead)+wait >= p.provisionalLease()-p.settle
-		if err == nil || !Refused(err) || last || !sleepCtx(ctx, p.jitter(wait)) {
+		if err == nil || !Refused(err) || last || !Sleep(ctx, p.jitter(wait)) {
 			return sent, err
 		}
 		wait *= 2

@@ -269,7 +269,7 @@ func (r *Runner) commit(ctx context.Context, log logger, j *job, run watermark.R
 	// never in flight together (each would pass a compare that the other has not landed yet).
 	var runningUntil time.Time
 	err := r.durably(ctx, log, "commit the run", func(ctx context.Context) error {
-		if d := time.Until(runningUntil); d > 0 && !sleepCtx(ctx, d) {
+		if d := time.Until(runningUntil); d > 0 && !lease.Sleep(ctx, d) {
 			return ctx.Err()
 		}
 		if !j.trusted() {
@@ -374,18 +374,6 @@ func (r *Runner) record(ctx context.Context, log logger, span trace.Span, j *job
 	}
 }
 
-// sleepCtx waits d or until ctx ends, and reports whether the wait completed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 func unixUTC(s int64) string { return time.Unix(s, 0).UTC().Format(time.RFC3339) }
 
 type logger interface {
@@ -433,7 +421,7 @@ func (r *Runner) durably(ctx context.Context, log logger, what string, write fun
 		} else {
 			d, wait = wait, min(2*wait, 5*time.Second)
 		}
-		if !sleepCtx(ctx, lease.Jitter(d)) {
+		if !lease.Sleep(ctx, lease.Jitter(d)) {
 			return err
 		}
 	}

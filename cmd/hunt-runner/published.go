@@ -7,6 +7,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/urfave/cli/v2"
 
+	"github.com/hunt-runner/hunt-runner/configsrc"
 	"github.com/hunt-runner/hunt-runner/status"
 )
 
@@ -53,38 +54,9 @@ func requirePublished(c *cli.Context, conn driver.Conn, database, id string) (*s
 	return nil, nil
 }
 
-// nearestID suggests the id closest to s by edit distance when it is close enough to be a
-// typo: at most a third of its length, at least 1 and at most 3 edits.
+// nearestID suggests the id closest to s (configsrc.Suggest over the ids in order, so the
+// answer does not depend on the order they were read in).
 func nearestID(s string, ids []string) string {
 	sort.Strings(ids)
-	best, bestD := "", 1<<30
-	for _, id := range ids {
-		if d := editDistance(s, id); d < bestD {
-			best, bestD = id, d
-		}
-	}
-	if best != "" && bestD <= min(3, max(1, len(best)/3)) {
-		return best
-	}
-	return ""
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return configsrc.Suggest(s, ids)
 }
