@@ -16,6 +16,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/lease"
 )
 
 // EpochParam renders an instant as the value of a window parameter. Epoch seconds are read the
@@ -154,6 +155,29 @@ func (r *Runner) storeFindings(ctx context.Context, h *Hunt, fire int64, runID u
 	if len(docs) == 0 {
 		return nil
 	}
+	// A statement the server refused before executing it (lease.Refused: a pending quorum
+	// insert, too many parts) wrote nothing, so it is sent again. Any other error may come
+	// from an insert that landed: it fails the attempt, whose findings stay invisible unless
+	// it commits, rather than risk a second copy under the same run id.
+	wait := findingsRetryWait
+	for attempt := 1; ; attempt++ {
+		err := r.insertFindings(ctx, h, fire, runID, docs)
+		var re *runError
+		if err == nil || !errors.As(err, &re) || !lease.Refused(re.err) || attempt == findingsRetries ||
+			!lease.Sleep(ctx, lease.Jitter(wait)) {
+			return err
+		}
+		wait *= 2
+	}
+}
+
+// findingsRetries and findingsRetryWait bound the findings insert's retries after refusals.
+const (
+	findingsRetries   = 5
+	findingsRetryWait = 50 * time.Millisecond
+)
+
+func (r *Runner) insertFindings(ctx context.Context, h *Hunt, fire int64, runID uuid.UUID, docs []string) error {
 	labels := h.Labels
 	if labels == nil {
 		labels = map[string]string{}

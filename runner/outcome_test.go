@@ -22,7 +22,8 @@ const matchCommitReadBack = `count\(\) FROM \S*hunt_watermark\S* WHERE hunt_id =
 //     finds the row.
 //   - 289 (REPLICA_IS_NOT_IN_QUORUM) on the read-back: the outcome stays unknown, the commit is
 //     sent again, refused by its own row (the run already committed), and read back.
-//   - 286 (UNSATISFIED_QUORUM_FOR_PREVIOUS_WRITE) before executing, twice: retried with jitter.
+//   - 286 (UNSATISFIED_QUORUM_FOR_PREVIOUS_WRITE) before executing, twice: retried with jitter;
+//     on the findings insert too, which nothing wrote, so sending it again cannot double it.
 func TestAmbiguousCommitEndsAsItsRow(t *testing.T) {
 	srv := newPrivateEnv(t).srv
 	for _, tc := range []struct {
@@ -34,6 +35,8 @@ func TestAmbiguousCommitEndsAsItsRow(t *testing.T) {
 		{"289 on the read-back", ctl.FaultRule{Name: "f", Kind: ctl.KindRead, Match: matchCommitReadBack, Times: 1,
 			Effect: ctl.FailBefore, Code: 289}},
 		{"286 before executing", ctl.FaultRule{Name: "f", Kind: ctl.KindInsert, Match: matchCommit, Times: 2,
+			Effect: ctl.FailBefore, Code: 286}},
+		{"286 on the findings insert", ctl.FaultRule{Name: "f", Kind: ctl.KindInsert, Match: `INSERT INTO \S*hunt_findings`, Times: 2,
 			Effect: ctl.FailBefore, Code: 286}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
