@@ -16,7 +16,8 @@ import (
 // statement, and a syntax error at the line of the hunt's own query.
 func TestCleanErrorOnTheEngine(t *testing.T) {
 	db := chtest.New(t)
-	ctx := clickhouse.Context(context.Background(), clickhouse.WithParameters(clickhouse.Parameters{configsrc.ParamLimit: "10"}))
+	ctx := clickhouse.Context(context.Background(), clickhouse.WithParameters(clickhouse.Parameters{configsrc.ParamLimit: "10",
+		configsrc.ParamMaxFindingBytes: "65536", configsrc.ParamMaxRunBytes: "1048576", configsrc.ParamRowBytes: "0"}))
 	for q, want := range map[string]string{
 		"SELECT * FROM nodb.t":                      "Code 81: Database nodb does not exist (UNKNOWN_DATABASE)",
 		"SELECT 1 AS n\nFROM sample..x\nWHERE 1":    "Code 62: Syntax error: failed at (.) (line 2, col 13 of the hunt's query). Expected one of: Colon, Caret, At, identifier (SYNTAX_ERROR)",
