@@ -560,7 +560,7 @@ func TestStateCountersDerivedAndFenced(t *testing.T) {
 	set(failure)
 	set(failure) // the same fire failing again after its backoff
 	h := state()
-	if h.OverrunCount != 2 || h.ConsecutiveFailures != 2 || h.RetryAfter.Sub(time.Now()) < 90*time.Second {
+	if h.OverrunCount != 2 || h.ConsecutiveFailures != 2 || time.Until(h.RetryAfter) < 90*time.Second {
 		t.Fatalf("state %+v: want 2 overruns kept, 2 failures, a backoff of two minutes", h)
 	}
 	// Pod A's success row of the previous fire, held until now, lands after the failures.
