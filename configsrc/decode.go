@@ -157,7 +157,7 @@ func (d *decoder) decode(data []byte) (parsed, bool) {
 	}
 	root := deref(doc.Content[0])
 	if root.Kind != yaml.MappingNode {
-		d.at(root, "a hunt file must be a mapping of keys (id, interval, query, …), not %s", kindName(root))
+		d.at(root, "a hunt file must be a mapping of keys (id, interval, query, …), not %s", YAMLKind(root))
 		return parsed{}, false
 	}
 	return d.hunt(root, strings.TrimSuffix(path.Base(d.file), path.Ext(d.file)))
@@ -246,7 +246,9 @@ func deref(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-func kindName(n *yaml.Node) string {
+// YAMLKind names what a YAML node is, for messages such as "tests must be a list, not a
+// mapping": every positioned reader of hunt-runner's YAML files words it the same way.
+func YAMLKind(n *yaml.Node) string {
 	switch n.Kind {
 	case yaml.SequenceNode:
 		return "a list"
@@ -273,7 +275,7 @@ func (d *decoder) fields(m *yaml.Node, where string) ([]string, map[string][2]*y
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := deref(m.Content[i]), deref(m.Content[i+1])
 		if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
-			d.at(k, "%skeys must be plain names, not %s", where, kindName(k))
+			d.at(k, "%skeys must be plain names, not %s", where, YAMLKind(k))
 			continue
 		}
 		if prev, dup := out[k.Value]; dup {
@@ -459,7 +461,7 @@ func (d *decoder) schedule(v *yaml.Node) []schedSource {
 	before := len(d.problems)
 	defer func() { d.scheduleReported = d.scheduleReported || len(d.problems) > before }()
 	if v.Kind != yaml.MappingNode {
-		d.at(v, "schedule must be a mapping such as {mode: rate, interval: 5m}, not %s; or write interval: 5m at the top level", kindName(v))
+		d.at(v, "schedule must be a mapping such as {mode: rate, interval: 5m}, not %s; or write interval: 5m at the top level", YAMLKind(v))
 		return nil
 	}
 	order, f := d.fields(v, "schedule.")

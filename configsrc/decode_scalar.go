@@ -20,7 +20,7 @@ import (
 // types; those are errors (quote the value), never silently converted.
 func (d *decoder) str(v *yaml.Node, key string) (string, bool) {
 	if v.Kind != yaml.ScalarNode {
-		d.at(v, "%s must be a string, not %s", key, kindName(v))
+		d.at(v, "%s must be a string, not %s", key, YAMLKind(v))
 		return "", false
 	}
 	switch v.ShortTag() {
@@ -29,7 +29,7 @@ func (d *decoder) str(v *yaml.Node, key string) (string, bool) {
 	case "!!null":
 		d.at(v, "%s is empty", key)
 	default:
-		d.at(v, "%s must be a string, not %s; quote the value", key, kindName(v))
+		d.at(v, "%s must be a string, not %s; quote the value", key, YAMLKind(v))
 	}
 	return "", false
 }
@@ -52,7 +52,7 @@ func (d *decoder) boolean(v *yaml.Node, key string) bool {
 		d.at(v, "%s: this value is a boolean only in YAML 1.1; write true or false", key)
 		return true
 	}
-	d.at(v, "%s must be true or false, not %s", key, kindName(v))
+	d.at(v, "%s must be true or false, not %s", key, YAMLKind(v))
 	return true
 }
 
@@ -69,7 +69,7 @@ func isYAML11Bool(s string) bool {
 // wording of its errors differs between the interval and the others).
 func (d *decoder) duration(v *yaml.Node, key string, zeroOK bool) time.Duration {
 	if v.Kind != yaml.ScalarNode {
-		d.at(v, "%s must be a duration such as 5m, not %s", key, kindName(v))
+		d.at(v, "%s must be a duration such as 5m, not %s", key, YAMLKind(v))
 		return 0
 	}
 	text := v.Value
@@ -98,7 +98,7 @@ func (d *decoder) duration(v *yaml.Node, key string, zeroOK bool) time.Duration 
 		d.at(v, "%s is empty; write a duration such as 5m", key)
 		return 0
 	default:
-		d.at(v, "%s must be a duration such as 5m, not %s", key, kindName(v))
+		d.at(v, "%s must be a duration such as 5m, not %s", key, YAMLKind(v))
 		return 0
 	}
 	if zeroOK && isZero(text) {
@@ -140,7 +140,7 @@ func (d *decoder) labels(v *yaml.Node) map[string]string {
 		return nil
 	}
 	if v.Kind != yaml.MappingNode {
-		d.at(v, "labels must be a mapping such as {team: secops}, not %s", kindName(v))
+		d.at(v, "labels must be a mapping such as {team: secops}, not %s", YAMLKind(v))
 		return nil
 	}
 	order, f := d.fields(v, "labels.")
@@ -265,7 +265,7 @@ func (d *decoder) queryPos(n *yaml.Node, q string, off int) (line, col int) {
 // maxFindings reads max_findings: a whole number from 1 to MaxFindingsCeiling.
 func (d *decoder) maxFindings(v *yaml.Node) int {
 	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!int" || !allDigits(v.Value) {
-		d.at(v, "max_findings must be a whole number from 1 to %d, not %s", MaxFindingsCeiling, kindName(v))
+		d.at(v, "max_findings must be a whole number from 1 to %d, not %s", MaxFindingsCeiling, YAMLKind(v))
 		return DefaultMaxFindings
 	}
 	n, err := strconv.Atoi(v.Value)

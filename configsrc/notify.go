@@ -29,7 +29,7 @@ func (d *decoder) notify(v *yaml.Node) []string {
 		return []string{}
 	}
 	if v.Kind != yaml.SequenceNode {
-		d.at(v, "notify must be a list of sink names such as [soc], not %s", kindName(v))
+		d.at(v, "notify must be a list of sink names such as [soc], not %s", YAMLKind(v))
 		return nil
 	}
 	out := []string{}
@@ -57,7 +57,7 @@ func (d *decoder) notify(v *yaml.Node) []string {
 // suppress reads suppress: {by: [field, …], for: 1h}.
 func (d *decoder) suppress(v *yaml.Node) *Suppress {
 	if v.Kind != yaml.MappingNode {
-		d.at(v, "suppress must be a mapping such as {by: [host], for: 1h}, not %s", kindName(v))
+		d.at(v, "suppress must be a mapping such as {by: [host], for: 1h}, not %s", YAMLKind(v))
 		return nil
 	}
 	order, f := d.fields(v, "suppress.")
@@ -77,7 +77,7 @@ func (d *decoder) suppress(v *yaml.Node) *Suppress {
 	if byN == nil {
 		d.at(v, "suppress needs by: the finding fields that make two findings the same, e.g. by: [host]")
 	} else if byN.Kind != yaml.SequenceNode || len(byN.Content) == 0 {
-		d.at(byN, "suppress.by must be a non-empty list of finding fields, not %s", kindName(byN))
+		d.at(byN, "suppress.by must be a non-empty list of finding fields, not %s", YAMLKind(byN))
 	} else {
 		seen := map[string]bool{}
 		for _, n := range byN.Content {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -125,7 +126,7 @@ func (d *decoder) at(n *yaml.Node, format string, args ...any) {
 // and keys not in known (when known is non-nil).
 func (d *decoder) mapping(n *yaml.Node, what string, known []string) ([]*yaml.Node, []*yaml.Node, bool) {
 	if n.Kind != yaml.MappingNode {
-		d.at(n, "%s must be a mapping, not %s", what, kind(n))
+		d.at(n, "%s must be a mapping, not %s", what, configsrc.YAMLKind(n))
 		return nil, nil, false
 	}
 	var keys, vals []*yaml.Node
@@ -144,7 +145,7 @@ func (d *decoder) mapping(n *yaml.Node, what string, known []string) ([]*yaml.No
 			continue
 		}
 		seen[k.Value] = true
-		if known != nil && !contains(known, k.Value) {
+		if known != nil && !slices.Contains(known, k.Value) {
 			d.at(k, "%s: unknown key %q (known: %s)", what, k.Value, strings.Join(known, ", "))
 			ok = false
 			continue
@@ -154,38 +155,9 @@ func (d *decoder) mapping(n *yaml.Node, what string, known []string) ([]*yaml.No
 	return keys, vals, ok
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func kind(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.AliasNode:
-		return "an alias"
-	}
-	switch n.Tag {
-	case "!!null":
-		return "empty"
-	case "!!int", "!!float":
-		return "a number"
-	case "!!bool":
-		return "a boolean"
-	}
-	return "a string"
-}
-
 func (d *decoder) str(n *yaml.Node, what string) (string, bool) {
 	if n.Kind != yaml.ScalarNode || n.Tag == "!!null" || n.Value == "" {
-		d.at(n, "%s must be a non-empty string, not %s", what, kind(n))
+		d.at(n, "%s must be a non-empty string, not %s", what, configsrc.YAMLKind(n))
 		return "", false
 	}
 	return n.Value, true
@@ -214,7 +186,7 @@ func (d *decoder) file1(root *yaml.Node) *File {
 		return f
 	}
 	if tests.Kind != yaml.SequenceNode {
-		d.at(tests, "tests must be a list, not %s", kind(tests))
+		d.at(tests, "tests must be a list, not %s", configsrc.YAMLKind(tests))
 		return f
 	}
 	names := map[string]int{}
@@ -252,7 +224,7 @@ func (d *decoder) testCase(n *yaml.Node) (Case, bool) {
 		case "expect":
 			c.ExpectLine = k.Line
 			if v.Kind != yaml.SequenceNode {
-				d.at(v, "expect must be a list of rows (expect: [] for a test that expects no findings), not %s", kind(v))
+				d.at(v, "expect must be a list of rows (expect: [] for a test that expects no findings), not %s", configsrc.YAMLKind(v))
 				break
 			}
 			for _, r := range v.Content {
@@ -341,7 +313,7 @@ func (d *decoder) tables(n *yaml.Node) []Table {
 		}
 		if rows != nil {
 			if rows.Kind != yaml.SequenceNode {
-				d.at(rows, "rows must be a list of mappings, not %s", kind(rows))
+				d.at(rows, "rows must be a list of mappings, not %s", configsrc.YAMLKind(rows))
 			} else {
 				for _, r := range rows.Content {
 					if row, ok := d.row(r, "row of "+k.Value, t.Columns); ok {

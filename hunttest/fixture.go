@@ -3,6 +3,7 @@ package hunttest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -108,7 +109,7 @@ func (fx *fixture) createTable(ctx context.Context, db string, t Table, r *Resul
 		e.problem(r, f, t.Line, t.Col, "create fixture table %s.%s: %s", db, t.Name, serverMessage(err))
 		return false
 	}
-	if !contains(fx.dropDBs, db) {
+	if !slices.Contains(fx.dropDBs, db) {
 		fx.dropTabs = append(fx.dropTabs, name)
 	}
 	if len(t.Rows) == 0 {
