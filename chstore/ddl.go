@@ -250,7 +250,7 @@ var tables = []table{
 		orderBy: "version",
 	},
 	{
-		// Written by runners at most every 30 s (watermark.Store.Heartbeat); merges keep the
+		// Written by runners at most every 30 s (store.Store.Heartbeat); merges keep the
 		// newest row per owner, and a runner gone for a day drops out of the table.
 		name: TableHeartbeat, comment: "runner heartbeats; newest row per owner by last_tick",
 		columns: []column{

@@ -15,7 +15,7 @@ import (
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/runner"
 	"github.com/hunt-runner/hunt-runner/schedule"
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // createLayout runs a past layout's DDL script (testdata/layouts/vN/topology.sql) for database.
@@ -164,7 +164,7 @@ func TestUpgradedLayoutRunsAHunt(t *testing.T) {
 	}
 	set := &runner.HuntSet{Hash: "x", Hunts: []runner.Hunt{{ID: "old", Interval: interval, Offset: offset,
 		Query: "SELECT arrayJoin([1, 2, 3]) AS n WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}}}
-	r, err := runner.New(conn, coord, watermark.New(conn, name), func() *runner.HuntSet { return set },
+	r, err := runner.New(conn, coord, store.New(conn, name), func() *runner.HuntSet { return set },
 		runner.Options{Owner: "v2-pod", Database: name, Tick: 200 * time.Millisecond, Lease: 6 * time.Second, Settle: 400 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

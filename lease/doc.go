@@ -39,7 +39,7 @@
 //
 // On a single endpoint it holds whatever the inserts take (the acknowledgement rule). Clock
 // skew between replicas changes which claim wins, not how many. Beyond the bound two pods can
-// both win; watermark.Store.Advance's compare-and-set and the committed findings view keep
+// both win; store.Store.Advance's compare-and-set and the committed findings view keep
 // the outputs exact except when both commits overlap in time (docs/claim-protocol.md).
 //
 // # Holding a lease

@@ -39,7 +39,7 @@ import (
 //   - a winner runs the window [verified watermark, fire) (first run: [fire − interval,
 //     fire)), stores one finding per source event of the window under its run id (an insert
 //     may time out on the client and land on the server seconds later), and commits with
-//     watermark.Store.Advance's compare-and-set, evaluated on the replica the statement
+//     store.Store.Advance's compare-and-set, evaluated on the replica the statement
 //     reaches at its server time: the newest lease is this claim's, for this fire, and live,
 //     and the newest watermark (greatest (watermark, updated)) is still where the run's window
 //     starts (none, for a first run) and below the fire; the run id deduplicates a retried
@@ -682,7 +682,7 @@ func (c *simClient) insertFindings(run simRun) error {
 	return nil
 }
 
-// advance is watermark.Store.Advance: one compare-and-set insert evaluated on the replica the
+// advance is store.Store.Advance: one compare-and-set insert evaluated on the replica the
 // statement reaches, at its server time, then a read-back by run id. It reports whether the
 // run's commit row was read back; an error when the statement or the read-back failed.
 func (c *simClient) advance(l Lease, run simRun) (bool, error) {

@@ -12,7 +12,7 @@ import (
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/schedule"
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // earlierDDL is the earlier runner's coordination tables, as its schema code created them.
@@ -201,7 +201,7 @@ func TestImportOnEngine(t *testing.T) {
 		t.Errorf("the second import wrote %d rows", after-before)
 	}
 	// The state write re-checks on the server too: carrying what is already there writes nothing.
-	if err := watermark.New(f.cur.Conn, f.cur.Name).RaiseOverruns(f.ctx, "ongrid", 3, true); err != nil {
+	if err := store.New(f.cur.Conn, f.cur.Name).RaiseOverruns(f.ctx, "ongrid", 3, true); err != nil {
 		t.Fatal(err)
 	}
 	if n := f.count("SELECT count() FROM hunt_state"); n != 1 {

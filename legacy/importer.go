@@ -16,12 +16,12 @@ import (
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/status"
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // KindImported is the hunt_watermark.kind of a commit row written by Import; hunt_runs shows
 // it with status "imported".
-const KindImported = watermark.KindImported
+const KindImported = store.KindImported
 
 // DefaultOwner is the run_owner of imported rows when Options.Owner is empty.
 const DefaultOwner = "import-legacy"
@@ -476,12 +476,12 @@ func runID(from, hunt string, wm int64) uuid.UUID {
 }
 
 func apply(ctx context.Context, conn driver.Conn, opts Options, it *Item) error {
-	store := watermark.New(conn, opts.Database)
+	wm := store.New(conn, opts.Database)
 	if it.Action == ActionImport {
 		// Conditional on the server: a runner that committed a watermark at or past the
 		// imported one since the plan was read keeps it, and the import is reported as
 		// overtaken instead of moving the hunt back.
-		landed, err := store.Import(ctx, it.HuntID, it.Watermark, runID(opts.From, it.HuntID, it.Watermark), opts.Owner+" from "+opts.From)
+		landed, err := wm.Import(ctx, it.HuntID, it.Watermark, runID(opts.From, it.HuntID, it.Watermark), opts.Owner+" from "+opts.From)
 		if err != nil {
 			return fmt.Errorf("import-legacy: %w", err)
 		}
@@ -491,7 +491,7 @@ func apply(ctx context.Context, conn driver.Conn, opts Options, it *Item) error 
 		}
 	}
 	if it.StateCarried && it.State != nil {
-		if err := store.RaiseOverruns(ctx, it.HuntID, it.State.OverrunCount, it.State.TooAggressive); err != nil {
+		if err := wm.RaiseOverruns(ctx, it.HuntID, it.State.OverrunCount, it.State.TooAggressive); err != nil {
 			return fmt.Errorf("import-legacy: %w", err)
 		}
 	}

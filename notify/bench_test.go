@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // BenchmarkDelivery measures what notifications cost per committed fire, side by side with the
-// runner's per-tick state read (watermark.Store.Snapshot, one round trip), and reports ratios:
+// runner's per-tick state read (store.Store.Snapshot, one round trip), and reports ratios:
 //
 //	fire/tick       one fire delivered by one Poll (read, plan, claim, settle, verify, findings,
 //	                POST, outcome) ÷ one runner tick's snapshot
@@ -30,7 +30,7 @@ func BenchmarkDelivery(b *testing.B) {
 	o.Batch = 64
 	d := newDispatcher(b, db, hunts, o)
 	ctx := context.Background()
-	wm := watermark.New(db.Conn, db.Name)
+	wm := store.New(db.Conn, db.Name)
 	avg := func(n int, f func()) time.Duration {
 		start := time.Now()
 		for range n {

@@ -43,7 +43,7 @@ type Options struct {
 
 // Dispatcher delivers committed findings; see the package comment.
 type Dispatcher struct {
-	st      store
+	st      deliveryStore
 	src     Source
 	o       Options
 	log     *slog.Logger
@@ -142,7 +142,7 @@ func New(conn driver.Conn, src Source, o Options) (*Dispatcher, error) {
 			clients[s.Name] = newHTTPClient(s.TLS)
 		}
 	}
-	return &Dispatcher{st: store{conn: conn, db: o.Database}, src: src, o: o, log: o.Logger, clients: clients}, nil
+	return &Dispatcher{st: deliveryStore{conn: conn, db: o.Database}, src: src, o: o, log: o.Logger, clients: clients}, nil
 }
 
 // Start polls until ctx ends. A delivery in flight then is abandoned with its lease, and a

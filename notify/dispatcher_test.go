@@ -128,7 +128,7 @@ func TestKilledDispatcherDeliveryCompletedByPeerAfterLease(t *testing.T) {
 		t.Fatalf("after the kill: %+v, want delivering by pod-a with its lease left", d)
 	}
 	var leaseUntil time.Time
-	st := store{conn: db.Conn, db: db.Name}
+	st := deliveryStore{conn: db.Conn, db: db.Name}
 	if err := db.Conn.QueryRow(context.Background(), "SELECT lease_until FROM ("+st.newestSQL("1")+")").Scan(&leaseUntil); err != nil {
 		t.Fatal(err)
 	}

@@ -112,7 +112,7 @@ func TestQueuedClaimWithLapsingLeaseNotSentTwice(t *testing.T) {
 	<-recv.arrived // the oldest fire is in flight; the others wait in its queue
 	// Hold it until the queued claims' leases have run out on the server clock (its own is
 	// renewed while in flight).
-	st := store{conn: db.Conn, db: db.Name}
+	st := deliveryStore{conn: db.Conn, db: db.Name}
 	chtest.Eventually(t, 30*time.Second, "the queued claims' leases lapsed", func() bool {
 		var n uint64
 		err := db.Conn.QueryRow(context.Background(), `SELECT count() FROM (`+st.newestSQL("hunt_id = 'q'")+`)

@@ -210,7 +210,7 @@ func run(t testing.TB, d *Dispatcher) (stop func()) {
 // deliveries reads the newest delivery rows.
 func deliveries(t testing.TB, db *chtest.DB) map[key]Delivery {
 	t.Helper()
-	st := store{conn: db.Conn, db: db.Name}
+	st := deliveryStore{conn: db.Conn, db: db.Name}
 	rows, err := db.Conn.Query(context.Background(), `SELECT hunt_id, toInt64(fire), sink, status, attempts, last_error, owner, idempotency_key
 FROM (`+st.newestSQL("hunt_id != ''")+`)`)
 	if err != nil {

@@ -55,7 +55,7 @@ func TestSIGKILLedDispatcherDeliveryCompletedByPeer(t *testing.T) {
 		t.Fatalf("after SIGKILL: %+v, want delivering by pod-killed", d)
 	}
 	var leaseUntil time.Time
-	st := store{conn: db.Conn, db: db.Name}
+	st := deliveryStore{conn: db.Conn, db: db.Name}
 	if err := db.Conn.QueryRow(context.Background(), "SELECT lease_until FROM ("+st.newestSQL("1")+")").Scan(&leaseUntil); err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ type Counts struct {
 	Suppressed uint64 `json:"suppressed"`
 }
 
-func counts(ctx context.Context, st store, since int64) (Counts, error) {
+func counts(ctx context.Context, st deliveryStore, since int64) (Counts, error) {
 	var c Counts
 	err := st.conn.QueryRow(ctx, `SELECT countIf(status IN ('pending', 'delivering', 'retry')), countIf(status = 'delivered'),
        countIf(status = 'dead'), countIf(status = 'suppressed')
@@ -52,7 +52,7 @@ type StatusReport struct {
 // Status reads the delivery table: counts over fires since since, and every delivery that is
 // not final-and-fine (pending, delivering, retry, dead).
 func Status(ctx context.Context, conn driver.Conn, database string, since time.Time) (StatusReport, error) {
-	st := store{conn: conn, db: database}
+	st := deliveryStore{conn: conn, db: database}
 	var rep StatusReport
 	c, err := counts(ctx, st, since.Unix())
 	if err != nil {
@@ -95,7 +95,7 @@ func Retry(ctx context.Context, conn driver.Conn, database, owner string, f Retr
 	if owner == "" {
 		return 0, errors.New("notify: retry needs an owner")
 	}
-	st := store{conn: conn, db: database}
+	st := deliveryStore{conn: conn, db: database}
 	where := `fire >= toDateTime({since:Int64}, 'UTC')`
 	args := []any{clickhouse.Named("since", f.Since.Unix()), clickhouse.Named("owner", owner)}
 	if f.HuntID != "" {

@@ -30,19 +30,19 @@ const nilUUID = "00000000-0000-0000-0000-000000000000"
 const deliveryCols = "hunt_id, fire, sink, run_id, idempotency_key, status, attempts, last_error, next_attempt, created, delivered, claim_id, owner, lease_until, updated"
 
 // store holds the SQL of the delivery and suppression tables; only this package writes them.
-type store struct {
+type deliveryStore struct {
 	conn driver.Conn
 	db   string
 }
 
-func (s store) table(name string) string {
+func (s deliveryStore) table(name string) string {
 	return chstore.QuoteIdent(s.db) + "." + chstore.QuoteIdent(name)
 }
 
 // newestSQL gives the newest row of every (hunt, fire, sink) matching where, and tied: another
 // claim id has a row at the same greatest updated. As for hunt_lease, a merge keeps the last
 // inserted of tied rows whatever its claim id, so no claimer may count a tie as won.
-func (s store) newestSQL(where string) string {
+func (s deliveryStore) newestSQL(where string) string {
 	return `SELECT hunt_id, fire, sink, t.1 AS run_id, t.2 AS idempotency_key, t.3 AS status, t.4 AS attempts,
        t.5 AS last_error, t.6 AS next_attempt, t.7 AS created, t.8 AS delivered, t.9 AS claim_id, t.10 AS owner,
        t.11 AS lease_until, t.12 AS updated, t.9 != lo AS tied
@@ -111,7 +111,7 @@ func (o owed) covers(w work) bool {
 // yet, or a delivery that is claimable on the server clock; oldest fire first, and the server
 // clock. Deliveries waiting for their backoff, and fires no sink is owed (history before a
 // sink was enabled), are left out, so many of them cannot crowd newer fires past limit.
-func (s store) pending(ctx context.Context, want map[string][]owed, since int64, limit int) ([]work, time.Time, error) {
+func (s deliveryStore) pending(ctx context.Context, want map[string][]owed, since int64, limit int) ([]work, time.Time, error) {
 	ids := make([]string, 0, len(want))
 	sinks := make([][]string, 0, len(want))
 	fireFrom := make([][]int64, 0, len(want))
@@ -189,7 +189,7 @@ const StatusEnabled = "enabled"
 // inserts a copy that does, so that merges (which keep the newest row of the key) keep the
 // earliest time. The rows are also refreshed weekly, so the 30-day TTL of hunt_delivery never
 // expires a sink's enablement.
-func (s store) enable(ctx context.Context, sinks []string, owner string) (map[string]time.Time, error) {
+func (s deliveryStore) enable(ctx context.Context, sinks []string, owner string) (map[string]time.Time, error) {
 	out, need, err := s.enablement(ctx, sinks)
 	if err != nil || len(need) == 0 {
 		return out, err
@@ -211,7 +211,7 @@ LEFT JOIN (SELECT sink, min(created) AS first, 1 AS present FROM ` + s.table(chs
 
 // markersSQL reads the enablement rows of the sinks bound as {sinks}: the earliest created
 // (c), the created of the newest row (nc) and when the newest was written (u).
-func (s store) markersSQL() string {
+func (s deliveryStore) markersSQL() string {
 	return `SELECT sink, min(created) AS c, argMax(created, updated) AS nc, max(updated) AS u, 1 AS present
 FROM ` + s.table(chstore.TableDelivery) + `
 WHERE hunt_id = '' AND fire = toDateTime(0, 'UTC') AND status = '` + StatusEnabled + `' AND sink IN {sinks:Array(String)}
@@ -220,7 +220,7 @@ GROUP BY sink`
 
 // enablement reads when each sink was first enabled, and which sinks need a row written:
 // none yet, the newest not carrying the earliest time, or not refreshed for a week.
-func (s store) enablement(ctx context.Context, sinks []string) (map[string]time.Time, []string, error) {
+func (s deliveryStore) enablement(ctx context.Context, sinks []string) (map[string]time.Time, []string, error) {
 	rows, err := s.conn.Query(ctx, `SELECT sink, c, toBool(nc != c OR u < now64(6) - INTERVAL 7 DAY) FROM (`+s.markersSQL()+`)`,
 		clickhouse.Named("sinks", sinks))
 	if err != nil {
@@ -255,7 +255,7 @@ func (s store) enablement(ctx context.Context, sinks []string) (map[string]time.
 // plan writes a first row for each sink of a (hunt, fire) that has none yet. The NOT IN is
 // evaluated by the server as the rows are written, so a planner that read "no row" before a
 // peer planned and claimed does not insert a pending row above the peer's claim.
-func (s store) plan(ctx context.Context, w work, sinks []string, status, owner string) error {
+func (s deliveryStore) plan(ctx context.Context, w work, sinks []string, status, owner string) error {
 	keys := make([]string, len(sinks))
 	for i, sk := range sinks {
 		keys[i] = IdempotencyKey(w.HuntID, w.Fire, sk)
@@ -275,7 +275,7 @@ WHERE c.1 NOT IN (SELECT sink FROM ` + s.table(chstore.TableDelivery) + `
 // the server clock: pending or retry and due, or delivering with an expired lease (its
 // holder died). It counts the attempt. A tie at the top does not stop a claim: two claims
 // that tied both lost (held refuses ties), and only a newer row can settle the key again.
-func (s store) claim(ctx context.Context, keys []key, claimID uuid.UUID, owner string, lease time.Duration) error {
+func (s deliveryStore) claim(ctx context.Context, keys []key, claimID uuid.UUID, owner string, lease time.Duration) error {
 	q := `INSERT INTO ` + s.table(chstore.TableDelivery) + ` (` + deliveryCols + `)
 SELECT hunt_id, fire, sink, run_id, idempotency_key, 'delivering', attempts + 1, last_error, next_attempt, created, delivered,
        toUUID({claim:String}), {owner:String}, now64(3) + toIntervalMillisecond({lease_ms:Int64}), now64(6)
@@ -300,7 +300,7 @@ type held struct {
 }
 
 // read returns the newest rows of keys that are held by claimID and live, and the server clock.
-func (s store) held(ctx context.Context, keys []key, claimID uuid.UUID) ([]held, time.Time, error) {
+func (s deliveryStore) held(ctx context.Context, keys []key, claimID uuid.UUID) ([]held, time.Time, error) {
 	q := `SELECT hunt_id, toInt64(fire), sink, run_id, idempotency_key, attempts, created, claim_id, lease_until, updated, now64(3)
 FROM (` + s.newestSQL(keysWhere) + `)
 WHERE claim_id = toUUID({claim:String}) AND NOT tied AND status = 'delivering' AND lease_until > now64(3)`
@@ -332,7 +332,7 @@ WHERE claim_id = toUUID({claim:String}) AND NOT tied AND status = 'delivering' A
 
 // fencedCopy inserts a copy of h's newest row with the given changes, only while that row is
 // still h's claim, not tied, delivering and live on the server clock.
-func (s store) fencedCopy(ctx context.Context, h held, status, lastError, nextAttempt, delivered, leaseUntil string, extra ...any) error {
+func (s deliveryStore) fencedCopy(ctx context.Context, h held, status, lastError, nextAttempt, delivered, leaseUntil string, extra ...any) error {
 	q := `INSERT INTO ` + s.table(chstore.TableDelivery) + ` (` + deliveryCols + `)
 SELECT hunt_id, fire, sink, run_id, idempotency_key, ` + status + `, attempts, ` + lastError + `, ` + nextAttempt + `, created,
        ` + delivered + `, claim_id, owner, ` + leaseUntil + `, now64(6)
@@ -344,7 +344,7 @@ WHERE claim_id = toUUID({claim:String}) AND NOT tied AND status = 'delivering' A
 
 // renew extends h's lease and reads it back: ok false means the claim is lost (a peer's row is
 // newest or the lease ran out); an error means the renewal is not known to have landed.
-func (s store) renew(ctx context.Context, h held, lease time.Duration) (held, bool, error) {
+func (s deliveryStore) renew(ctx context.Context, h held, lease time.Duration) (held, bool, error) {
 	err := s.fencedCopy(ctx, h, "status", "last_error", "next_attempt", "delivered",
 		"now64(3) + toIntervalMillisecond({lease_ms:Int64})", clickhouse.Named("lease_ms", lease.Milliseconds()))
 	if err != nil {
@@ -363,7 +363,7 @@ func (s store) renew(ctx context.Context, h held, lease time.Duration) (held, bo
 // finish writes the outcome of h's attempt, fenced on the claim. A write that finds the
 // claim gone writes nothing: the delivery is then retried by whoever claims it next, with
 // the same key.
-func (s store) finish(ctx context.Context, h held, status, lastError string, backoff time.Duration) error {
+func (s deliveryStore) finish(ctx context.Context, h held, status, lastError string, backoff time.Duration) error {
 	return s.fencedCopy(ctx, h, "{st:String}", "{err:String}", "now64(3) + toIntervalMillisecond({backoff_ms:Int64})",
 		"if({st:String} = 'delivered', now64(6), delivered)", "now64(3)",
 		clickhouse.Named("st", status), clickhouse.Named("err", lastError), clickhouse.Named("backoff_ms", backoff.Milliseconds()))
@@ -376,7 +376,7 @@ type finding struct {
 }
 
 // findings reads the committed run's findings of a fire, once each, ordered by finding_id.
-func (s store) findings(ctx context.Context, huntID string, fire int64, runID uuid.UUID) ([]finding, error) {
+func (s deliveryStore) findings(ctx context.Context, huntID string, fire int64, runID uuid.UUID) ([]finding, error) {
 	rows, err := s.conn.Query(ctx, `SELECT finding_id, finding FROM `+s.table(chstore.TableFindings)+`
 WHERE hunt_id = {h:String} AND fire = toDateTime({f:Int64}, 'UTC') AND run_id = toUUID({r:String})
 ORDER BY finding_id LIMIT 1 BY finding_id`,
@@ -411,7 +411,7 @@ func suppressKey(findingJSON string, by []string) string {
 // suppressedKeys returns which of keys an earlier fire of the hunt notified within
 // [fire − for, fire). The fire's own rows never count, so every sink and every retry of the
 // fire computes the same set.
-func (s store) suppressedKeys(ctx context.Context, huntID string, fire int64, window time.Duration, keys []string) (map[string]bool, error) {
+func (s deliveryStore) suppressedKeys(ctx context.Context, huntID string, fire int64, window time.Duration, keys []string) (map[string]bool, error) {
 	out := map[string]bool{}
 	if len(keys) == 0 {
 		return out, nil
@@ -436,7 +436,7 @@ WHERE hunt_id = {h:String} AND suppress_key IN {keys:Array(String)}
 }
 
 // recordSuppress notes keys as notified by fire.
-func (s store) recordSuppress(ctx context.Context, huntID string, fire int64, keys []string) error {
+func (s deliveryStore) recordSuppress(ctx context.Context, huntID string, fire int64, keys []string) error {
 	if len(keys) == 0 {
 		return nil
 	}

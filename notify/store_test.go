@@ -15,7 +15,7 @@ import (
 // re-queues dead letters only.
 func TestDeliveryFences(t *testing.T) {
 	db := testDB(t)
-	st := store{conn: db.Conn, db: db.Name}
+	st := deliveryStore{conn: db.Conn, db: db.Name}
 	ctx := context.Background()
 	fire := baseFire()
 	run := commit(t, db, "brute", fire, `{"host":"a"}`)
@@ -95,7 +95,7 @@ func TestDeliveryFences(t *testing.T) {
 // new claim takes the delivery instead of leaving it stuck behind the tie.
 func TestTiedClaimsLoseAndDoNotBlock(t *testing.T) {
 	db := testDB(t)
-	st := store{conn: db.Conn, db: db.Name}
+	st := deliveryStore{conn: db.Conn, db: db.Name}
 	ctx := context.Background()
 	fire := baseFire()
 	k := key{"brute", fire.Unix(), "soc"}

@@ -10,11 +10,11 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/schedule"
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // Backfills replay a past range of a hunt in chunks (hunt-runner backfill). A backfill's
-// chunks are claimed and committed under its own coordination key (watermark.Backfill.Key:
+// chunks are claimed and committed under its own coordination key (store.Backfill.Key:
 // "<hunt>#backfill-<id>") in hunt_lease and hunt_watermark, so the claim protocol and the
 // compare-and-set commit apply unchanged, and the live lease and watermark are never read or
 // written by them: the key's watermark is the backfill's progress, moving from the range's start
@@ -70,7 +70,7 @@ func (r *Runner) heldBackfills() int {
 
 // planBackfills returns the next chunk of up to room backfills, oldest request first, for hunts
 // that are loaded and not paused, whose key is free, not in backoff and not held here.
-func (r *Runner) planBackfills(snap watermark.Snapshot, set *HuntSet, room int) []dueFire {
+func (r *Runner) planBackfills(snap store.Snapshot, set *HuntSet, room int) []dueFire {
 	if len(snap.Backfills) == 0 || room <= 0 {
 		return nil
 	}
@@ -111,7 +111,7 @@ func (s *HuntSet) find(id string) *Hunt {
 }
 
 // stateOf is the coordination state a won fire was planned on: the hunt's, or its backfill key's.
-func stateOf(snap watermark.Snapshot, d dueFire) watermark.HuntState {
+func stateOf(snap store.Snapshot, d dueFire) store.HuntState {
 	if d.Backfill == nil {
 		return snap.Hunts[d.Hunt.ID]
 	}
@@ -120,7 +120,7 @@ func stateOf(snap watermark.Snapshot, d dueFire) watermark.HuntState {
 			return b.Progress
 		}
 	}
-	return watermark.HuntState{}
+	return store.HuntState{}
 }
 
 // backfillWindow is a chunk's window: from where its claim's verify read saw the backfill's
@@ -138,12 +138,12 @@ func backfillWindow(h *Hunt, b *backfillChunk, l lease.Lease, end int64) window 
 
 // recordBackfill is record for a backfill chunk: the hunt's health (hunt_state) and overrun
 // count are left alone; a failure backs the key off instead.
-func (r *Runner) recordBackfill(ctx context.Context, log logger, span trace.Span, j *job, run watermark.Run, rep RunReport) {
+func (r *Runner) recordBackfill(ctx context.Context, log logger, span trace.Span, j *job, run store.Run, rep RunReport) {
 	h := j.hunt
 	switch rep.Status {
 	case StatusSucceeded: // the commit spent the lease: nothing to release
 		if j.state.ConsecutiveFailures != 0 || j.state.HasRetryAfter {
-			r.setState(ctx, log, watermark.State{HuntID: j.key(), Status: StatusSucceeded, LastFire: j.fire})
+			r.setState(ctx, log, store.State{HuntID: j.key(), Status: StatusSucceeded, LastFire: j.fire})
 		}
 		log.Info("backfill chunk succeeded", "backfill_id", j.backfill.ID, "findings", rep.Rows,
 			"window_start", rep.WindowStart, "window_end", rep.WindowEnd, "duration_seconds", rep.Duration.Seconds())
@@ -151,7 +151,7 @@ func (r *Runner) recordBackfill(ctx context.Context, log logger, span trace.Span
 		failures := j.state.ConsecutiveFailures + 1 // as this pod expects; the server derives it
 		d := backoffDelay(r.opts.Tick, h.Interval, failures)
 		base, limit := backoffRule(r.opts.Tick, h.Interval)
-		r.setState(ctx, log, watermark.State{HuntID: j.key(), Status: StatusFailed,
+		r.setState(ctx, log, store.State{HuntID: j.key(), Status: StatusFailed,
 			LastError: run.Error, LastFire: j.fire, BackoffBase: base, BackoffCap: limit})
 		r.release(ctx, log, j)
 		run.Finished = time.Now().UTC()

@@ -19,7 +19,7 @@ import (
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/schedule"
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // BenchmarkTick measures one tick (snapshot, plan, batched claim with the default 750 ms
@@ -87,7 +87,7 @@ func benchRunner(b *testing.B, e *env, n int) *Runner {
 		b.Fatal(err)
 	}
 	set := &HuntSet{Hash: "x", Hunts: hunts}
-	r, err := New(e.db.Conn, coord, watermark.New(e.db.Conn, e.db.Name), func() *HuntSet { return set },
+	r, err := New(e.db.Conn, coord, store.New(e.db.Conn, e.db.Name), func() *HuntSet { return set },
 		Options{Owner: "bench", Database: e.db.Name, MaxQueued: n})
 	if err != nil {
 		b.Fatal(err)
@@ -126,9 +126,9 @@ func BenchmarkMemory10kHunts(b *testing.B) {
 			b.Fatalf("loaded %d hunts: %v", len(set.Hunts), err)
 		}
 		adapter := hs(set)
-		snap := watermark.Snapshot{Now: time.Unix(1_800_000_000, 0), Hunts: make(map[string]watermark.HuntState, n)}
+		snap := store.Snapshot{Now: time.Unix(1_800_000_000, 0), Hunts: make(map[string]store.HuntState, n)}
 		for i, h := range adapter.Hunts {
-			snap.Hunts[h.ID] = watermark.HuntState{Watermark: 1_800_000_000 - int64(i%7)*60, HasWatermark: true,
+			snap.Hunts[h.ID] = store.HuntState{Watermark: 1_800_000_000 - int64(i%7)*60, HasWatermark: true,
 				Status: "succeeded", LeaseOwner: "pod-a", HasLease: true, LeaseUntil: time.Unix(1_799_999_000, 0)}
 		}
 		p := newPlanner(5 * time.Second)
@@ -189,12 +189,12 @@ func BenchmarkThroughput(b *testing.B) {
 
 // engineLimit issues a fire's statements back to back from n goroutines for d and returns
 // the fires per second: the hunt query, the findings insert and the real commit
-// (watermark.Store.Advance: the compare-and-set and its read-back), under leases written
+// (store.Store.Advance: the compare-and-set and its read-back), under leases written
 // before the clock starts.
 func engineLimit(b *testing.B, e *env, n int, d time.Duration) float64 {
 	r := benchRunner(b, e, 0)
 	h := &Hunt{ID: "limit", Interval: 1, Query: trivialQuery}
-	store := watermark.New(e.db.Conn, e.db.Name)
+	wm := store.New(e.db.Conn, e.db.Name)
 	const perGoroutine = 2_000 // more fires than a goroutine commits in d (about 500 at 100 fires/s)
 	claim := uuid.New()
 	e.exec(fmt.Sprintf(`INSERT INTO hunt_lease (hunt_id, fire, owner, claim_id, claimed, lease_until)
@@ -209,7 +209,7 @@ FROM numbers(%[4]d)`, perGoroutine, e.now, claim, n*perGoroutine))
 		wg.Go(func() {
 			for i := 0; ctx.Err() == nil && i < perGoroutine; i++ {
 				l := lease.Lease{HuntID: fmt.Sprintf("limit-%d-%d", g, i), Fire: e.now, ClaimID: claim}
-				run := watermark.Run{HuntID: l.HuntID, Fire: e.now, RunID: uuid.New(), Owner: "limit",
+				run := store.Run{HuntID: l.HuntID, Fire: e.now, RunID: uuid.New(), Owner: "limit",
 					WindowStart: e.now - 1, WindowEnd: e.now, Started: time.Now()}
 				w := window{Span: schedule.Span{Start: e.now - 1, End: e.now}, DataStart: time.Unix(e.now-1, 0), DataEnd: time.Unix(e.now, 0)}
 				f, err := r.query(ctx, h, e.now, run.RunID, w)
@@ -217,7 +217,7 @@ FROM numbers(%[4]d)`, perGoroutine, e.now, claim, n*perGoroutine))
 					err = r.storeFindings(ctx, h, e.now, run.RunID, f.docs)
 				}
 				if err == nil {
-					err = store.Advance(ctx, l, run)
+					err = wm.Advance(ctx, l, run)
 				}
 				if err == nil {
 					done.Add(1)
@@ -249,7 +249,7 @@ func startRunner(b *testing.B, e *env, n int, interval func(int) int64) (ids map
 	if os.Getenv("BENCH_LOG") != "" { // the runner's debug log, to see why a figure moved
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	r, err := New(e.db.Conn, coord, watermark.New(e.db.Conn, e.db.Name), func() *HuntSet { return set }, opts)
+	r, err := New(e.db.Conn, coord, store.New(e.db.Conn, e.db.Name), func() *HuntSet { return set }, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -273,7 +273,7 @@ func runnerThroughput(b *testing.B, e *env, n int, interval func(int) int64, d t
 func huntsBehind(b *testing.B, e *env, n int, interval func(int) int64, d time.Duration) int {
 	ids, stop := startRunner(b, e, n, interval)
 	time.Sleep(d)
-	snap, err := watermark.New(e.db.Conn, e.db.Name).Snapshot(e.ctx)
+	snap, err := store.New(e.db.Conn, e.db.Name).Snapshot(e.ctx)
 	stop()
 	if err != nil {
 		b.Fatal(err)
@@ -328,7 +328,7 @@ func longestWithoutCommit(b *testing.B, faults []ctl.FaultRule, d time.Duration)
 		if err != nil {
 			b.Fatal(err)
 		}
-		r, err := New(e.db.Conn, coord, watermark.New(e.db.Conn, e.db.Name), func() *HuntSet { return set },
+		r, err := New(e.db.Conn, coord, store.New(e.db.Conn, e.db.Name), func() *HuntSet { return set },
 			Options{Owner: owner, Database: e.db.Name, Lease: 20 * time.Second, Settle: 300 * time.Millisecond, Tick: time.Second})
 		if err != nil {
 			b.Fatal(err)

@@ -10,10 +10,10 @@ import (
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/schedule"
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
-func (e *env) store() *watermark.Store { return watermark.New(e.db.Conn, e.db.Name) }
+func (e *env) store() *store.Store { return store.New(e.db.Conn, e.db.Name) }
 
 // publish writes hunt_schedule rows for hs, as materialise would, so the due count sees them.
 func (e *env) publish(hs ...Hunt) {
@@ -85,9 +85,9 @@ func TestPauseResumeAcrossTwoRunners(t *testing.T) {
 	pb := Hunt{ID: "paused-b", Interval: 3600, Offset: off, Query: eventsQuery}
 	live := Hunt{ID: "live", Interval: 3600, Offset: off, Query: eventsQuery}
 	e.publish(pa, pb, live)
-	store := e.store()
+	wm := e.store()
 	for _, id := range []string{pa.ID, pb.ID} {
-		if err := store.Pause(e.ctx, watermark.Pause{HuntID: id, Reason: "tuning", By: "test"}); err != nil {
+		if err := wm.Pause(e.ctx, store.Pause{HuntID: id, Reason: "tuning", By: "test"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -105,7 +105,7 @@ func TestPauseResumeAcrossTwoRunners(t *testing.T) {
 		t.Fatalf("%d claims of paused hunts", n)
 	}
 	for _, id := range []string{pa.ID, pb.ID} {
-		if err := store.Resume(e.ctx, id, "test"); err != nil {
+		if err := wm.Resume(e.ctx, id, "test"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -129,12 +129,12 @@ func TestPauseResumeAcrossTwoRunners(t *testing.T) {
 // rest as a gap. A pause that ran out needs no resume.
 func TestPauseInFlightFinishesAndResumeRecordsGap(t *testing.T) {
 	e := newEnv(t)
-	store := e.store()
+	wm := e.store()
 	busy := Hunt{ID: "busy", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery}
 	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{busy}}, nil)
 	release := holdRuns(t, r.Runner)
 	e.tickUntil(r, "the fire to be won", func() bool { return len(r.queue) == 1 })
-	if err := store.Pause(e.ctx, watermark.Pause{HuntID: busy.ID, By: "test"}); err != nil {
+	if err := wm.Pause(e.ctx, store.Pause{HuntID: busy.ID, By: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	release()
@@ -147,7 +147,7 @@ func TestPauseInFlightFinishesAndResumeRecordsGap(t *testing.T) {
 	e.publish(gappy)
 	fire := e.latest(gappy)
 	e.setWatermark(gappy.ID, fire-3600)
-	if err := store.Pause(e.ctx, watermark.Pause{HuntID: gappy.ID, For: time.Hour, By: "test"}); err != nil {
+	if err := wm.Pause(e.ctx, store.Pause{HuntID: gappy.ID, For: time.Hour, By: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	if n := e.dueCount(); n != 0 {
@@ -158,14 +158,14 @@ func TestPauseInFlightFinishesAndResumeRecordsGap(t *testing.T) {
 	if runs := e.runs(gappy.ID); len(runs) != 0 {
 		t.Fatalf("a paused hunt ran: %+v", runs)
 	}
-	snap, err := store.Snapshot(e.ctx)
+	snap, err := wm.Snapshot(e.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if p := g.planner.plan(snap, &HuntSet{Hunts: []Hunt{gappy}}, time.Time{}, nil); p.Paused != 1 || len(p.Due) != 0 {
 		t.Fatalf("plan %+v, want the hunt counted as paused", p)
 	}
-	if err := store.Resume(e.ctx, gappy.ID, "test"); err != nil {
+	if err := wm.Resume(e.ctx, gappy.ID, "test"); err != nil {
 		t.Fatal(err)
 	}
 	if n := e.dueCount(); n != 1 {
@@ -246,7 +246,7 @@ func TestBackfillAcrossTwoRunners(t *testing.T) {
 	liveWM := e.latest(bf)
 	e.setWatermark(bf.ID, liveWM)
 	from, to := e.now-6600, e.now-650 // 10 chunks, the last 550s
-	id, err := e.store().RequestBackfill(e.ctx, watermark.BackfillRequest{HuntID: bf.ID, From: from, To: to, Chunk: 600, By: "test"})
+	id, err := e.store().RequestBackfill(e.ctx, store.BackfillRequest{HuntID: bf.ID, From: from, To: to, Chunk: 600, By: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,8 +305,8 @@ func TestBackfillCancel(t *testing.T) {
 	bf := Hunt{ID: "bf", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
 	e.setWatermark(bf.ID, e.latest(bf))
 	from := e.now - 6000
-	store := e.store()
-	id, err := store.RequestBackfill(e.ctx, watermark.BackfillRequest{HuntID: bf.ID, From: from, To: from + 5400, Chunk: 600, By: "test"})
+	wm := e.store()
+	id, err := wm.RequestBackfill(e.ctx, store.BackfillRequest{HuntID: bf.ID, From: from, To: from + 5400, Chunk: 600, By: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,7 +321,7 @@ func TestBackfillCancel(t *testing.T) {
 	if r.queue[0].backfill == nil {
 		t.Fatal("queued a live fire, want the third chunk")
 	}
-	if err := store.CancelBackfill(e.ctx, id, "test"); err != nil {
+	if err := wm.CancelBackfill(e.ctx, id, "test"); err != nil {
 		t.Fatal(err)
 	}
 	release()
@@ -346,7 +346,7 @@ func TestBackfillBelowLiveFires(t *testing.T) {
 	for i := range 3 {
 		h := Hunt{ID: fmt.Sprintf("b%d", i), Interval: 3600, Offset: off, Query: eventsQuery}
 		e.setWatermark(h.ID, e.latest(h))
-		if _, err := e.store().RequestBackfill(e.ctx, watermark.BackfillRequest{HuntID: h.ID, From: e.now - 3600, To: e.now - 600, Chunk: 600, By: "test"}); err != nil {
+		if _, err := e.store().RequestBackfill(e.ctx, store.BackfillRequest{HuntID: h.ID, From: e.now - 3600, To: e.now - 600, Chunk: 600, By: "test"}); err != nil {
 			t.Fatal(err)
 		}
 		hunts = append(hunts, h)
@@ -391,13 +391,13 @@ func TestBackfillBelowLiveFires(t *testing.T) {
 // ahead of the chunk.
 func TestBackfillPausedAndBesideLiveFires(t *testing.T) {
 	e := newEnv(t)
-	store := e.store()
+	wm := e.store()
 	bf := Hunt{ID: "bf", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery}
 	e.setWatermark(bf.ID, e.latest(bf))
-	if _, err := store.RequestBackfill(e.ctx, watermark.BackfillRequest{HuntID: bf.ID, From: e.now - 3600, To: e.now - 600, Chunk: 600, By: "test"}); err != nil {
+	if _, err := wm.RequestBackfill(e.ctx, store.BackfillRequest{HuntID: bf.ID, From: e.now - 3600, To: e.now - 600, Chunk: 600, By: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Pause(e.ctx, watermark.Pause{HuntID: bf.ID, By: "test"}); err != nil {
+	if err := wm.Pause(e.ctx, store.Pause{HuntID: bf.ID, By: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	hs := &HuntSet{Hash: "x", Hunts: []Hunt{bf}}
@@ -414,7 +414,7 @@ func TestBackfillPausedAndBesideLiveFires(t *testing.T) {
 	if len(r.queue) != 0 {
 		t.Fatalf("queued %d: a paused hunt's backfill was claimed", len(r.queue))
 	}
-	if err := store.Resume(e.ctx, bf.ID, "test"); err != nil {
+	if err := wm.Resume(e.ctx, bf.ID, "test"); err != nil {
 		t.Fatal(err)
 	}
 	e.tickUntil(r, "the first chunk after resume", func() bool { return len(r.queue) == 1 })
@@ -424,7 +424,7 @@ func TestBackfillPausedAndBesideLiveFires(t *testing.T) {
 	// A run-now request makes the hunt's live fire owed while its chunk is held here.
 	var now uint32
 	e.scan(&now, "SELECT toUnixTimestamp(now())")
-	if err := store.Request(e.ctx, bf.ID, int64(now)-1, "test"); err != nil {
+	if err := wm.Request(e.ctx, bf.ID, int64(now)-1, "test"); err != nil {
 		t.Fatal(err)
 	}
 	e.tickUntil(r, "the live request", func() bool { return len(r.queue) == 2 })
@@ -442,8 +442,8 @@ func TestBackfillFailureBacksOffTheKey(t *testing.T) {
 		Query: "SELECT throwIf(toDateTime({window_start:DateTime64(3)}) < now() - INTERVAL 50 MINUTE, 'too old') AS x, n FROM events " +
 			"WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}"}
 	e.setWatermark(h.ID, e.latest(h))
-	store := e.store()
-	id, err := store.RequestBackfill(e.ctx, watermark.BackfillRequest{HuntID: h.ID, From: e.now - 7000, To: e.now - 6400, Chunk: 600, By: "test"})
+	wm := e.store()
+	id, err := wm.RequestBackfill(e.ctx, store.BackfillRequest{HuntID: h.ID, From: e.now - 7000, To: e.now - 6400, Chunk: 600, By: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,7 +454,7 @@ func TestBackfillFailureBacksOffTheKey(t *testing.T) {
 	if n := e.count("SELECT count() FROM hunt_runs WHERE hunt_id = 'picky' AND kind = 'backfill' AND status = 'failed'"); n != 1 {
 		t.Fatalf("%d failed backfill runs, want 1", n)
 	}
-	snap, err := store.Snapshot(e.ctx)
+	snap, err := wm.Snapshot(e.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

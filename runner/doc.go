@@ -25,7 +25,7 @@
 // tick's snapshot. The hunt's SELECT (configsrc.FindingsQuery) runs on the hunts connection;
 // the runner keeps at most the hunt's max_findings distinct rows, in a deterministic order, and
 // stores them under the attempt's run id. The commit is one compare-and-set insert
-// (watermark.Store.Advance): it lands only while the lease is this claim's and live and the
+// (store.Store.Advance): it lands only while the lease is this claim's and live and the
 // watermark is still where the window starts, and the row is the run's record; each attempt of
 // it is made only while the lease is trusted. Findings become visible through
 // hunt_findings_committed exactly when the commit lands, and the commit spends the lease: the

@@ -21,7 +21,7 @@ import (
 	"github.com/hunt-runner/hunt-runner/internal/serve"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/schedule"
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // env is one fresh database with the coordination schema and an events table whose rows are
@@ -117,7 +117,7 @@ func (e *env) runner(owner string, set *HuntSet, mod func(*Options)) envRunner {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	r, err := New(e.db.Conn, coord, watermark.New(e.db.Conn, e.db.Name), func() *HuntSet { return set }, opts)
+	r, err := New(e.db.Conn, coord, store.New(e.db.Conn, e.db.Name), func() *HuntSet { return set }, opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestRunnerRunsCommitsAndBacksOff(t *testing.T) {
 	if len(br) != 1 || br[0].Status != StatusFailed || !strings.Contains(br[0].Error, "boom") {
 		t.Fatalf("broken runs %+v", br)
 	}
-	snap, err := watermark.New(e.db.Conn, e.db.Name).Snapshot(e.ctx)
+	snap, err := store.New(e.db.Conn, e.db.Name).Snapshot(e.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,11 +359,11 @@ func TestRunnerRunNowRequest(t *testing.T) {
 	h := Hunt{ID: "asked", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery}
 	fire := e.latest(h)
 	e.setWatermark("asked", fire)
-	store := watermark.New(e.db.Conn, e.db.Name)
+	wm := store.New(e.db.Conn, e.db.Name)
 	var now uint32
 	e.scan(&now, "SELECT toUnixTimestamp(now())")
 	req := int64(now) - 1 // after the watermark: the latest fire is half an hour back
-	if err := store.Request(e.ctx, "asked", req, "test"); err != nil {
+	if err := wm.Request(e.ctx, "asked", req, "test"); err != nil {
 		t.Fatal(err)
 	}
 	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
@@ -723,7 +723,7 @@ func TestWindowStartsAtTheVerifiedWatermark(t *testing.T) {
 			if err != nil || len(res.Won) != 1 {
 				t.Fatalf("peer claim: %+v, %v", res, err)
 			}
-			b.enqueue([]*job{b.newJob(dueFire{Hunt: &b.source().Hunts[0], Fire: f1}, res.Won[0], watermark.HuntState{}, time.Now(), time.Now())})
+			b.enqueue([]*job{b.newJob(dueFire{Hunt: &b.source().Hunts[0], Fire: f1}, res.Won[0], store.HuntState{}, time.Now(), time.Now())})
 			b.wg.Wait()
 		})
 	}}
@@ -928,7 +928,7 @@ type commitTimes struct {
 	sent  chan struct{}
 }
 
-func (c *commitTimes) Advance(ctx context.Context, l lease.Lease, run watermark.Run) error {
+func (c *commitTimes) Advance(ctx context.Context, l lease.Lease, run store.Run) error {
 	c.mu.Lock()
 	if len(c.times) == 0 {
 		close(c.sent)

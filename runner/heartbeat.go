@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // HeartbeatEvery is the default of Options.HeartbeatEvery. A fixed period, not every
@@ -16,10 +16,10 @@ const HeartbeatEvery = 30 * time.Second
 // DefaultHuntSet is the hunt set a runner reports when --hunt-set is not given.
 const DefaultHuntSet = "default"
 
-// Heartbeater records a runner's heartbeat (watermark.Store implements it). A StateStore that
+// Heartbeater records a runner's heartbeat (store.Store implements it). A StateStore that
 // does not implement it records none.
 type Heartbeater interface {
-	Heartbeat(ctx context.Context, h watermark.Heartbeat) error
+	Heartbeat(ctx context.Context, h store.Heartbeat) error
 }
 
 // heartbeatState is the runner's own bookkeeping of its beats (r.mu held).
@@ -49,7 +49,7 @@ func (r *Runner) heartbeat(ctx context.Context, set *HuntSet) {
 		return
 	}
 	r.hb.inFlight, r.hb.last = true, now
-	beat := watermark.Heartbeat{Owner: r.opts.Owner, Version: r.opts.Version, HuntSet: r.opts.HuntSet,
+	beat := store.Heartbeat{Owner: r.opts.Owner, Version: r.opts.Version, HuntSet: r.opts.HuntSet,
 		SetHash: set.Hash, Hunts: len(set.Hunts), Started: r.hb.started, Beat: now}
 	r.wg.Add(1) // a drain waits for it, so nothing writes after Start returns
 	r.mu.Unlock()

@@ -10,7 +10,7 @@ import (
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/internal/serve"
 	"github.com/hunt-runner/hunt-runner/status"
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 type beatRow struct {
@@ -125,7 +125,7 @@ func TestHeartbeatFreshAndFailureHarmless(t *testing.T) {
 	}
 
 	// status lists the running runner; once stopped, it drops out of the live list.
-	rep, err := status.Read(e.ctx, e.db.Conn, watermark.New(e.db.Conn, e.db.Name), e.db.Name, nil)
+	rep, err := status.Read(e.ctx, e.db.Conn, store.New(e.db.Conn, e.db.Name), e.db.Name, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/schedule"
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // Run outcomes as written to hunt_run.status and the runs metric.
@@ -55,7 +55,7 @@ type job struct {
 	fire      int64
 	requested bool
 	backfill  *backfillChunk      // nil for a live fire
-	state     watermark.HuntState // as read by the tick that claimed it (a backfill's: its key's)
+	state     store.HuntState // as read by the tick that claimed it (a backfill's: its key's)
 	// serverAt maps the process clock onto the server's: the tick's snapshot time and the
 	// local time it was read at. Used only to tell whether a run overran its interval.
 	snapNow, snapLocal time.Time
@@ -70,7 +70,7 @@ type job struct {
 	renewing sync.WaitGroup // the renewal goroutine
 }
 
-func (r *Runner) newJob(d dueFire, l lease.Lease, st watermark.HuntState, snapNow, snapLocal time.Time) *job {
+func (r *Runner) newJob(d dueFire, l lease.Lease, st store.HuntState, snapNow, snapLocal time.Time) *job {
 	ctx, cancel := context.WithCancel(r.runCtx)
 	return &job{r: r, hunt: d.Hunt, fire: d.Fire, requested: d.Requested, backfill: d.Backfill, state: st, lease: l,
 		snapNow: snapNow, snapLocal: snapLocal,
@@ -188,14 +188,14 @@ func (r *Runner) execute(j *job) {
 	log := r.log.With("hunt_id", h.ID, "fire", j.fire, "claim_id", l.ClaimID, "run_id", runID)
 
 	startedLocal := time.Now()
-	run := watermark.Run{HuntID: h.ID, Fire: j.fire, RunID: runID, Owner: r.opts.Owner,
-		WindowStart: w.Start, WindowEnd: w.End, Started: startedLocal.UTC(), Kind: watermark.KindScheduled,
+	run := store.Run{HuntID: h.ID, Fire: j.fire, RunID: runID, Owner: r.opts.Owner,
+		WindowStart: w.Start, WindowEnd: w.End, Started: startedLocal.UTC(), Kind: store.KindScheduled,
 		Interval: h.Interval}
 	if j.requested {
-		run.Kind = watermark.KindRequest
+		run.Kind = store.KindRequest
 	}
 	if j.backfill != nil {
-		run.Kind = watermark.KindBackfill
+		run.Kind = store.KindBackfill
 	}
 	if w.hasGap() {
 		run.GapStart, run.GapEnd = w.GapStart, w.GapEnd
@@ -251,7 +251,7 @@ var errLeaseLost = errors.New("lease lost during the run")
 // commit decides the run's outcome and, for a run that succeeded, commits it: one
 // compare-and-set insert that moves the watermark and is the run's audit row (Advance). Every
 // attempt, retries included, is made only while the lease is still trusted.
-func (r *Runner) commit(ctx context.Context, log logger, j *job, run watermark.Run, runErr error) (string, error) {
+func (r *Runner) commit(ctx context.Context, log logger, j *job, run store.Run, runErr error) (string, error) {
 	switch {
 	case j.isLost() || errors.Is(runErr, errLeaseLost):
 		return StatusLost, errLeaseLost
@@ -284,7 +284,7 @@ func (r *Runner) commit(ctx context.Context, log logger, j *job, run watermark.R
 			defer cancel()
 		}
 		sent := time.Now()
-		bound := watermark.CommitBound(ctx)
+		bound := store.CommitBound(ctx)
 		err := r.store.Advance(ctx, l, run)
 		if err != nil && !lease.Refused(err) {
 			runningUntil = sent.Add(bound)
@@ -294,7 +294,7 @@ func (r *Runner) commit(ctx context.Context, log logger, j *job, run watermark.R
 	switch {
 	case err == nil:
 		return StatusSucceeded, nil
-	case errors.Is(err, watermark.ErrFenced), errors.Is(err, lease.ErrLost):
+	case errors.Is(err, store.ErrFenced), errors.Is(err, lease.ErrLost):
 		return StatusLost, fmt.Errorf("commit refused: %w", err)
 	case retryable(err):
 		// The budget ran out with the outcome still unknown: the commit may have landed, so
@@ -310,7 +310,7 @@ func (r *Runner) commit(ctx context.Context, log logger, j *job, run watermark.R
 
 // record writes what follows an outcome: the release of a failed attempt's lease, hunt state,
 // the audit row of an attempt that did not commit, and the log line.
-func (r *Runner) record(ctx context.Context, log logger, span trace.Span, j *job, run watermark.Run, rep RunReport) {
+func (r *Runner) record(ctx context.Context, log logger, span trace.Span, j *job, run store.Run, rep RunReport) {
 	if j.backfill != nil {
 		r.recordBackfill(ctx, log, span, j, run, rep)
 		return
@@ -336,10 +336,10 @@ func (r *Runner) record(ctx context.Context, log logger, span trace.Span, j *job
 		}
 		// hunt_state records health transitions: a healthy hunt staying healthy writes nothing
 		// (one round trip less per run); the commit row carries its progress. The overrun is
-		// counted by the server, once for this fire (watermark.State.Overran).
+		// counted by the server, once for this fire (store.State.Overran).
 		if overran || aggressive != st.TooAggressive || st.Status != StatusSucceeded || st.ConsecutiveFailures != 0 ||
 			st.LastError != "" || st.HasRetryAfter {
-			r.setState(ctx, log, watermark.State{HuntID: h.ID, Status: StatusSucceeded, LastFire: j.fire,
+			r.setState(ctx, log, store.State{HuntID: h.ID, Status: StatusSucceeded, LastFire: j.fire,
 				Overran: overran, TooAggressive: aggressive})
 		}
 		r.planner.succeeded(h.ID)
@@ -351,7 +351,7 @@ func (r *Runner) record(ctx context.Context, log logger, span trace.Span, j *job
 		failures := j.state.ConsecutiveFailures + 1
 		d := r.planner.failed(h, failures, r.opts.Clock())
 		base, limit := backoffRule(r.opts.Tick, h.Interval)
-		r.setState(ctx, log, watermark.State{HuntID: h.ID, Status: StatusFailed, LastError: run.Error, LastFire: j.fire,
+		r.setState(ctx, log, store.State{HuntID: h.ID, Status: StatusFailed, LastError: run.Error, LastFire: j.fire,
 			BackoffBase: base, BackoffCap: limit, TooAggressive: j.state.TooAggressive})
 		r.release(ctx, log, j)
 		run.Finished = time.Now().UTC()
@@ -393,7 +393,7 @@ func (r *Runner) commitBudget() time.Duration { return max(r.opts.Lease, time.Mi
 // back by run id, a hunt_run row is looked up by run id before it is written again, and a
 // hunt_state row is fenced on its fire.
 func retryable(err error) bool {
-	return errors.Is(err, watermark.ErrUnknown) || lease.Transient(err)
+	return errors.Is(err, store.ErrUnknown) || lease.Transient(err)
 }
 
 // durably runs one commit write, retrying after a jittered backoff (250 ms doubling to 5 s)
@@ -430,7 +430,7 @@ func (r *Runner) durably(ctx context.Context, log logger, what string, write fun
 // recordRunOnce is a RecordRun that may be retried: hunt_run is a plain MergeTree (an audit
 // log), so an insert that landed but whose answer was lost must not be written again. Before a
 // retry it looks the row up by run_id (one read, on the retry path only).
-func (r *Runner) recordRunOnce(run watermark.Run) func(context.Context) error {
+func (r *Runner) recordRunOnce(run store.Run) func(context.Context) error {
 	tried := false
 	return func(ctx context.Context) error {
 		if tried {
@@ -458,14 +458,14 @@ func (r *Runner) release(ctx context.Context, log logger, j *job) {
 	}
 }
 
-func (r *Runner) recordRun(ctx context.Context, log logger, run watermark.Run) {
+func (r *Runner) recordRun(ctx context.Context, log logger, run store.Run) {
 	if err := r.durably(ctx, log, "record the run", r.recordRunOnce(run)); err != nil {
 		r.opts.Metrics.clickhouseError(ctx, "commit")
 		log.Error("recording the run failed", "status", run.Status, "error", err)
 	}
 }
 
-func (r *Runner) setState(ctx context.Context, log logger, st watermark.State) {
+func (r *Runner) setState(ctx context.Context, log logger, st store.State) {
 	if err := r.durably(ctx, log, "record the hunt state", func(ctx context.Context) error { return r.states.write(ctx, st) }); err != nil {
 		r.opts.Metrics.clickhouseError(ctx, "commit")
 		log.Error("recording the hunt state failed", "status", st.Status, "error", err)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // matchCommitReadBack is Advance's read-back by run id (Store.Committed).
@@ -95,7 +95,7 @@ func TestLateStateRowKeepsTheNextFiresFailure(t *testing.T) {
 	hs := &HuntSet{Hash: "x", Hunts: []Hunt{h}}
 	e.setWatermark(h.ID, fire-60)
 	// An earlier failure, so that A's success is a health transition and writes a state row.
-	if err := e.store().SetState(e.ctx, watermark.State{HuntID: h.ID, Status: StatusFailed, LastError: "earlier", LastFire: fire - 60}); err != nil {
+	if err := e.store().SetState(e.ctx, store.State{HuntID: h.ID, Status: StatusFailed, LastError: "earlier", LastFire: fire - 60}); err != nil {
 		t.Fatal(err)
 	}
 	e.srv.SetFaults(t, ctl.FaultRule{Name: "held", Kind: ctl.KindInsert, Match: `INSERT INTO \S*hunt_state`, Times: 1,

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/hunt-runner/hunt-runner/schedule"
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // TestPlanAgreesWithSchedulePredicate ties the planner to schedule.IsDue, which the parity
@@ -15,7 +15,7 @@ import (
 // and requests for a fire still to come included. It also checks that the planner's fire and
 // behind come from schedule (Owed, Behind).
 func TestPlanAgreesWithSchedulePredicate(t *testing.T) {
-	type hs = watermark.HuntState
+	type hs = store.HuntState
 	cases, dueNoBackoff, heldByBackoff := 0, 0, 0
 	for _, iv := range []int64{1, 2, 30, 60, 3600} {
 		for _, off := range []int64{0, iv / 2, iv - 1} {
@@ -120,7 +120,7 @@ func TestPersistedBackoffOnTheEngine(t *testing.T) {
 	if br := e.runs("broken"); len(br) != 1 || br[0].Status != StatusFailed {
 		t.Fatalf("pod-a runs %+v, want one failed", br)
 	}
-	snap, err := watermark.New(e.db.Conn, e.db.Name).Snapshot(e.ctx)
+	snap, err := store.New(e.db.Conn, e.db.Name).Snapshot(e.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

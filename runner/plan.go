@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/hunt-runner/hunt-runner/schedule"
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // dueFire is one fire the tick will try to claim.
@@ -46,7 +46,7 @@ func newPlanner(tick time.Duration) *planner {
 	return &planner{tick: tick, overrunSeen: map[string]int64{}}
 }
 
-// backoffRule is the backoff as hunt_state derives it (watermark.State): the n-th consecutive
+// backoffRule is the backoff as hunt_state derives it (store.State): the n-th consecutive
 // failure waits base × 2^(n−1), at most limit.
 func backoffRule(tick time.Duration, interval int64) (base, limit time.Duration) {
 	return tick, max(time.Duration(interval)*time.Second, tick)
@@ -87,7 +87,7 @@ func scheduleRow(h *Hunt) schedule.Row {
 // scheduleState is the predicate's view of a snapshot entry. A hunt that never committed but
 // has failed owes at least from the fire its last failure tried: that is the oldest owed fire
 // the snapshot knows of (the fire it was first owed is not persisted).
-func scheduleState(st watermark.HuntState) schedule.State {
+func scheduleState(st store.HuntState) schedule.State {
 	out := st.ScheduleState()
 	if !st.HasWatermark && st.ConsecutiveFailures > 0 && st.LastFire > 0 {
 		out.FirstOwed, out.HasFirstOwed = st.LastFire, true
@@ -99,7 +99,7 @@ func scheduleState(st watermark.HuntState) schedule.State {
 // fire is owed, and how far behind; zero: the snapshot's time, see Options.ScheduleClock).
 // busy reports hunts this runner already holds (queued or running); it may be nil. The local
 // clock is not read.
-func (p *planner) plan(snap watermark.Snapshot, set *HuntSet, at time.Time, busy func(string) bool) plan {
+func (p *planner) plan(snap store.Snapshot, set *HuntSet, at time.Time, busy func(string) bool) plan {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if at.IsZero() {

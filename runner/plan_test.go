@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/hunt-runner/hunt-runner/schedule"
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // base is an instant on a 60 s boundary; hunts below use interval 60 and explicit offsets.
@@ -14,11 +14,11 @@ const base int64 = 1_800_000_000 - 1_800_000_000%3600
 
 func at(sec int64) time.Time { return time.Unix(sec, 0).UTC() }
 
-func snap(now int64, hunts map[string]watermark.HuntState) watermark.Snapshot {
+func snap(now int64, hunts map[string]store.HuntState) store.Snapshot {
 	if hunts == nil {
-		hunts = map[string]watermark.HuntState{}
+		hunts = map[string]store.HuntState{}
 	}
-	return watermark.Snapshot{Now: at(now), Hunts: hunts}
+	return store.Snapshot{Now: at(now), Hunts: hunts}
 }
 
 func set(hunts ...Hunt) *HuntSet { return &HuntSet{Hash: "h", Hunts: hunts} }
@@ -40,41 +40,41 @@ func TestPlanDue(t *testing.T) {
 	cases := []struct {
 		name      string
 		now       int64
-		st        *watermark.HuntState
+		st        *store.HuntState
 		wantFire  int64 // 0 = not due
 		requested bool
 		overruns  int
 	}{
 		{name: "first run owes the latest fire", now: base + 50, wantFire: base + 46},
 		{name: "before this interval's offset the previous fire is owed", now: base + 30, wantFire: base - 14},
-		{name: "watermark below latest fire", now: base + 50, st: &watermark.HuntState{Watermark: base - 14, HasWatermark: true}, wantFire: base + 46},
-		{name: "watermark at latest fire", now: base + 50, st: &watermark.HuntState{Watermark: base + 46, HasWatermark: true}},
-		{name: "watermark at latest fire, tick before next offset", now: base + 100, st: &watermark.HuntState{Watermark: base + 46, HasWatermark: true}},
+		{name: "watermark below latest fire", now: base + 50, st: &store.HuntState{Watermark: base - 14, HasWatermark: true}, wantFire: base + 46},
+		{name: "watermark at latest fire", now: base + 50, st: &store.HuntState{Watermark: base + 46, HasWatermark: true}},
+		{name: "watermark at latest fire, tick before next offset", now: base + 100, st: &store.HuntState{Watermark: base + 46, HasWatermark: true}},
 		{name: "live lease on the same fire is a healthy peer", now: base + 50,
-			st: &watermark.HuntState{Watermark: base - 14, HasWatermark: true, HasLease: true, LeaseFire: base + 46, LeaseUntil: at(base + 60)}},
+			st: &store.HuntState{Watermark: base - 14, HasWatermark: true, HasLease: true, LeaseFire: base + 46, LeaseUntil: at(base + 60)}},
 		{name: "live lease on the previous fire is an overrun", now: base + 50, overruns: 1,
-			st: &watermark.HuntState{Watermark: base - 74, HasWatermark: true, HasLease: true, LeaseFire: base - 14, LeaseUntil: at(base + 60)}},
+			st: &store.HuntState{Watermark: base - 74, HasWatermark: true, HasLease: true, LeaseFire: base - 14, LeaseUntil: at(base + 60)}},
 		{name: "lease ending exactly now is free", now: base + 50, wantFire: base + 46,
-			st: &watermark.HuntState{Watermark: base - 14, HasWatermark: true, HasLease: true, LeaseFire: base - 14, LeaseUntil: at(base + 50)}},
+			st: &store.HuntState{Watermark: base - 14, HasWatermark: true, HasLease: true, LeaseFire: base - 14, LeaseUntil: at(base + 50)}},
 		{name: "lease ending a millisecond after now is live", now: base + 50,
-			st: &watermark.HuntState{Watermark: base - 14, HasWatermark: true, HasLease: true, LeaseFire: base + 46, LeaseUntil: at(base + 50).Add(time.Millisecond)}},
+			st: &store.HuntState{Watermark: base - 14, HasWatermark: true, HasLease: true, LeaseFire: base + 46, LeaseUntil: at(base + 50).Add(time.Millisecond)}},
 		{name: "pending request runs when nothing scheduled is owed", now: base + 50, wantFire: base + 49, requested: true,
-			st: &watermark.HuntState{Watermark: base + 46, HasWatermark: true, HasRequest: true, RequestedFire: base + 49}},
+			st: &store.HuntState{Watermark: base + 46, HasWatermark: true, HasRequest: true, RequestedFire: base + 49}},
 		{name: "scheduled fire goes before a request", now: base + 50, wantFire: base + 46,
-			st: &watermark.HuntState{Watermark: base - 14, HasWatermark: true, HasRequest: true, RequestedFire: base + 49}},
+			st: &store.HuntState{Watermark: base - 14, HasWatermark: true, HasRequest: true, RequestedFire: base + 49}},
 		{name: "request at or below the watermark is done", now: base + 50,
-			st: &watermark.HuntState{Watermark: base + 46, HasWatermark: true, HasRequest: true, RequestedFire: base + 46}},
+			st: &store.HuntState{Watermark: base + 46, HasWatermark: true, HasRequest: true, RequestedFire: base + 46}},
 		{name: "request in the future waits", now: base + 50,
-			st: &watermark.HuntState{Watermark: base + 46, HasWatermark: true, HasRequest: true, RequestedFire: base + 55}},
+			st: &store.HuntState{Watermark: base + 46, HasWatermark: true, HasRequest: true, RequestedFire: base + 55}},
 		{name: "request with no watermark: the schedule's first run goes first", now: base + 50, wantFire: base + 46,
-			st: &watermark.HuntState{HasRequest: true, RequestedFire: base + 10}},
+			st: &store.HuntState{HasRequest: true, RequestedFire: base + 10}},
 		{name: "leased request is not an overrun", now: base + 50,
-			st: &watermark.HuntState{Watermark: base + 46, HasWatermark: true, HasRequest: true, RequestedFire: base + 49,
+			st: &store.HuntState{Watermark: base + 46, HasWatermark: true, HasRequest: true, RequestedFire: base + 49,
 				HasLease: true, LeaseFire: base + 49, LeaseUntil: at(base + 100)}}, // a peer runs the request
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			states := map[string]watermark.HuntState{}
+			states := map[string]store.HuntState{}
 			if tc.st != nil {
 				states["a"] = *tc.st
 			}
@@ -100,13 +100,13 @@ func TestPlanDue(t *testing.T) {
 func TestPlanBetweenTicksRunsEveryFire(t *testing.T) {
 	h := hunt("a", 60, 46)
 	p := newPlanner(15 * time.Second)
-	st := map[string]watermark.HuntState{"a": {Watermark: base - 74, HasWatermark: true}}
+	st := map[string]store.HuntState{"a": {Watermark: base - 74, HasWatermark: true}}
 	var fires []int64
 	for now := base; now < base+180; now += 15 {
 		pl := p.plan(snap(now, st), set(h), time.Unix(now, 0), nil)
 		for _, d := range pl.Due {
 			fires = append(fires, d.Fire)
-			st["a"] = watermark.HuntState{Watermark: d.Fire, HasWatermark: true}
+			st["a"] = store.HuntState{Watermark: d.Fire, HasWatermark: true}
 		}
 	}
 	want := []int64{base - 14, base + 46, base + 106}
@@ -119,7 +119,7 @@ func TestPlanOverrunCountedOncePerFire(t *testing.T) {
 	h := hunt("a", 60, 0)
 	p := newPlanner(5 * time.Second)
 	// Fire base is owed while fire base-60 still holds a long lease.
-	st := map[string]watermark.HuntState{"a": {Watermark: base - 120, HasWatermark: true,
+	st := map[string]store.HuntState{"a": {Watermark: base - 120, HasWatermark: true,
 		HasLease: true, LeaseFire: base - 60, LeaseUntil: at(base + 1000)}}
 	var counts []int
 	for _, now := range []int64{base + 1, base + 6, base + 59, base + 61, base + 65} {
@@ -139,7 +139,7 @@ func TestPlanOrdersMostOverdueFirst(t *testing.T) {
 		hunt("d-tie", 60, 0),        // same overdue as c-fresh: tie by id
 	)
 	now := base + 65
-	st := map[string]watermark.HuntState{
+	st := map[string]store.HuntState{
 		"c-fresh": {Watermark: base, HasWatermark: true},
 		"b-old":   {Watermark: base - 300, HasWatermark: true},
 		"d-tie":   {Watermark: base, HasWatermark: true},
@@ -196,7 +196,7 @@ func TestPlanBackoff(t *testing.T) {
 	hs := set(hunt("a", 60, 0))
 	now := base + 65
 	retry := at(now).Add(20 * time.Second)
-	inBackoff := map[string]watermark.HuntState{"a": {Watermark: base, HasWatermark: true, Status: "failed",
+	inBackoff := map[string]store.HuntState{"a": {Watermark: base, HasWatermark: true, Status: "failed",
 		ConsecutiveFailures: 3, RetryAfter: retry, HasRetryAfter: true}}
 	if d := newPlanner(5*time.Second).failed(&hs.Hunts[0], 3, time.Time{}); d != 20*time.Second {
 		t.Fatalf("third failure backs off %v, want 20s", d)
@@ -210,27 +210,27 @@ func TestPlanBackoff(t *testing.T) {
 		{retry, true}, // like a lease: free at retry_after exactly
 		{retry.Add(time.Second), true},
 	} {
-		pl := newPlanner(5*time.Second).plan(watermark.Snapshot{Now: tc.at, Hunts: inBackoff}, hs, time.Time{}, nil)
+		pl := newPlanner(5*time.Second).plan(store.Snapshot{Now: tc.at, Hunts: inBackoff}, hs, time.Time{}, nil)
 		if (len(pl.Due) == 1) != tc.due || (pl.BackOff == 1) == tc.due {
 			t.Fatalf("at retry_after%+v: due %v backoff %d, want due=%v", tc.at.Sub(retry), dueIDs(pl), pl.BackOff, tc.due)
 		}
 	}
 	// A success clears retry_after in hunt_state; the snapshot then carries none.
-	cleared := map[string]watermark.HuntState{"a": {Watermark: base, HasWatermark: true, Status: "succeeded"}}
+	cleared := map[string]store.HuntState{"a": {Watermark: base, HasWatermark: true, Status: "succeeded"}}
 	if pl := newPlanner(5*time.Second).plan(snap(now, cleared), hs, time.Time{}, nil); len(pl.Due) != 1 || pl.BackOff != 0 {
 		t.Fatalf("without retry_after: due %v backoff %d", dueIDs(pl), pl.BackOff)
 	}
 	// A hunt both leased and in backoff counts once, as leased.
 	both := inBackoff["a"]
 	both.HasLease, both.LeaseFire, both.LeaseUntil = true, base+60, at(now+10)
-	pl := newPlanner(5*time.Second).plan(snap(now, map[string]watermark.HuntState{"a": both}), hs, time.Time{}, nil)
+	pl := newPlanner(5*time.Second).plan(snap(now, map[string]store.HuntState{"a": both}), hs, time.Time{}, nil)
 	if len(pl.Due) != 0 || pl.Leased != 1 || pl.BackOff != 0 {
 		t.Fatalf("leased and in backoff: due %v leased %d backoff %d", dueIDs(pl), pl.Leased, pl.BackOff)
 	}
 	// A hunt owed nothing is not "in backoff", whatever retry_after says.
 	done := inBackoff["a"]
 	done.Watermark = base + 60
-	if pl := newPlanner(5*time.Second).plan(snap(now, map[string]watermark.HuntState{"a": done}), hs, time.Time{}, nil); pl.BackOff != 0 || len(pl.Due) != 0 {
+	if pl := newPlanner(5*time.Second).plan(snap(now, map[string]store.HuntState{"a": done}), hs, time.Time{}, nil); pl.BackOff != 0 || len(pl.Due) != 0 {
 		t.Fatalf("caught up: due %v backoff %d", dueIDs(pl), pl.BackOff)
 	}
 }
@@ -240,7 +240,7 @@ func TestPlanBackoff(t *testing.T) {
 func TestPlanBehindNeverCommitted(t *testing.T) {
 	hs := set(hunt("a", 60, 0), hunt("new", 60, 0))
 	now := base + 65
-	st := map[string]watermark.HuntState{"a": {Status: "failed", ConsecutiveFailures: 8, LastFire: base - 240}}
+	st := map[string]store.HuntState{"a": {Status: "failed", ConsecutiveFailures: 8, LastFire: base - 240}}
 	pl := newPlanner(5*time.Second).plan(snap(now, st), hs, time.Time{}, nil)
 	if pl.Behind["a"] != 65+240 || pl.Behind["new"] != 5 {
 		t.Fatalf("behind %v: want a %d (since its failed fire), new 5", pl.Behind, 65+240)
@@ -308,7 +308,7 @@ func TestEpochParam(t *testing.T) {
 // being claimed at once, a changed interval is used at once.
 func TestPlanFollowsReload(t *testing.T) {
 	p := newPlanner(5 * time.Second)
-	st := map[string]watermark.HuntState{
+	st := map[string]store.HuntState{
 		"a": {Watermark: base, HasWatermark: true},
 		"b": {Watermark: base, HasWatermark: true},
 	}
@@ -336,12 +336,12 @@ func TestPlanReadsTheScheduleAtItsOwnInstant(t *testing.T) {
 	if len(pl.Due) != 1 || pl.Due[0].Fire != base+3600 {
 		t.Fatalf("due %+v, want fire base+3600 (the pinned schedule's latest)", pl.Due)
 	}
-	leased := map[string]watermark.HuntState{"a": {HasLease: true, LeaseFire: base, LeaseUntil: at(server + 60)}}
+	leased := map[string]store.HuntState{"a": {HasLease: true, LeaseFire: base, LeaseUntil: at(server + 60)}}
 	pl = newPlanner(5*time.Second).plan(snap(server, leased), h, pinned, nil)
 	if len(pl.Due) != 0 || pl.Leased != 1 {
 		t.Fatalf("a lease live on the server's clock: due %+v leased %d, want it held", pl.Due, pl.Leased)
 	}
-	behind := map[string]watermark.HuntState{"a": {Watermark: base + 3600 - 120, HasWatermark: true}}
+	behind := map[string]store.HuntState{"a": {Watermark: base + 3600 - 120, HasWatermark: true}}
 	if b := newPlanner(5*time.Second).plan(snap(server, behind), h, pinned, nil).Behind["a"]; b != 90 {
 		t.Fatalf("behind %ds at the pinned instant, want 90", b)
 	}

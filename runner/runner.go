@@ -17,7 +17,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/lease"
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // Claimer is the claim protocol as the runner uses it (lease.Coordinator implements it).
@@ -27,13 +27,13 @@ type Claimer interface {
 	Release(ctx context.Context, l lease.Lease) error
 }
 
-// StateStore is the coordination state as the runner uses it (watermark.Store implements it).
+// StateStore is the coordination state as the runner uses it (store.Store implements it).
 type StateStore interface {
-	Snapshot(ctx context.Context) (watermark.Snapshot, error)
-	Advance(ctx context.Context, l lease.Lease, run watermark.Run) error // commits run.WindowEnd and the run's rows
-	RecordRun(ctx context.Context, r watermark.Run) error
-	Recorded(ctx context.Context, r watermark.Run) (bool, error) // RecordRun's row is there
-	SetStates(ctx context.Context, sts []watermark.State) error  // as few inserts as the URL cap allows
+	Snapshot(ctx context.Context) (store.Snapshot, error)
+	Advance(ctx context.Context, l lease.Lease, run store.Run) error // commits run.WindowEnd and the run's rows
+	RecordRun(ctx context.Context, r store.Run) error
+	Recorded(ctx context.Context, r store.Run) (bool, error) // RecordRun's row is there
+	SetStates(ctx context.Context, sts []store.State) error  // as few inserts as the URL cap allows
 }
 
 // Options configure a Runner. Zero values take the documented defaults.
@@ -178,7 +178,7 @@ type Runner struct {
 	opts     Options
 	log      *slog.Logger
 	planner  *planner
-	states   *group[watermark.State] // hunt_state writes of concurrent runs, grouped
+	states   *group[store.State] // hunt_state writes of concurrent runs, grouped
 	sem      *semaphore.Weighted
 
 	mu       sync.Mutex

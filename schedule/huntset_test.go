@@ -16,16 +16,16 @@ import (
 func TestHuntSetsShareADatabase(t *testing.T) {
 	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
-	store := NewClickHouseStore(db.Conn, db.Name)
+	wm := NewClickHouseStore(db.Conn, db.Name)
 	teamA := MaterialiseOptions{Set: "team-a", Source: "dir:/a"}
 	teamB := MaterialiseOptions{Set: "team-b", Source: "dir:/b"}
 
 	a1, a2 := mustRow(t, "a-1", time.Minute, "ha1"), mustRow(t, "a-2", time.Minute, "ha2")
 	b1 := mustRow(t, "b-1", time.Minute, "hb1")
-	if _, err := Materialise(ctx, store, []Row{a1, a2}, "setA", teamA); err != nil {
+	if _, err := Materialise(ctx, wm, []Row{a1, a2}, "setA", teamA); err != nil {
 		t.Fatal(err)
 	}
-	d, err := Materialise(ctx, store, []Row{b1}, "setB", teamB)
+	d, err := Materialise(ctx, wm, []Row{b1}, "setB", teamB)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestHuntSetsShareADatabase(t *testing.T) {
 	}
 	// Re-publishing team-a unchanged writes nothing: team-b's publication changed neither its
 	// rows nor its recorded hash.
-	d, err = Materialise(ctx, store, []Row{a1, a2}, "setA", teamA)
+	d, err = Materialise(ctx, wm, []Row{a1, a2}, "setA", teamA)
 	if err != nil || d.HasChanges() || len(d.Tombstoned) != 0 {
 		t.Fatalf("team-a again: %v\n%s", err, d)
 	}
@@ -62,13 +62,13 @@ func TestHuntSetsShareADatabase(t *testing.T) {
 	for _, dry := range []bool{true, false} {
 		o := teamB
 		o.DryRun = dry
-		_, err = Materialise(ctx, store, []Row{b1, mustRow(t, "a-2", time.Hour, "other")}, "setB2", o)
+		_, err = Materialise(ctx, wm, []Row{b1, mustRow(t, "a-2", time.Hour, "other")}, "setB2", o)
 		if !errors.Is(err, ErrSetConflict) || !strings.Contains(err.Error(), `"team-a"`) || !strings.Contains(err.Error(), `"team-b"`) || !strings.Contains(err.Error(), `"a-2"`) {
 			t.Fatalf("dry run %v: duplicate id across sets: %v", dry, err)
 		}
 	}
 	// A disabled hunt of the same id would tombstone team-a's: refused as well.
-	if _, err = Materialise(ctx, store, []Row{b1, {HuntID: "a-2"}}, "setB2", teamB); !errors.Is(err, ErrSetConflict) {
+	if _, err = Materialise(ctx, wm, []Row{b1, {HuntID: "a-2"}}, "setB2", teamB); !errors.Is(err, ErrSetConflict) {
 		t.Fatalf("disabled duplicate id across sets: %v", err)
 	}
 	if after, _ := tableCounts(t, db.Conn, db.Name); after != before {
@@ -76,16 +76,16 @@ func TestHuntSetsShareADatabase(t *testing.T) {
 	}
 
 	// team-a retires a-2; team-b may then take it over, and team-a's next publication leaves it.
-	if d, err = Materialise(ctx, store, []Row{a1}, "setA2", teamA); err != nil || len(d.Tombstoned) != 1 {
+	if d, err = Materialise(ctx, wm, []Row{a1}, "setA2", teamA); err != nil || len(d.Tombstoned) != 1 {
 		t.Fatalf("team-a retires a-2: %v\n%s", err, d)
 	}
-	if d, err = Materialise(ctx, store, []Row{b1, a2}, "setB3", teamB); err != nil || len(d.Added) != 1 || d.Added[0].New.HuntID != "a-2" {
+	if d, err = Materialise(ctx, wm, []Row{b1, a2}, "setB3", teamB); err != nil || len(d.Added) != 1 || d.Added[0].New.HuntID != "a-2" {
 		t.Fatalf("team-b takes over a retired id: %v\n%s", err, d)
 	}
-	if d, err = Materialise(ctx, store, []Row{a1}, "setA2", teamA); err != nil || d.HasChanges() {
+	if d, err = Materialise(ctx, wm, []Row{a1}, "setA2", teamA); err != nil || d.HasChanges() {
 		t.Fatalf("team-a after team-b took a-2 over: %v\n%s", err, d)
 	}
-	pub, err := store.Published(ctx, "team-b")
+	pub, err := wm.Published(ctx, "team-b")
 	if err != nil {
 		t.Fatal(err)
 	}

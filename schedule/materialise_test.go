@@ -37,7 +37,7 @@ func tableCounts(t *testing.T, q Querier, database string) (schedule, publish ui
 func TestMaterialiseOnEngine(t *testing.T) {
 	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
-	store := NewClickHouseStore(db.Conn, db.Name)
+	wm := NewClickHouseStore(db.Conn, db.Name)
 	opts := MaterialiseOptions{Source: "dir:/hunts"}
 
 	a := mustRow(t, "hunt-a", 5*time.Minute, "ha1")
@@ -65,7 +65,7 @@ func TestMaterialiseOnEngine(t *testing.T) {
 		{name: "hash only", rows: []Row{mustRow(t, "hunt-a", 10*time.Minute, "ha2"), b, c, cron}, hash: "set6", wantSchedule: 9, wantPublish: 6},
 	}
 	for _, st := range steps {
-		d, err := Materialise(ctx, store, st.rows, st.hash, opts)
+		d, err := Materialise(ctx, wm, st.rows, st.hash, opts)
 		if err != nil {
 			t.Fatalf("%s: %v", st.name, err)
 		}
@@ -94,7 +94,7 @@ func TestMaterialiseOnEngine(t *testing.T) {
 	}
 
 	// The table's newest rows are exactly the last set: tombstones carry interval 0, offset 0.
-	pub, err := store.Published(ctx, DefaultHuntSet)
+	pub, err := wm.Published(ctx, DefaultHuntSet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,11 +122,11 @@ func TestMaterialiseOnEngine(t *testing.T) {
 func TestMaterialiseTombstoneRowShape(t *testing.T) {
 	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
-	store := NewClickHouseStore(db.Conn, db.Name)
-	if _, err := Materialise(ctx, store, []Row{mustRow(t, "gone", time.Minute, "h")}, "s1", MaterialiseOptions{}); err != nil {
+	wm := NewClickHouseStore(db.Conn, db.Name)
+	if _, err := Materialise(ctx, wm, []Row{mustRow(t, "gone", time.Minute, "h")}, "s1", MaterialiseOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Materialise(ctx, store, []Row{mustRow(t, "other", time.Minute, "h")}, "s2", MaterialiseOptions{}); err != nil {
+	if _, err := Materialise(ctx, wm, []Row{mustRow(t, "other", time.Minute, "h")}, "s2", MaterialiseOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	var interval, offset uint32
@@ -142,13 +142,13 @@ func TestMaterialiseTombstoneRowShape(t *testing.T) {
 func TestMaterialiseDryRun(t *testing.T) {
 	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
-	store := NewClickHouseStore(db.Conn, db.Name)
+	wm := NewClickHouseStore(db.Conn, db.Name)
 	a := mustRow(t, "hunt-a", 5*time.Minute, "ha1")
-	if _, err := Materialise(ctx, store, []Row{a, mustRow(t, "hunt-b", time.Hour, "hb1")}, "set1", MaterialiseOptions{}); err != nil {
+	if _, err := Materialise(ctx, wm, []Row{a, mustRow(t, "hunt-b", time.Hour, "hb1")}, "set1", MaterialiseOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	before, beforePub := tableCounts(t, db.Conn, db.Name)
-	d, err := Materialise(ctx, store, []Row{mustRow(t, "hunt-a", 10*time.Minute, "ha2"), mustRow(t, "hunt-new", 30*time.Second, "hn1")}, "set2", MaterialiseOptions{DryRun: true})
+	d, err := Materialise(ctx, wm, []Row{mustRow(t, "hunt-a", 10*time.Minute, "ha2"), mustRow(t, "hunt-new", 30*time.Second, "hn1")}, "set2", MaterialiseOptions{DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,17 +173,17 @@ func TestMaterialiseDryRun(t *testing.T) {
 func TestMaterialiseRefusesEmpty(t *testing.T) {
 	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
-	store := NewClickHouseStore(db.Conn, db.Name)
-	if _, err := Materialise(ctx, store, []Row{mustRow(t, "hunt-a", time.Minute, "h")}, "s1", MaterialiseOptions{}); err != nil {
+	wm := NewClickHouseStore(db.Conn, db.Name)
+	if _, err := Materialise(ctx, wm, []Row{mustRow(t, "hunt-a", time.Minute, "h")}, "s1", MaterialiseOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Materialise(ctx, store, nil, "empty", MaterialiseOptions{}); !errors.Is(err, ErrEmptySet) {
+	if _, err := Materialise(ctx, wm, nil, "empty", MaterialiseOptions{}); !errors.Is(err, ErrEmptySet) {
 		t.Fatalf("empty set: err = %v, want ErrEmptySet", err)
 	}
 	if sched, pub := tableCounts(t, db.Conn, db.Name); sched != 1 || pub != 1 {
 		t.Errorf("refused empty set still wrote: %d schedule, %d publish rows", sched, pub)
 	}
-	d, err := Materialise(ctx, store, nil, "empty", MaterialiseOptions{AllowEmpty: true})
+	d, err := Materialise(ctx, wm, nil, "empty", MaterialiseOptions{AllowEmpty: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,13 +195,13 @@ func TestMaterialiseRefusesEmpty(t *testing.T) {
 func TestMaterialiseKeepAbsent(t *testing.T) {
 	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
-	store := NewClickHouseStore(db.Conn, db.Name)
+	wm := NewClickHouseStore(db.Conn, db.Name)
 	a, b := mustRow(t, "hunt-a", time.Minute, "ha"), mustRow(t, "hunt-b", time.Minute, "hb")
-	if _, err := Materialise(ctx, store, []Row{a, b, mustRow(t, "hunt-c", time.Minute, "hc")}, "s1", MaterialiseOptions{}); err != nil {
+	if _, err := Materialise(ctx, wm, []Row{a, b, mustRow(t, "hunt-c", time.Minute, "hc")}, "s1", MaterialiseOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// hunt-b's file is now unparseable (absent), hunt-c is disabled.
-	d, err := Materialise(ctx, store, []Row{a, {HuntID: "hunt-c"}}, "s2", MaterialiseOptions{KeepAbsent: true})
+	d, err := Materialise(ctx, wm, []Row{a, {HuntID: "hunt-c"}}, "s2", MaterialiseOptions{KeepAbsent: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestMaterialiseKeepAbsent(t *testing.T) {
 	if !strings.Contains(d.String(), "= hunt-b  kept as published") {
 		t.Errorf("diff text lacks the kept hunt:\n%s", d)
 	}
-	pub, err := store.Published(ctx, DefaultHuntSet)
+	pub, err := wm.Published(ctx, DefaultHuntSet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,14 +222,14 @@ func TestMaterialiseKeepAbsent(t *testing.T) {
 }
 
 func TestMaterialiseRejectsBadRows(t *testing.T) {
-	store := failingStore{}
+	wm := failingStore{}
 	for _, rows := range [][]Row{
 		{{HuntID: "", IntervalSeconds: 60, Enabled: true}},
 		{{HuntID: "a", IntervalSeconds: 60, Enabled: true}, {HuntID: "a", IntervalSeconds: 60, Enabled: true}},
 		{{HuntID: "a", IntervalSeconds: 0, Enabled: true}},
 		{{HuntID: "a", IntervalSeconds: 60, PhaseOffset: 60, Enabled: true}},
 	} {
-		if _, err := Materialise(context.Background(), store, rows, "h", MaterialiseOptions{}); !errors.Is(err, ErrInvalidRow) {
+		if _, err := Materialise(context.Background(), wm, rows, "h", MaterialiseOptions{}); !errors.Is(err, ErrInvalidRow) {
 			t.Errorf("rows %+v: err = %v, want ErrInvalidRow", rows, err)
 		}
 	}
@@ -248,8 +248,8 @@ func (failingStore) Publish(context.Context, []Row, Publication) error {
 func TestMaterialiseReadErrorWritesNothing(t *testing.T) {
 	db := chtest.NewWithSchema(t)
 	// A database without the tables: the read fails, and the error says so (never a silent 0).
-	store := NewClickHouseStore(db.Conn, db.Name+"_missing")
-	_, err := Materialise(context.Background(), store, []Row{{HuntID: "a", IntervalSeconds: 60, Enabled: true}}, "h", MaterialiseOptions{})
+	wm := NewClickHouseStore(db.Conn, db.Name+"_missing")
+	_, err := Materialise(context.Background(), wm, []Row{{HuntID: "a", IntervalSeconds: 60, Enabled: true}}, "h", MaterialiseOptions{})
 	if err == nil || !strings.Contains(err.Error(), "read published schedule") {
 		t.Fatalf("err = %v", err)
 	}

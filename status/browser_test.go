@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 var updateScreenshot = flag.Bool("update-screenshot", false, "write the status page screenshot to docs/status-page.png")
@@ -135,8 +135,8 @@ func TestStatusPageInChromium(t *testing.T) {
 func TestStatusPageShowsWhatAnOperatorLooksFor(t *testing.T) {
 	bin := chromium(t)
 	db := fixture(t)
-	if err := watermark.New(db.Conn, db.Name).Pause(context.Background(),
-		watermark.Pause{HuntID: "monthly", By: "alice", Reason: "noisy after the proxy change", For: 24 * time.Hour}); err != nil {
+	if err := store.New(db.Conn, db.Name).Pause(context.Background(),
+		store.Pause{HuntID: "monthly", By: "alice", Reason: "noisy after the proxy change", For: 24 * time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	entries := fixtureEntries()

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // A paused hunt reads as paused (who, why, until when) and not due; a pending backfill shows
@@ -14,7 +14,7 @@ import (
 func TestPauseAndBackfillInStatus(t *testing.T) {
 	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
-	store := watermark.New(db.Conn, db.Name)
+	wm := store.New(db.Conn, db.Name)
 	for _, q := range []string{
 		`INSERT INTO ` + db.Name + `.hunt_schedule (hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated) VALUES ('held', 60, 0, 1, 'h', now64(6)), ('replayed', 60, 0, 1, 'h', now64(6))`,
 		// replayed committed its latest fire; a backfill chunk of it failed after that.
@@ -29,18 +29,18 @@ func TestPauseAndBackfillInStatus(t *testing.T) {
 			t.Fatalf("%v\n%s", err, q)
 		}
 	}
-	if err := store.Pause(ctx, watermark.Pause{HuntID: "held", For: time.Hour, Reason: "tuning", By: "alice"}); err != nil {
+	if err := wm.Pause(ctx, store.Pause{HuntID: "held", For: time.Hour, Reason: "tuning", By: "alice"}); err != nil {
 		t.Fatal(err)
 	}
 	var now uint32
 	if err := db.Conn.QueryRow(ctx, "SELECT toUnixTimestamp(now())").Scan(&now); err != nil {
 		t.Fatal(err)
 	}
-	id, err := store.RequestBackfill(ctx, watermark.BackfillRequest{HuntID: "replayed", From: int64(now) - 3600, To: int64(now) - 600, Chunk: 600, By: "bob"})
+	id, err := wm.RequestBackfill(ctx, store.BackfillRequest{HuntID: "replayed", From: int64(now) - 3600, To: int64(now) - 600, Chunk: 600, By: "bob"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Read(ctx, db.Conn, store, db.Name, nil)
+	rep, err := Read(ctx, db.Conn, wm, db.Name, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // fix is the fixture's database and the server instant it was written at. Status reads it
@@ -20,7 +20,7 @@ type fix struct {
 }
 
 func (f *fix) store() Snapshotter {
-	return pinnedClock{Snapshotter: watermark.New(f.Conn, f.Name), now: f.at.Add(time.Second)}
+	return pinnedClock{Snapshotter: store.New(f.Conn, f.Name), now: f.at.Add(time.Second)}
 }
 
 // pinnedClock is a Snapshotter whose snapshots read the server's clock as now.
@@ -29,7 +29,7 @@ type pinnedClock struct {
 	now time.Time
 }
 
-func (p pinnedClock) Snapshot(ctx context.Context) (watermark.Snapshot, error) {
+func (p pinnedClock) Snapshot(ctx context.Context) (store.Snapshot, error) {
 	snap, err := p.Snapshotter.Snapshot(ctx)
 	snap.Now = p.now
 	return snap, err

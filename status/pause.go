@@ -3,7 +3,7 @@ package status
 import (
 	"sort"
 
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // Pause is who paused a hunt, why, since and until when (hunt-runner pause).
@@ -15,9 +15,9 @@ type Pause struct {
 }
 
 // pausesOf returns the hunts paused at the snapshot's now, by id. Pause state travels in the
-// snapshot (watermark.HuntState.Paused…), the same read the runners plan from, so status and
+// snapshot (store.HuntState.Paused…), the same read the runners plan from, so status and
 // the runners agree on it; a pause whose end has passed is not listed.
-func pausesOf(snap watermark.Snapshot) map[string]*Pause {
+func pausesOf(snap store.Snapshot) map[string]*Pause {
 	out := map[string]*Pause{}
 	for id, st := range snap.Hunts {
 		if !st.PausedAt(snap.Now) {
@@ -45,7 +45,7 @@ type Backfill struct {
 }
 
 // backfillsOf lists the pending backfills of hunt in the snapshot, oldest request first.
-func backfillsOf(snap watermark.Snapshot, hunt string) []Backfill {
+func backfillsOf(snap store.Snapshot, hunt string) []Backfill {
 	var out []Backfill
 	for _, b := range snap.Backfills {
 		if b.HuntID != hunt {

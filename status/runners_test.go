@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // Heartbeats written by the runner's write path make the runners list: status shows the live
@@ -17,9 +17,9 @@ func TestRunnersFromHeartbeats(t *testing.T) {
 	db := fixture(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s := watermark.New(db.Conn, db.Name)
+	s := store.New(db.Conn, db.Name)
 	started := time.Now().Add(-time.Hour)
-	if err := s.Heartbeat(ctx, watermark.Heartbeat{Owner: "pod-a", Version: "v1.0.0", HuntSet: "default", SetHash: "abc",
+	if err := s.Heartbeat(ctx, store.Heartbeat{Owner: "pod-a", Version: "v1.0.0", HuntSet: "default", SetHash: "abc",
 		Hunts: 4, Started: started, Beat: time.Now()}); err != nil {
 		t.Fatal(err)
 	}

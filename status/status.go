@@ -1,6 +1,6 @@
 // Package status answers "how is every hunt doing?" for people: the `hunt-runner status`
 // command, and the runner's read-only HTTP API and status page. It only reads: the
-// coordination state through one watermark.Store snapshot, the published schedule, and the
+// coordination state through one store.Store snapshot, the published schedule, and the
 // run log through the hunt_runs view (succeeded and gap rows are commits in hunt_watermark,
 // failed and lost attempts are hunt_run rows). The runner's loop does not depend on it.
 package status
@@ -14,7 +14,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/hunt-runner/hunt-runner/schedule"
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // Entry is the schedule of one hunt as status shows it: from the loaded hunt files, or from
@@ -31,9 +31,9 @@ type Entry struct {
 	Query       string
 }
 
-// Snapshotter is the coordination state status reads (watermark.Store implements it).
+// Snapshotter is the coordination state status reads (store.Store implements it).
 type Snapshotter interface {
-	Snapshot(ctx context.Context) (watermark.Snapshot, error)
+	Snapshot(ctx context.Context) (store.Snapshot, error)
 }
 
 // Hunt is one hunt's status. Times are RFC 3339 UTC; absent values are omitted from JSON.
@@ -200,7 +200,7 @@ func Read(ctx context.Context, conn driver.Conn, store Snapshotter, database str
 }
 
 // build is one hunt's row from what was read.
-func build(snap watermark.Snapshot, e Entry, unpublished bool, pub publishedEntry, lr runSummary, pause *Pause) Hunt {
+func build(snap store.Snapshot, e Entry, unpublished bool, pub publishedEntry, lr runSummary, pause *Pause) Hunt {
 	st := snap.Hunts[e.HuntID]
 	now := snap.Now.Unix()
 	hs := Hunt{HuntID: e.HuntID, Severity: e.Severity, Labels: e.Labels, Description: e.Description, Query: e.Query,
@@ -272,7 +272,7 @@ func stateOf(h Hunt, lr runSummary) string {
 		return StateDisabled
 	case h.Paused:
 		return StatePaused
-	case h.ConsecutiveFailures > 0 || (lr.hasLast && lr.status == watermark.StatusFailed):
+	case h.ConsecutiveFailures > 0 || (lr.hasLast && lr.status == store.StatusFailed):
 		return StateFailing
 	case h.Unpublished:
 		return StateUnpublished

@@ -8,7 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hunt-runner/hunt-runner/schedule"
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 func backfillCommand() *cli.Command {
@@ -113,10 +113,10 @@ func backfillAction(c *cli.Context) error {
 		}
 		chunk = entry.Interval
 	}
-	store := watermark.New(conn, chOpts.Database)
+	wm := store.New(conn, chOpts.Database)
 	ranges := [][2]int64{{from, to}}
 	if gaps {
-		if ranges, err = store.Gaps(c.Context, id); err != nil {
+		if ranges, err = wm.Gaps(c.Context, id); err != nil {
 			return cli.Exit(err.Error(), exitError)
 		}
 		if len(ranges) == 0 {
@@ -124,7 +124,7 @@ func backfillAction(c *cli.Context) error {
 			return nil
 		}
 	}
-	existing, err := store.Backfills(c.Context, id)
+	existing, err := wm.Backfills(c.Context, id)
 	if err != nil {
 		return cli.Exit(err.Error(), exitError)
 	}
@@ -134,7 +134,7 @@ func backfillAction(c *cli.Context) error {
 			fmt.Fprintf(c.App.Writer, "backfill %s already covers %s [%s, %s): not requested again\n", b, id, rfcSec(r[0]), rfcSec(r[1]))
 			continue
 		}
-		bid, err := store.RequestBackfill(c.Context, watermark.BackfillRequest{HuntID: id, From: r[0], To: r[1], Chunk: chunk, By: by})
+		bid, err := wm.RequestBackfill(c.Context, store.BackfillRequest{HuntID: id, From: r[0], To: r[1], Chunk: chunk, By: by})
 		if err != nil {
 			return cli.Exit(err.Error(), exitError)
 		}
@@ -146,9 +146,9 @@ func backfillAction(c *cli.Context) error {
 
 // coveredBy finds an active backfill of exactly range r, so that repeating a request (a second
 // `--gaps`) does not run the same range twice.
-func coveredBy(bs []watermark.BackfillInfo, r [2]int64) (string, bool) {
+func coveredBy(bs []store.BackfillInfo, r [2]int64) (string, bool) {
 	for _, b := range bs {
-		if b.State == watermark.BackfillActive && b.From == r[0] && b.To == r[1] {
+		if b.State == store.BackfillActive && b.From == r[0] && b.To == r[1] {
 			return b.ID, true
 		}
 	}
@@ -169,8 +169,8 @@ func backfillCancelAction(c *cli.Context) error {
 		return err
 	}
 	defer conn.Close()
-	if err := watermark.New(conn, chOpts.Database).CancelBackfill(c.Context, args[0], byFlag(c)); err != nil {
-		if errors.Is(err, watermark.ErrNoBackfill) {
+	if err := store.New(conn, chOpts.Database).CancelBackfill(c.Context, args[0], byFlag(c)); err != nil {
+		if errors.Is(err, store.ErrNoBackfill) {
 			return cli.Exit(fmt.Sprintf("backfill cancel: %s is not an active backfill (see `hunt-runner backfill list`)", args[0]), exitUsage)
 		}
 		return cli.Exit(err.Error(), exitError)
@@ -197,13 +197,13 @@ func backfillListAction(c *cli.Context) error {
 		return err
 	}
 	defer conn.Close()
-	bs, err := watermark.New(conn, chOpts.Database).Backfills(c.Context, hunt)
+	bs, err := store.New(conn, chOpts.Database).Backfills(c.Context, hunt)
 	if err != nil {
 		return cli.Exit(err.Error(), exitError)
 	}
 	for _, b := range bs {
 		state := b.State
-		if state == watermark.BackfillActive && b.Done >= b.To {
+		if state == store.BackfillActive && b.Done >= b.To {
 			state = "done"
 		}
 		chunks := (b.To - b.From + b.Chunk - 1) / b.Chunk

@@ -8,7 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hunt-runner/hunt-runner/schedule"
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 func pauseCommand() *cli.Command {
@@ -73,7 +73,7 @@ func pauseAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	p := watermark.Pause{HuntID: id, Reason: c.String("reason"), By: byFlag(c)}
+	p := store.Pause{HuntID: id, Reason: c.String("reason"), By: byFlag(c)}
 	if c.String("for") != "" && c.String("until") != "" {
 		return cli.Exit("pause: give --for or --until, not both", exitUsage)
 	}
@@ -108,7 +108,7 @@ func pauseAction(c *cli.Context) error {
 	if _, err := requirePublished(c, conn, chOpts.Database, id); err != nil {
 		return err
 	}
-	if err := watermark.New(conn, chOpts.Database).Pause(c.Context, p); err != nil {
+	if err := store.New(conn, chOpts.Database).Pause(c.Context, p); err != nil {
 		return cli.Exit(err.Error(), exitError)
 	}
 	switch {
@@ -133,8 +133,8 @@ func resumeAction(c *cli.Context) error {
 		return err
 	}
 	defer conn.Close()
-	store := watermark.New(conn, chOpts.Database)
-	snap, err := store.Snapshot(c.Context)
+	wm := store.New(conn, chOpts.Database)
+	snap, err := wm.Snapshot(c.Context)
 	if err != nil {
 		return cli.Exit(err.Error(), exitError)
 	}
@@ -146,7 +146,7 @@ func resumeAction(c *cli.Context) error {
 		}
 		fmt.Fprintf(c.App.ErrWriter, "warning: %s is not paused; writing the resume anyway\n", id)
 	}
-	if err := store.Resume(c.Context, id, byFlag(c)); err != nil {
+	if err := wm.Resume(c.Context, id, byFlag(c)); err != nil {
 		return cli.Exit(err.Error(), exitError)
 	}
 	fmt.Fprintf(c.App.Writer, "resumed %s\n", id)

@@ -14,7 +14,7 @@ import (
 	"github.com/hunt-runner/hunt-runner/configsrc"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/status"
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 func statusCommand() *cli.Command {
@@ -72,7 +72,7 @@ func statusAction(c *cli.Context) error {
 		f := huntFilesOf(set)
 		files = &f
 	}
-	rep, err := status.Read(c.Context, conn, watermark.New(conn, chOpts.Database), chOpts.Database, entries)
+	rep, err := status.Read(c.Context, conn, store.New(conn, chOpts.Database), chOpts.Database, entries)
 	if err != nil {
 		return cli.Exit(err.Error(), exitError)
 	}

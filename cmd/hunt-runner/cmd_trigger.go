@@ -9,7 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 func triggerCommand() *cli.Command {
@@ -85,7 +85,7 @@ func triggerAction(c *cli.Context) error {
 	if by == "" {
 		by = defaultRequester()
 	}
-	if err := watermark.New(conn, chOpts.Database).Request(c.Context, id, fire, by); err != nil {
+	if err := store.New(conn, chOpts.Database).Request(c.Context, id, fire, by); err != nil {
 		return cli.Exit(fmt.Sprintf("queue request: %v", err), exitError)
 	}
 	fmt.Fprintf(c.App.Writer, "queued %s fire %s (requested by %s)\n", id, time.Unix(fire, 0).UTC().Format(time.RFC3339), by)

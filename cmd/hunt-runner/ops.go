@@ -13,7 +13,7 @@ import (
 	"github.com/hunt-runner/hunt-runner/internal/serve"
 	"github.com/hunt-runner/hunt-runner/runner"
 	"github.com/hunt-runner/hunt-runner/status"
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // The hunt-health gauges are read from ClickHouse when /metrics is scraped, at most once every
@@ -49,7 +49,7 @@ func (o *ops) entries() []status.Entry {
 
 // server is the --listen server.
 func (o *ops) server(addr string, tel *serve.Telemetry, ready func() error) *serve.Server {
-	web := &status.Web{Conn: o.conn, Store: watermark.New(o.conn, o.database), Database: o.database,
+	web := &status.Web{Conn: o.conn, Store: store.New(o.conn, o.database), Database: o.database,
 		Entries: o.entries, Files: o.huntFiles, Token: o.token, Logger: o.log}
 	o.metrics.ObserveHuntFiles(func() (runner.HuntFiles, bool) {
 		f, ok := o.huntFiles()
@@ -69,7 +69,7 @@ func (o *ops) server(addr string, tel *serve.Telemetry, ready func() error) *ser
 // watchHealth feeds the hunt-health gauges, on scrapes, until ctx ends. A failed read keeps
 // the previous values: the loop's own ClickHouse alerts report the outage. Call server first.
 func (o *ops) watchHealth(ctx context.Context) error {
-	store := watermark.New(o.conn, o.database)
+	wm := store.New(o.conn, o.database)
 	every := max(healthTicks*o.tick, minHealthInterval)
 	var last time.Time
 	for {
@@ -82,7 +82,7 @@ func (o *ops) watchHealth(ctx context.Context) error {
 			continue
 		}
 		last = time.Now()
-		if rep, err := status.Read(ctx, o.conn, store, o.database, o.entries()); err == nil {
+		if rep, err := status.Read(ctx, o.conn, wm, o.database, o.entries()); err == nil {
 			o.metrics.SetHuntHealth(healthOf(rep))
 		} else if ctx.Err() == nil {
 			o.log.Debug("hunt health not read", "error", err)

@@ -13,7 +13,7 @@ import (
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/runner"
 	"github.com/hunt-runner/hunt-runner/schedule"
-	"github.com/hunt-runner/hunt-runner/watermark"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // workerConfig is what `run` and `dev` choose differently for the one worker they both start:
@@ -84,7 +84,7 @@ func buildWorker(ctx context.Context, cfg workerConfig, log *slog.Logger) (*work
 	if cfg.replicas {
 		opts.ReplicaDelay = coord.ReplicaDelay
 	}
-	if w.runner, err = runner.New(conn, coord, watermark.New(conn, db), adapter.Source(), opts); err != nil {
+	if w.runner, err = runner.New(conn, coord, store.New(conn, db), adapter.Source(), opts); err != nil {
 		w.close()
 		return nil, err
 	}

@@ -1,7 +1,7 @@
-// Package watermark holds the per-hunt progress: fenced watermark writes, the run log
+// Package store holds the per-hunt progress: fenced watermark writes, the run log
 // (hunt_run), per-hunt state (hunt_state), run-now requests, and the one-round-trip Snapshot
 // the runner plans each tick from.
-package watermark
+package store
 
 import (
 	"context"
