@@ -54,7 +54,7 @@ type job struct {
 	hunt      *Hunt
 	fire      int64
 	requested bool
-	backfill  *backfillChunk      // nil for a live fire
+	backfill  *backfillChunk  // nil for a live fire
 	state     store.HuntState // as read by the tick that claimed it (a backfill's: its key's)
 	// serverAt maps the process clock onto the server's: the tick's snapshot time and the
 	// local time it was read at. Used only to tell whether a run overran its interval.
