@@ -11,6 +11,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/runner"
@@ -162,9 +163,9 @@ func TestUpgradedLayoutRunsAHunt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := &runner.HuntSet{Hash: "x", Hunts: []runner.Hunt{{ID: "old", Interval: interval, Offset: offset,
-		Query: "SELECT arrayJoin([1, 2, 3]) AS n WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}}}
-	r, err := runner.New(conn, coord, store.New(conn, name), func() *runner.HuntSet { return set },
+	set := hunt.NewSet([]hunt.Hunt{{ID: "old", Interval: time.Duration(interval) * time.Second, Offset: time.Duration(offset) * time.Second,
+		Enabled: true, Query: "SELECT arrayJoin([1, 2, 3]) AS n WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}}, "test", "")
+	r, err := runner.New(conn, coord, store.New(conn, name), func() *hunt.Set { return set },
 		runner.Options{Owner: "v2-pod", Database: name, Tick: 200 * time.Millisecond, Lease: 6 * time.Second, Settle: 400 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

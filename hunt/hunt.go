@@ -91,14 +91,10 @@ func (h *Hunt) OffsetSeconds() int64 { return secs(h.Offset) }
 func (h *Hunt) DelaySeconds() int64 { return ceilSecs(h.Delay) }
 
 // MaxCatchupSeconds is the longest window, in seconds, one run of h covers: max_catchup
-// rounded up, CatchUpIntervalsDefault intervals when unset, and never less than one interval.
+// (its default when unset) rounded up, and never less than one interval.
 func (h *Hunt) MaxCatchupSeconds() int64 {
-	iv := h.IntervalSeconds()
-	if h.MaxCatchup <= 0 {
-		return CatchUpIntervalsDefault * iv
-	}
 	// A catch-up shorter than one interval would record a gap on every healthy run.
-	return max(ceilSecs(h.MaxCatchup), iv)
+	return max(ceilSecs(h.WithDefaults().MaxCatchup), h.IntervalSeconds())
 }
 
 // QueryPos maps a line and column of h.Query (1-based, as in a server's refusal) to the hunt

@@ -15,8 +15,6 @@ type Set struct {
 	Hash   string // hex SHA-256 over the hunts' ids and hashes
 	Commit string // git commit SHA the set was read from, "" for a directory
 	Source string // description of the source, for logs and hunt_publish.source
-
-	enabled []*Hunt
 }
 
 // NewSet returns the set of hunts: defaults applied (WithDefaults), Hash filled where it is
@@ -34,17 +32,12 @@ func NewSet(hunts []Hunt, source, commit string) *Set {
 	return s
 }
 
-// finish sorts the hunts, computes the set hash and indexes the enabled hunts.
+// finish sorts the hunts and computes the set hash.
 func (s *Set) finish() {
 	slices.SortFunc(s.Hunts, func(a, b Hunt) int { return cmp.Compare(a.ID, b.ID) })
 	sum := sha256.New()
-	s.enabled = s.enabled[:0]
-	for i := range s.Hunts {
-		h := &s.Hunts[i]
+	for _, h := range s.Hunts {
 		fmt.Fprintf(sum, "%s\x00%s\n", h.ID, h.Hash)
-		if h.Enabled {
-			s.enabled = append(s.enabled, h)
-		}
 	}
 	s.Hash = hex.EncodeToString(sum.Sum(nil))
 }
@@ -59,5 +52,14 @@ func (s *Set) Get(id string) (*Hunt, bool) {
 }
 
 // Enabled returns the enabled hunts, sorted by id: the ones that run and notify (a disabled
-// hunt is tombstoned by materialise and never run). The slice is shared: do not modify it.
-func (s *Set) Enabled() []*Hunt { return s.enabled }
+// hunt is tombstoned by materialise and never run). The pointers are into s.Hunts. It is
+// computed on each call, so it holds for a set whose Hunts a caller narrowed.
+func (s *Set) Enabled() []*Hunt {
+	out := make([]*Hunt, 0, len(s.Hunts))
+	for i := range s.Hunts {
+		if s.Hunts[i].Enabled {
+			out = append(out, &s.Hunts[i])
+		}
+	}
+	return out
+}

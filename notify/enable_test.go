@@ -10,6 +10,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
@@ -38,7 +39,7 @@ func TestSinkEnabledAfterHistoryGetsOnlyNewFires(t *testing.T) {
 		commitAt(t, db, "h", fire, fire.Add(2*time.Second), fmt.Sprintf(`{"n":%d}`, i))
 		history = append(history, fire)
 	}
-	hunts := []Hunt{{ID: "h", Severity: "high"}}
+	hunts := []hunt.Hunt{{ID: "h", Severity: "high"}}
 	// Both sinks are enabled by the same first poll; "hist" asks for two hours of history.
 	cfg := &Config{Sinks: []Sink{{Name: "new", Type: TypeWebhook, URLs: []string{recv.URL}, Timeout: 5 * time.Second},
 		{Name: "hist", Type: TypeWebhook, URLs: []string{hist.URL}, Timeout: 5 * time.Second, Lookback: 2 * time.Hour}},
@@ -100,7 +101,7 @@ func TestQueuedClaimWithLapsingLeaseNotSentTwice(t *testing.T) {
 	}
 	o := testOptions(db, webhookConfig(recv.URL, nil), "a")
 	o.Lease = 2 * time.Second
-	d := newDispatcher(t, db, []Hunt{{ID: "q"}}, o)
+	d := newDispatcher(t, db, []hunt.Hunt{{ID: "q"}}, o)
 	done := make(chan PollResult, 1)
 	go func() {
 		r, err := d.Poll(context.Background())
@@ -162,7 +163,7 @@ func TestSinkInUseBeforeEnablementKeepsItsFires(t *testing.T) {
 	}
 	cfg := &Config{Sinks: []Sink{{Name: "soc", Type: TypeWebhook, URLs: []string{recv.URL}, Timeout: 5 * time.Second}},
 		Routes: []Route{{Sinks: []string{"soc"}}}, MaxFindings: DefaultMaxFindings, Horizon: DefaultHorizon}
-	d := newDispatcher(t, db, []Hunt{{ID: "h"}}, testOptions(db, cfg, "a"))
+	d := newDispatcher(t, db, []hunt.Hunt{{ID: "h"}}, testOptions(db, cfg, "a"))
 	pollUntil(t, d, "the fires committed while stopped delivered", func() bool { return len(recv.ok(t)) >= 3 })
 	if n := len(recv.ok(t)); n != 3 {
 		t.Errorf("%d notifications, want the 3 unplanned fires (the delivered one is not sent again)", n)

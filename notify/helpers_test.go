@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
@@ -180,9 +181,13 @@ func testOptions(db *chtest.DB, cfg *Config, owner string) Options {
 		Settle: 10 * time.Millisecond, Lease: 6 * time.Second, RetryBase: 20 * time.Millisecond, RetryMax: 100 * time.Millisecond}
 }
 
-func newDispatcher(t testing.TB, db *chtest.DB, hunts []Hunt, o Options) *Dispatcher {
+func newDispatcher(t testing.TB, db *chtest.DB, hunts []hunt.Hunt, o Options) *Dispatcher {
 	t.Helper()
-	d, err := New(db.Conn, func() []Hunt { return hunts }, o)
+	for i := range hunts {
+		hunts[i].Enabled = true
+	}
+	set := hunt.NewSet(hunts, "test", "")
+	d, err := New(db.Conn, func() *hunt.Set { return set }, o)
 	if err != nil {
 		t.Fatal(err)
 	}

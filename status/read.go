@@ -9,6 +9,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
 func table(database, name string) string {
@@ -16,7 +17,7 @@ func table(database, name string) string {
 }
 
 type publishedEntry struct {
-	Entry
+	hunt.Hunt // as hunt_schedule has it: id, interval, offset, enabled
 	// firstPublished is the oldest hunt_schedule row still stored for the hunt. Merges keep
 	// only the newest row, so after one it is the last change instead: good enough to date
 	// the first owed fire of a hunt that never ran, which is all it is used for.
@@ -25,14 +26,14 @@ type publishedEntry struct {
 
 // Published reads the newest hunt_schedule row of every hunt (tombstones included, as
 // disabled entries), sorted by id.
-func Published(ctx context.Context, conn driver.Conn, database string) ([]Entry, error) {
+func Published(ctx context.Context, conn driver.Conn, database string) ([]hunt.Hunt, error) {
 	m, err := readPublished(ctx, conn, database)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Entry, 0, len(m))
+	out := make([]hunt.Hunt, 0, len(m))
 	for _, p := range m {
-		out = append(out, p.Entry)
+		out = append(out, p.Hunt)
 	}
 	sortEntries(out)
 	return out, nil
@@ -50,11 +51,11 @@ func readPublished(ctx context.Context, conn driver.Conn, database string) (map[
 		var e publishedEntry
 		var iv, off uint32
 		var en uint8
-		if err := rows.Scan(&e.HuntID, &iv, &off, &en, &e.firstPublished); err != nil {
+		if err := rows.Scan(&e.ID, &iv, &off, &en, &e.firstPublished); err != nil {
 			return nil, fmt.Errorf("read hunt_schedule: %w", err)
 		}
-		e.Interval, e.Offset, e.Enabled = int64(iv), int64(off), en == 1
-		out[e.HuntID] = e
+		e.Interval, e.Offset, e.Enabled = time.Duration(iv)*time.Second, time.Duration(off)*time.Second, en == 1
+		out[e.ID] = e
 	}
 	return out, rows.Err()
 }

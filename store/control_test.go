@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
@@ -78,7 +79,7 @@ func TestBackfillInSnapshot(t *testing.T) {
 	key := chstore.BackfillKey("h", id1)
 	l := claimOne(t, c, key, from+600)
 	if err := s.Advance(ctx, l, Run{HuntID: "h", Fire: from + 600, RunID: uuid.New(), Owner: "pod-a",
-		WindowStart: from, WindowEnd: from + 600, Started: time.Now(), Kind: KindBackfill}); err != nil {
+		WindowStart: from, WindowEnd: from + 600, Started: time.Now(), Kind: hunt.KindBackfill}); err != nil {
 		t.Fatal(err)
 	}
 	snap, err := s.Snapshot(ctx)
@@ -114,7 +115,7 @@ func TestBackfillInSnapshot(t *testing.T) {
 	}
 	l = claimOne(t, c, key, to)
 	if err := s.Advance(ctx, l, Run{HuntID: "h", Fire: to, RunID: uuid.New(), Owner: "pod-a",
-		WindowStart: from + 600, WindowEnd: to, Started: time.Now(), Kind: KindBackfill}); err != nil {
+		WindowStart: from + 600, WindowEnd: to, Started: time.Now(), Kind: hunt.KindBackfill}); err != nil {
 		t.Fatal(err)
 	}
 	snap, err = s.Snapshot(ctx)

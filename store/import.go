@@ -8,11 +8,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
-
-// KindImported marks a commit row written by `import-legacy`: the earlier runner's progress,
-// from which the first run continues.
-const KindImported = "imported"
 
 // Import writes an imported commit: the hunt's watermark becomes wm, unless the hunt already
 // has a watermark at or past it when the row is written (a runner that committed since the
@@ -28,7 +25,7 @@ WHERE (SELECT count() FROM ` + s.table(chstore.TableWatermark) + ` WHERE hunt_id
 	wctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
 		"async_insert": 0, "insert_deduplication_token": "import:" + run.String()}))
 	if err := s.conn.Exec(wctx, q, clickhouse.Named("h", huntID), clickhouse.Named("wm", wm),
-		clickhouse.Named("run", run.String()), clickhouse.Named("owner", owner), clickhouse.Named("kind", KindImported)); err != nil {
+		clickhouse.Named("run", run.String()), clickhouse.Named("owner", owner), clickhouse.Named("kind", hunt.KindImported.String())); err != nil {
 		return false, fmt.Errorf("watermark: import %s: %w", huntID, err)
 	}
 	ok, err := s.Committed(ctx, huntID, run)

@@ -4,6 +4,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -19,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/schedule"
 )
@@ -72,7 +74,7 @@ type HuntState struct {
 	RequestedFire int64 // newest pending request (requested_fire > watermark)
 	HasRequest    bool
 
-	Status              string
+	Status              hunt.RunStatus
 	ConsecutiveFailures uint32
 	LastError           string
 	LastFire            int64
@@ -118,21 +120,13 @@ func (h HuntState) LeaseHeld(now time.Time) bool {
 	return h.HasLease && !h.ScheduleState().LeaseFreeAt(now.UnixMilli())
 }
 
-// Run statuses for hunt_run.
-const (
-	StatusSucceeded = "succeeded"
-	StatusFailed    = "failed"
-	StatusLost      = "lost"
-	StatusGap       = "gap"
-)
-
 // Run is one hunt_run row (one finished attempt).
 type Run struct {
 	HuntID      string
 	Fire        int64
 	RunID       uuid.UUID
 	Owner       string
-	Status      string
+	Status      hunt.RunStatus
 	WindowStart int64
 	WindowEnd   int64
 	RowsWritten uint64
@@ -144,18 +138,11 @@ type Run struct {
 	GapStart, GapEnd int64
 	// FindingsDropped counts result rows past the hunt's max_findings, not stored.
 	FindingsDropped uint64
-	Kind            string // KindScheduled (default), KindRequest, KindBackfill
+	Kind            hunt.Kind // hunt.KindScheduled (default), KindRequest, KindBackfill
 	// Interval is the hunt's interval in seconds when the run committed
 	// (hunt_watermark.interval_seconds): the next run's catch-up cap uses it.
 	Interval int64
 }
-
-// Run kinds (hunt_run.kind and hunt_watermark.kind).
-const (
-	KindScheduled = "scheduled"
-	KindRequest   = "request"
-	KindBackfill  = "backfill"
-)
 
 // State is what a finished run writes to hunt_state. Its counters are not taken from the
 // writer's snapshot but derived on the server from the hunt's newest row when the statement
@@ -163,7 +150,7 @@ const (
 // fire never lands over a newer one (SetStates).
 type State struct {
 	HuntID    string
-	Status    string // StatusFailed counts one more consecutive failure; any other resets them
+	Status    hunt.RunStatus // hunt.RunFailed counts one more consecutive failure; any other resets them
 	LastError string
 	LastFire  int64 // the fire the run was for: the write is fenced on it
 	// Overran counts one overrun for LastFire: the count rises by one the first time a row of
@@ -206,12 +193,12 @@ func (s *Store) snapshot(ctx context.Context, how snapshotForm) (Snapshot, error
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			kind, hunt, s1, s2 string
-			n1, n2, n3         int64
-			id                 uuid.UUID
-			ts, now            time.Time
+			kind, huntID, s1, s2 string
+			n1, n2, n3           int64
+			id                   uuid.UUID
+			ts, now              time.Time
 		)
-		if err := rows.Scan(&kind, &hunt, &n1, &n2, &n3, &s1, &s2, &id, &ts, &now); err != nil {
+		if err := rows.Scan(&kind, &huntID, &n1, &n2, &n3, &s1, &s2, &id, &ts, &now); err != nil {
 			return snap, fmt.Errorf("watermark: snapshot: %w", err)
 		}
 		if kind == "now" {
@@ -219,17 +206,17 @@ func (s *Store) snapshot(ctx context.Context, how snapshotForm) (Snapshot, error
 			continue
 		}
 		states := snap.Hunts
-		if strings.Contains(hunt, chstore.BackfillInfix) {
+		if strings.Contains(huntID, chstore.BackfillInfix) {
 			states = keys
 		}
-		h := states[hunt]
+		h := states[huntID]
 		switch kind {
 		case "watermark":
 			h.Watermark, h.HasWatermark = n1, true
 		case "lease":
 			h.LeaseFire, h.LeaseOwner, h.LeaseClaimID, h.LeaseUntil, h.HasLease = n1, s1, id, ts, true
 		case "state":
-			h.LastFire, h.ConsecutiveFailures, h.Status, h.LastError = n1, uint32(n2), s1, s2
+			h.LastFire, h.ConsecutiveFailures, h.Status, h.LastError = n1, uint32(n2), hunt.RunStatus(s1), s2
 			// n3 packs overrun_count with too_aggressive in its lowest bit.
 			h.OverrunCount, h.TooAggressive = uint64(n3)>>1, n3&1 == 1
 			if ts.Unix() > 0 {
@@ -243,11 +230,11 @@ func (s *Store) snapshot(ctx context.Context, how snapshotForm) (Snapshot, error
 				h.PausedUntil = ts
 			}
 		case "backfill":
-			snap.Backfills = append(snap.Backfills, Backfill{ID: s1, HuntID: hunt, From: n1, To: n2, Chunk: n3,
+			snap.Backfills = append(snap.Backfills, Backfill{ID: s1, HuntID: huntID, From: n1, To: n2, Chunk: n3,
 				RequestedBy: s2, Requested: ts})
 			continue
 		}
-		states[hunt] = h
+		states[huntID] = h
 	}
 	if err := rows.Err(); err != nil {
 		return snap, fmt.Errorf("watermark: snapshot: %w", err)
@@ -375,10 +362,7 @@ WHERE l.claim_id = toUUID({claim:String}) AND toInt64(l.fire) = {fire:Int64}
   AND (w.hunt_id != '') = {has_prev:Bool} AND (NOT {has_prev:Bool} OR toInt64(w.watermark) = {prev:Int64})
   AND {wm:Int64} > {prev:Int64}
   AND toUUID({run:String}) NOT IN (SELECT run_id FROM ` + s.table(chstore.TableWatermark) + ` WHERE hunt_id = {h:String})`
-	kind := run.Kind
-	if kind == "" {
-		kind = KindScheduled
-	}
+	kind := cmp.Or(run.Kind, hunt.KindScheduled)
 	// The run continues from where its window (or the gap before it) starts; that must still
 	// be the newest watermark, so the committed windows of a hunt tile.
 	prev := run.WindowStart
@@ -409,7 +393,7 @@ WHERE l.claim_id = toUUID({claim:String}) AND toInt64(l.fire) = {fire:Int64}
 		clickhouse.Named("gs", run.GapStart),
 		clickhouse.Named("ge", run.GapEnd),
 		clickhouse.Named("dropped", run.FindingsDropped),
-		clickhouse.Named("kind", kind),
+		clickhouse.Named("kind", kind.String()),
 		clickhouse.Named("interval", run.Interval),
 	)
 	if err != nil && !lease.Transient(err) {
@@ -488,7 +472,7 @@ func insertCtx(ctx context.Context, parts ...any) context.Context {
 // RecordRun appends a hunt_run row.
 func (s *Store) RecordRun(ctx context.Context, r Run) error {
 	switch r.Status {
-	case StatusFailed, StatusLost:
+	case hunt.RunFailed, hunt.RunLost:
 	default:
 		// Succeeded and gap rows are commits: only Advance writes them, in hunt_watermark.
 		return fmt.Errorf("watermark: run status %q is not one of failed, lost (commits go through Advance)", r.Status)
@@ -496,9 +480,7 @@ func (s *Store) RecordRun(ctx context.Context, r Run) error {
 	if r.RunID == uuid.Nil {
 		r.RunID = uuid.New()
 	}
-	if r.Kind == "" {
-		r.Kind = KindScheduled
-	}
+	r.Kind = cmp.Or(r.Kind, hunt.KindScheduled)
 	q := `INSERT INTO ` + s.table(chstore.TableRun) + ` (hunt_id, fire, run_id, owner, status, window_start, window_end,
        rows_written, started, finished, error, findings_dropped, kind)
 SELECT {h:String}, toDateTime({fire:Int64}, 'UTC'), toUUID({run:String}), {owner:String}, {status:String},
@@ -508,13 +490,13 @@ SELECT {h:String}, toDateTime({fire:Int64}, 'UTC'), toUUID({run:String}), {owner
 	// The run id is the deduplication token: a retry of this row on a replicated table after a
 	// lost answer is dropped by the block deduplication.
 	ictx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
-		"async_insert": 0, "insert_deduplication_token": "run:" + r.RunID.String() + ":" + r.Status}))
+		"async_insert": 0, "insert_deduplication_token": "run:" + r.RunID.String() + ":" + r.Status.String()}))
 	err := s.conn.Exec(ictx, q,
 		clickhouse.Named("h", r.HuntID), clickhouse.Named("fire", r.Fire), clickhouse.Named("run", r.RunID.String()),
-		clickhouse.Named("owner", r.Owner), clickhouse.Named("status", r.Status),
+		clickhouse.Named("owner", r.Owner), clickhouse.Named("status", r.Status.String()),
 		clickhouse.Named("ws", r.WindowStart), clickhouse.Named("we", r.WindowEnd), clickhouse.Named("rows", r.RowsWritten),
 		clickhouse.Named("started", r.Started.UnixMicro()), clickhouse.Named("finished", r.Finished.UnixMicro()),
-		clickhouse.Named("err", boundError(r.Error)), clickhouse.Named("dropped", r.FindingsDropped), clickhouse.Named("kind", r.Kind),
+		clickhouse.Named("err", boundError(r.Error)), clickhouse.Named("dropped", r.FindingsDropped), clickhouse.Named("kind", r.Kind.String()),
 	)
 	if err != nil {
 		return fmt.Errorf("watermark: record run %s fire %d: %w", r.HuntID, r.Fire, err)
@@ -528,7 +510,7 @@ func (s *Store) Recorded(ctx context.Context, r Run) (bool, error) {
 	var n uint64
 	err := s.conn.QueryRow(ctx, "SELECT count() FROM "+s.table(chstore.TableRun)+
 		" WHERE hunt_id = {h:String} AND run_id = toUUID({run:String}) AND status = {status:String}",
-		clickhouse.Named("h", r.HuntID), clickhouse.Named("run", r.RunID.String()), clickhouse.Named("status", r.Status)).Scan(&n)
+		clickhouse.Named("h", r.HuntID), clickhouse.Named("run", r.RunID.String()), clickhouse.Named("status", r.Status.String())).Scan(&n)
 	return n > 0, err
 }
 
@@ -597,10 +579,10 @@ func (s *Store) setStates(ctx context.Context, sts []State) error {
 		token               = []any{"state"}
 	)
 	for i, st := range sts {
-		ids[i], statuses[i], errs[i] = st.HuntID, st.Status, boundError(st.LastError)
+		ids[i], statuses[i], errs[i] = st.HuntID, st.Status.String(), boundError(st.LastError)
 		fires[i], bases[i], caps[i] = st.LastFire, st.BackoffBase.Milliseconds(), st.BackoffCap.Milliseconds()
 		overran[i], aggressive[i] = st.Overran, st.TooAggressive
-		token = append(token, st.HuntID, st.Status, st.LastError, st.LastFire, st.Overran, st.TooAggressive,
+		token = append(token, st.HuntID, st.Status.String(), st.LastError, st.LastFire, st.Overran, st.TooAggressive,
 			st.BackoffBase, st.BackoffCap)
 	}
 	q := `INSERT INTO ` + s.table(chstore.TableState) + ` (hunt_id, status, consecutive_failures, last_error, last_fire, updated,
@@ -611,7 +593,7 @@ SELECT b.h, b.status, b.failures, b.err, toDateTime(b.fire, 'UTC'), now64(6),
        toDateTime64(0, 3, 'UTC')),
     toUInt64(p.overruns) + if(b.overran AND toInt64(p.last_fire) < b.fire, 1, 0), b.aggressive
 FROM (SELECT r.1 AS h, r.2 AS status, r.3 AS err, r.4 AS fire, r.5 AS base, r.6 AS cap, r.7 AS overran, r.8 AS aggressive,
-             if(r.2 = '` + StatusFailed + `', toUInt32(p0.failures + 1), toUInt32(0)) AS failures
+             if(r.2 = '` + hunt.RunFailed.String() + `', toUInt32(p0.failures + 1), toUInt32(0)) AS failures
       FROM (SELECT arrayJoin(arrayZip({h:Array(String)}, {status:Array(String)}, {err:Array(String)}, {fire:Array(Int64)},
                 {base_ms:Array(Int64)}, {cap_ms:Array(Int64)}, {overran:Array(Bool)}, {aggressive:Array(Bool)})) AS r) AS z
       LEFT JOIN (` + newestStateSQL(s.database) + `) AS p0 ON p0.hunt_id = z.r.1) AS b

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/runner"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/shim"
@@ -149,7 +150,7 @@ func devAction(c *cli.Context) error {
 			return err
 		}
 	}
-	huntSetName, err := huntSet(c, schedule.DefaultHuntSet)
+	huntSetName, err := huntSet(c, hunt.HuntSetDefault)
 	if err != nil {
 		return err
 	}
@@ -298,14 +299,14 @@ func (p *runPrinter) print(rep runner.RunReport) {
 	var b strings.Builder
 	clock := func(t time.Time) string { return t.UTC().Format("15:04:05") }
 	fire := clock(time.Unix(rep.Fire, 0))
-	mark := map[string]string{runner.StatusSucceeded: "✓", runner.StatusFailed: "✗", runner.StatusLost: "↯", runner.StatusCancelled: "…"}[rep.Status]
+	mark := map[hunt.RunStatus]string{hunt.RunSucceeded: "✓", hunt.RunFailed: "✗", hunt.RunLost: "↯", hunt.RunCancelled: "…"}[rep.Status]
 	fmt.Fprintf(&b, "%s %s %-20s fire %s  window %s–%s", clock(time.Now()), mark, rep.HuntID, fire,
 		clock(rep.WindowStart), clock(rep.WindowEnd))
 	if rep.Requested {
 		b.WriteString("  (run-now request)")
 	}
 	switch rep.Status {
-	case runner.StatusSucceeded:
+	case hunt.RunSucceeded:
 		fmt.Fprintf(&b, "  %d finding(s)  %v\n", rep.Rows, rep.Duration.Round(time.Millisecond))
 		if rep.GapEnd > rep.GapStart {
 			fmt.Fprintf(&b, "    gap recorded: %s–%s was skipped (longer than max_catchup)\n",

@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/notify"
 )
@@ -262,9 +263,9 @@ func TestRealAlertmanagerNotifiesEveryFire(t *testing.T) {
 		Routes:      []notify.Route{{Sinks: []string{"am"}}},
 		MaxFindings: notify.DefaultMaxFindings, Horizon: notify.DefaultHorizon, ExternalURL: "https://hunts.example.com/",
 	}
-	hunts := []notify.Hunt{{ID: "new-admin", Description: "A new admin account appeared.", Severity: "high",
-		Labels: map[string]string{"team": "secops"}}}
-	d, err := notify.New(db.Conn, func() []notify.Hunt { return hunts }, notify.Options{Config: cfg, Database: db.Name,
+	hunts := hunt.NewSet([]hunt.Hunt{{Enabled: true, ID: "new-admin", Description: "A new admin account appeared.", Severity: "high",
+		Labels: map[string]string{"team": "secops"}}}, "test", "")
+	d, err := notify.New(db.Conn, func() *hunt.Set { return hunts }, notify.Options{Config: cfg, Database: db.Name,
 		Owner: "t", Poll: 50 * time.Millisecond, Settle: 10 * time.Millisecond, Lease: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -331,8 +332,8 @@ func TestRealAlertmanagerSinkEnabledAfterHistoryGetsNone(t *testing.T) {
 		Routes:      []notify.Route{{Sinks: []string{"am"}}},
 		MaxFindings: notify.DefaultMaxFindings, Horizon: notify.DefaultHorizon,
 	}
-	hunts := []notify.Hunt{{ID: "noisy", Severity: "high"}}
-	d, err := notify.New(db.Conn, func() []notify.Hunt { return hunts }, notify.Options{Config: cfg, Database: db.Name,
+	hunts := hunt.NewSet([]hunt.Hunt{{Enabled: true, ID: "noisy", Severity: "high"}}, "test", "")
+	d, err := notify.New(db.Conn, func() *hunt.Set { return hunts }, notify.Options{Config: cfg, Database: db.Name,
 		Owner: "t", Poll: 50 * time.Millisecond, Settle: 10 * time.Millisecond, Lease: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
