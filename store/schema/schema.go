@@ -1,4 +1,4 @@
-package chstore
+package schema
 
 import (
 	"fmt"
@@ -40,13 +40,13 @@ const (
 	ViewFindingsCommitted = "hunt_findings_committed"
 )
 
-// SchemaVersion is the layout DDL creates and Apply upgrades to. Version 1 is the first
+// Version is the layout DDL creates and Apply upgrades to. Version 1 is the first
 // release (hunt_watermark keyed by hunt_id and copied to hunt_run by a view; hunt_findings
 // keyed without run_id). Version 2 keeps every commit in hunt_watermark and keys findings by
 // run. Version 3 keeps commit rows as long as findings, rolls them up into the newest row
 // whole, and records the interval with each commit. testdata/layouts holds the DDL of every
 // past layout; CHANGELOG.md the upgrade notes.
-const SchemaVersion = 3
+const Version = 3
 
 // Topology decides the engines of the coordination tables.
 type Topology string
