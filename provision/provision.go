@@ -256,25 +256,16 @@ func (p *Plan) scaler() {
 	p.add(KindUser, "CREATE USER IF NOT EXISTS %s%s IDENTIFIED WITH sha256_password BY '%s'\nDEFAULT DATABASE %s SETTINGS PROFILE %s",
 		user, p.onCluster(), PasswordPlaceholder, db, profile)
 	p.add(KindUser, "ALTER USER %s%s DEFAULT DATABASE %s SETTINGS PROFILE %s", user, p.onCluster(), db, profile)
-	// hunt_schema is the one table it reads: the shim refuses a database of another layout
-	// (schema.CheckLayout).
-	p.add(KindGrant, "GRANT%s SELECT ON %s.%s, SELECT ON %s.%s TO %s WITH REPLACE OPTION", p.onCluster(),
-		db, schema.QuoteIdent(BacklogView), db, schema.QuoteIdent(schema.TableSchema), user)
+	// Besides the view, it reads what schema.Grants lists for it: hunt_schema only, as the shim
+	// refuses a database of another layout (schema.CheckLayout).
+	privs := []string{"SELECT ON " + db + "." + schema.QuoteIdent(BacklogView)}
+	privs = append(privs, tablePrivileges(o.Database, schema.IdentityScaler)...)
+	p.add(KindGrant, "GRANT%s %s TO %s WITH REPLACE OPTION", p.onCluster(), strings.Join(privs, ", "), user)
 }
 
 // runnerSystemTables are the system tables the runner reads: system.databases (the connection
 // check) and system.replicas (replica delay, bounding the claim settle).
 var runnerSystemTables = []string{"databases", "replicas"}
-
-// Which coordination tables each role writes; the runner reads the rest.
-var (
-	// The runner's notification dispatcher (run --notify-config) writes the delivery and
-	// suppression tables; cmd's TestRunnerRoleGrantsEveryTableRunWrites derives this list from
-	// what a real run inserts into.
-	runnerWrites = []string{schema.TableLease, schema.TableWatermark, schema.TableState, schema.TableRun, schema.TableFindings,
-		schema.TableHeartbeat, schema.TableDelivery, schema.TableSuppress}
-	materialiserWrites = []string{schema.TableSchedule, schema.TablePublish, schema.TableRequest}
-)
 
 // user creates the role's user, with its default database; its password is set only at
 // creation (or by RotatePassword).
@@ -295,18 +286,26 @@ func (p *Plan) grant(privs []string) {
 	p.add(KindGrant, "GRANT%s\n  %s\nTO %s WITH REPLACE OPTION", p.onCluster(), strings.Join(privs, ",\n  "), schema.QuoteIdent(p.Options.User))
 }
 
-func (p *Plan) runner() {
-	o := p.Options
-	db := schema.QuoteIdent(o.Database)
-	p.user(o.Database, "")
+// tablePrivileges are the privileges on hunt-runner's tables that schema.Grants gives id: the
+// one list of which identity reads and writes which table. The runner's notification
+// dispatcher (run --notify-config) writes the delivery and suppression tables; cmd's
+// TestRunnerRoleGrantsEveryTableRunWrites checks the list against what a real run inserts into.
+func tablePrivileges(database string, id schema.Identity) []string {
 	var privs []string
-	for _, t := range schema.TableNames() {
+	for _, a := range schema.Grants(id) {
 		grant := "SELECT"
-		if slices.Contains(runnerWrites, t) {
+		if a.Insert {
 			grant = "SELECT, INSERT"
 		}
-		privs = append(privs, fmt.Sprintf("%s ON %s.%s", grant, db, schema.QuoteIdent(t)))
+		privs = append(privs, fmt.Sprintf("%s ON %s.%s", grant, schema.QuoteIdent(database), schema.QuoteIdent(a.Table)))
 	}
+	return privs
+}
+
+func (p *Plan) runner() {
+	o := p.Options
+	p.user(o.Database, "")
+	privs := tablePrivileges(o.Database, schema.IdentityRunner)
 	for _, t := range runnerSystemTables {
 		privs = append(privs, fmt.Sprintf("SELECT ON system.%s", schema.QuoteIdent(t)))
 	}
@@ -315,14 +314,8 @@ func (p *Plan) runner() {
 
 func (p *Plan) materialiser() {
 	o := p.Options
-	db := schema.QuoteIdent(o.Database)
 	p.user(o.Database, "")
-	var privs []string
-	for _, t := range materialiserWrites {
-		privs = append(privs, fmt.Sprintf("SELECT, INSERT ON %s.%s", db, schema.QuoteIdent(t)))
-	}
-	// materialise refuses a database of another layout (schema.CheckLayout).
-	privs = append(privs, fmt.Sprintf("SELECT ON %s.%s", db, schema.QuoteIdent(schema.TableSchema)), "SELECT ON system.`databases`")
+	privs := append(tablePrivileges(o.Database, schema.IdentityMaterialiser), "SELECT ON system.`databases`")
 	p.grant(privs)
 }
 
