@@ -42,7 +42,7 @@ func TestSchemaPrintMatchesGoldenWithoutConnecting(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden, err := os.ReadFile(filepath.Join("..", "..", "chstore", "testdata", "ddl_"+topo+".golden.sql"))
+			golden, err := os.ReadFile(filepath.Join("..", "..", "store", "schema", "testdata", "ddl_"+topo+".golden.sql"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -38,7 +38,7 @@ func TestInterruptedUpgradeIsRefusedThenResumed(t *testing.T) {
 			t.Fatalf("%v\n%s", err, sql)
 		}
 	}
-	layout, err := os.ReadFile(filepath.Join("..", "..", "chstore", "testdata", "layouts", "v1", "single.sql"))
+	layout, err := os.ReadFile(filepath.Join("..", "..", "store", "schema", "testdata", "layouts", "v1", "single.sql"))
 	if err != nil {
 		t.Fatal(err)
 	}
