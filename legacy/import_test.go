@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/store"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // earlierDDL is the earlier runner's coordination tables, as its schema code created them.
@@ -277,7 +277,7 @@ func TestImportRefusals(t *testing.T) {
 		t.Errorf("old hunt_runs view: %v", err)
 	}
 	f.exec(f.cur, "DROP VIEW hunt_runs")
-	if _, err := chstore.Apply(f.ctx, f.cur.Conn, f.cur.Name, chstore.TopologySingle, ""); err != nil {
+	if _, err := schema.Apply(f.ctx, f.cur.Conn, f.cur.Name, schema.TopologySingle, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Import(f.ctx, f.cur.Conn, nil, Options{From: f.old.Name, Database: f.cur.Name}); err != nil {

@@ -12,12 +12,12 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/status"
 	"github.com/hunt-runner/hunt-runner/store"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // DefaultOwner is the run_owner of imported rows when Options.Owner is empty.
@@ -237,7 +237,7 @@ WHERE (database = {new:String} AND name IN ('hunt_watermark', 'hunt_state', 'hun
 	// recreating it loses nothing.
 	if !strings.Contains(have[opts.Database+".hunt_runs"], "'"+hunt.KindImported.String()+"'") {
 		return false, fmt.Errorf("%w: the hunt_runs view in %q predates imports (it would list them as succeeded runs); recreate it: DROP VIEW %s.hunt_runs, then `hunt-runner schema`",
-			ErrSchema, opts.Database, chstore.QuoteIdent(opts.Database))
+			ErrSchema, opts.Database, schema.QuoteIdent(opts.Database))
 	}
 	_, hasState = have[opts.From+".hunt_state"]
 	return hasState, nil
@@ -246,7 +246,7 @@ WHERE (database = {new:String} AND name IN ('hunt_watermark', 'hunt_state', 'hun
 // readLegacy reads the earlier runner's newest watermark (and state) per hunt: its tables are
 // ReplacingMergeTree(updated) read by the newest updated, as the earlier runner did.
 func readLegacy(ctx context.Context, conn driver.Conn, from string, hasState bool) (map[string]*legacyRow, error) {
-	db := chstore.QuoteIdent(from)
+	db := schema.QuoteIdent(from)
 	out := map[string]*legacyRow{}
 	rows, err := conn.Query(ctx, "SELECT hunt_id, toInt64(argMax(watermark, updated)) FROM "+db+".hunt_watermark GROUP BY hunt_id")
 	if err != nil {
@@ -291,7 +291,7 @@ func readLegacy(ctx context.Context, conn driver.Conn, from string, hasState boo
 }
 
 func readCurrent(ctx context.Context, conn driver.Conn, database string, ids []string) (map[string]currentRow, error) {
-	db := chstore.QuoteIdent(database)
+	db := schema.QuoteIdent(database)
 	out := map[string]currentRow{}
 	rows, err := conn.Query(ctx, "SELECT hunt_id, toInt64(max(watermark)), groupArrayIf(toInt64(watermark), kind = {kind:String}) FROM "+
 		db+".hunt_watermark WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id",
@@ -316,14 +316,14 @@ func readCurrent(ctx context.Context, conn driver.Conn, database string, ids []s
 	rows, err = conn.Query(ctx, "SELECT hunt_id, owner, toInt64(fire), toUnixTimestamp64Milli(until) FROM ("+
 		lease.NewestLeaseSQL(database, "ids")+") WHERE until > now64(3)", clickhouse.Named("ids", ids))
 	if err != nil {
-		return nil, fmt.Errorf("import-legacy: read %s.%s: %w", db, chstore.TableLease, err)
+		return nil, fmt.Errorf("import-legacy: read %s.%s: %w", db, schema.TableLease, err)
 	}
 	for rows.Next() {
 		var id, owner string
 		var fire, end int64
 		if err := rows.Scan(&id, &owner, &fire, &end); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("import-legacy: read %s.%s: %w", db, chstore.TableLease, err)
+			return nil, fmt.Errorf("import-legacy: read %s.%s: %w", db, schema.TableLease, err)
 		}
 		if r := out[id]; fire > r.max { // a lease whose fire is committed is spent
 			r.leaseOwner, r.leaseFire, r.leaseEnd = owner, fire, end
@@ -332,7 +332,7 @@ func readCurrent(ctx context.Context, conn driver.Conn, database string, ids []s
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("import-legacy: read %s.%s: %w", db, chstore.TableLease, err)
+		return nil, fmt.Errorf("import-legacy: read %s.%s: %w", db, schema.TableLease, err)
 	}
 	rows, err = conn.Query(ctx, "SELECT hunt_id, toUInt64(argMax(overrun_count, updated)), argMax(too_aggressive, updated) != 0 FROM "+
 		db+".hunt_state WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id", clickhouse.Named("ids", ids))

@@ -9,9 +9,9 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // pollUntil runs d.Poll until cond holds.
@@ -148,7 +148,7 @@ func TestSinkInUseBeforeEnablementKeepsItsFires(t *testing.T) {
 	// The earlier version planned and delivered a fire two hours ago...
 	old := now.Add(-2 * time.Hour)
 	commitAt(t, db, "h", old, old.Add(time.Second), `{"n":"old"}`)
-	err := db.Conn.Exec(context.Background(), "INSERT INTO "+chstore.QuoteIdent(db.Name)+"."+chstore.TableDelivery+
+	err := db.Conn.Exec(context.Background(), "INSERT INTO "+schema.QuoteIdent(db.Name)+"."+schema.TableDelivery+
 		" ("+deliveryCols+") SELECT 'h', toDateTime({f:Int64}, 'UTC'), 'soc', generateUUIDv4(), 'k', 'delivered', 1, '',"+
 		" toDateTime64(0, 3, 'UTC'), fromUnixTimestamp64Micro({c:Int64}, 'UTC'), fromUnixTimestamp64Micro({c:Int64}, 'UTC'),"+
 		" generateUUIDv4(), 'old-version', toDateTime64(0, 3, 'UTC'), fromUnixTimestamp64Micro({c:Int64}, 'UTC')",

@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/store"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 func (e *env) store() *store.Store { return store.New(e.db.Conn, e.db.Name) }
@@ -251,7 +251,7 @@ func TestBackfillAcrossTwoRunners(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := chstore.BackfillKey(bf.ID, id)
+	key := schema.BackfillKey(bf.ID, id)
 	hs := testSet("x", bf, live)
 	mod := func(o *Options) { o.Tick = 200 * time.Millisecond }
 	stop := e.startRunners(e.runner("pod-a", hs, mod), e.runner("pod-b", hs, mod))
@@ -332,7 +332,7 @@ func TestBackfillCancel(t *testing.T) {
 	cs := e.chunks(bf.ID)
 	tiles(t, cs, from, from+3*600, 600)
 	var fire int64
-	e.scan(&fire, "SELECT argMax(toInt64(fire), claimed) FROM hunt_lease WHERE hunt_id = ?", chstore.BackfillKey(bf.ID, id))
+	e.scan(&fire, "SELECT argMax(toInt64(fire), claimed) FROM hunt_lease WHERE hunt_id = ?", schema.BackfillKey(bf.ID, id))
 	if fire != from+3*600 {
 		t.Errorf("newest claim under the key is for %d, want the third chunk's end %d", fire, from+3*600)
 	}

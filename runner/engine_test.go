@@ -15,7 +15,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
@@ -23,6 +22,7 @@ import (
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/store"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // env is one fresh database with the coordination schema and an events table whose rows are
@@ -53,7 +53,7 @@ func setupEnv(t testing.TB, db *chtest.DB) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
-	if _, err := chstore.Apply(ctx, db.Conn, db.Name, chstore.TopologySingle, ""); err != nil {
+	if _, err := schema.Apply(ctx, db.Conn, db.Name, schema.TopologySingle, ""); err != nil {
 		t.Fatalf("apply schema: %v", err)
 	}
 	e := &env{t: t, db: db, ctx: ctx}

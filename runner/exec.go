@@ -14,10 +14,10 @@ import (
 	"github.com/go-faster/city"
 	"github.com/google/uuid"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/configsrc"
 	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/lease"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // EpochParam renders an instant as the value of a window parameter. Epoch seconds are read the
@@ -185,7 +185,7 @@ func (r *Runner) insertFindings(ctx context.Context, h *hunt.Hunt, fire int64, r
 	}
 	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
 		"async_insert": 0, "insert_deduplication_token": "findings:" + runID.String()}))
-	ctx, insert := chstore.Insert(ctx, r.opts.Database, chstore.TableFindings,
+	ctx, insert := schema.Insert(ctx, r.opts.Database, schema.TableFindings,
 		"hunt_id", "fire", "finding_id", "finding", "severity", "labels", "run_id", "found")
 	batch, err := r.conn.PrepareBatch(ctx, insert)
 	if err != nil {

@@ -8,8 +8,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/hunt"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // Ownership: a hunt id belongs to the hunt set whose publication of it is live (the newest
@@ -24,7 +24,7 @@ import (
 func (r *Runner) foreignOwners(ctx context.Context, ids []string) (map[string]string, error) {
 	q := "SELECT hunt_id, hunt_set FROM (SELECT hunt_id, argMax(hunt_set, updated) AS hunt_set, " +
 		"argMax(enabled = 1 AND interval_seconds > 0, updated) AS live FROM " +
-		chstore.QuoteIdent(r.opts.Database) + "." + chstore.TableSchedule +
+		schema.QuoteIdent(r.opts.Database) + "." + schema.TableSchedule +
 		" WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id) WHERE live AND hunt_set != {set:String}"
 	rows, err := r.conn.Query(ctx, q, clickhouse.Named("ids", ids), clickhouse.Named("set", r.opts.HuntSet))
 	if err != nil {

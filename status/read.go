@@ -8,12 +8,12 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/hunt"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 func table(database, name string) string {
-	return chstore.QuoteIdent(database) + "." + chstore.QuoteIdent(name)
+	return schema.QuoteIdent(database) + "." + schema.QuoteIdent(name)
 }
 
 type publishedEntry struct {
@@ -41,7 +41,7 @@ func Published(ctx context.Context, conn driver.Conn, database string) ([]hunt.H
 
 func readPublished(ctx context.Context, conn driver.Conn, database string) (map[string]publishedEntry, error) {
 	rows, err := conn.Query(ctx, "SELECT hunt_id, argMax(interval_seconds, updated), argMax(phase_offset, updated), "+
-		"argMax(enabled, updated), min(updated) FROM "+table(database, chstore.TableSchedule)+" GROUP BY hunt_id")
+		"argMax(enabled, updated), min(updated) FROM "+table(database, schema.TableSchedule)+" GROUP BY hunt_id")
 	if err != nil {
 		return nil, fmt.Errorf("read hunt_schedule: %w", err)
 	}
@@ -96,7 +96,7 @@ func readRunSummaries(ctx context.Context, conn driver.Conn, database string) (m
     countIf(status = 'gap'),
     sumIf(rows_written, status = 'succeeded' AND finished > now64(6) - INTERVAL 1 DAY),
     sumIf(findings_dropped, status = 'succeeded' AND finished > now64(6) - INTERVAL 1 DAY)
-FROM ` + table(database, chstore.ViewRuns) + `
+FROM ` + table(database, schema.ViewRuns) + `
 WHERE finished > now64(6) - toIntervalSecond({window:UInt32}) AND kind != 'backfill'
 GROUP BY hunt_id`
 	rows, err := conn.Query(ctx, q, clickhouse.Named("window", uint32(RecentWindow/time.Second)))
@@ -139,7 +139,7 @@ type Run struct {
 func Runs(ctx context.Context, conn driver.Conn, database, hunt string, limit int) ([]Run, error) {
 	rows, err := conn.Query(ctx, `SELECT fire, toString(run_id), owner, status, toString(kind), window_start, window_end,
     rows_written, findings_dropped, started, finished, error
-FROM `+table(database, chstore.ViewRuns)+`
+FROM `+table(database, schema.ViewRuns)+`
 WHERE hunt_id = {h:String}
 ORDER BY finished DESC, status DESC
 LIMIT {n:UInt32}`, clickhouse.Named("h", hunt), clickhouse.Named("n", uint32(limit)))

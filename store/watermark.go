@@ -19,10 +19,10 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/schedule"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // ErrFenced is lease.ErrFenced: the writer no longer holds the lease.
@@ -50,7 +50,7 @@ type Backfill struct {
 }
 
 // Key is the coordination key the backfill's chunks are claimed and committed under.
-func (b Backfill) Key() string { return chstore.BackfillKey(b.HuntID, b.ID) }
+func (b Backfill) Key() string { return schema.BackfillKey(b.HuntID, b.ID) }
 
 // Done is how far the backfill has got: chunks cover [From, Done()).
 func (b Backfill) Done() int64 {
@@ -206,7 +206,7 @@ func (s *Store) snapshot(ctx context.Context, how snapshotForm) (Snapshot, error
 			continue
 		}
 		states := snap.Hunts
-		if strings.Contains(huntID, chstore.BackfillInfix) {
+		if strings.Contains(huntID, schema.BackfillInfix) {
 			states = keys
 		}
 		h := states[huntID]
@@ -271,12 +271,12 @@ var snapshotNewest = snapshotForm{lease: limitByRows, other: finalRows}
 
 // finalRows reads the table with FINAL: the newest row by its version column.
 func finalRows(database, table string, cols []string, _ string) string {
-	return "SELECT hunt_id, " + strings.Join(cols, ", ") + " FROM " + chstore.QuoteIdent(database) + "." + table + " FINAL"
+	return "SELECT hunt_id, " + strings.Join(cols, ", ") + " FROM " + schema.QuoteIdent(database) + "." + table + " FINAL"
 }
 
 // limitByRows keeps the first row per hunt_id in version order.
 func limitByRows(database, table string, cols []string, version string) string {
-	return "SELECT hunt_id, " + strings.Join(cols, ", ") + " FROM " + chstore.QuoteIdent(database) + "." + table +
+	return "SELECT hunt_id, " + strings.Join(cols, ", ") + " FROM " + schema.QuoteIdent(database) + "." + table +
 		" ORDER BY hunt_id, " + version + " LIMIT 1 BY hunt_id"
 }
 
@@ -284,13 +284,13 @@ func limitByRows(database, table string, cols []string, version string) string {
 func snapshotSQL(database string, how snapshotForm) string {
 	// Commits only raise a hunt's watermark, so its newest is the greatest (the table's
 	// projection answers this without reading every commit).
-	wm := "SELECT hunt_id, max(watermark) AS watermark FROM " + chstore.QuoteIdent(database) + "." + chstore.TableWatermark + " GROUP BY hunt_id"
-	ls := how.lease(database, chstore.TableLease, []string{"fire", "owner", "claim_id", "claimed", "lease_until"}, "claimed DESC, claim_id DESC")
-	st := how.other(database, chstore.TableState, []string{"status", "consecutive_failures", "last_error", "last_fire", "updated",
+	wm := "SELECT hunt_id, max(watermark) AS watermark FROM " + schema.QuoteIdent(database) + "." + schema.TableWatermark + " GROUP BY hunt_id"
+	ls := how.lease(database, schema.TableLease, []string{"fire", "owner", "claim_id", "claimed", "lease_until"}, "claimed DESC, claim_id DESC")
+	st := how.other(database, schema.TableState, []string{"status", "consecutive_failures", "last_error", "last_fire", "updated",
 		"retry_after", "overrun_count", "too_aggressive"}, "updated DESC")
 	// A pause row is read even when its paused_until has passed: the predicate decides at
 	// the snapshot's now, and status shows the pause that ran out.
-	pz := how.other(database, chstore.TablePause, []string{"paused", "paused_until", "reason", "paused_by", "updated"}, "updated DESC")
+	pz := how.other(database, schema.TablePause, []string{"paused", "paused_until", "reason", "paused_by", "updated"}, "updated DESC")
 	const nilID = "toUUID('00000000-0000-0000-0000-000000000000')"
 	const zeroTS = "toDateTime64(0, 6, 'UTC')"
 	return `SELECT 'now' AS kind, '' AS hunt_id, toInt64(0) AS n1, toInt64(0) AS n2, toInt64(0) AS n3, '' AS s1, '' AS s2,
@@ -308,7 +308,7 @@ SELECT 'state', hunt_id, toInt64(last_fire), toInt64(consecutive_failures),
 FROM (` + st + `)
 UNION ALL
 SELECT 'request', r.hunt_id, toInt64(max(r.requested_fire)), 0, 0, '', '', ` + nilID + `, ` + zeroTS + `, ` + zeroTS + `
-FROM ` + chstore.QuoteIdent(database) + `.hunt_request AS r
+FROM ` + schema.QuoteIdent(database) + `.hunt_request AS r
 LEFT JOIN (` + wm + `) AS w ON w.hunt_id = r.hunt_id
 WHERE r.requested_fire > w.watermark
 GROUP BY r.hunt_id
@@ -320,8 +320,8 @@ WHERE paused = 1
 UNION ALL
 SELECT 'backfill', b.hunt_id, toInt64(b.range_start), toInt64(b.range_end), toInt64(b.chunk_seconds), b.backfill_id,
        b.requested_by, ` + nilID + `, toDateTime64(b.requested, 6, 'UTC'), ` + zeroTS + `
-FROM (SELECT * FROM ` + chstore.QuoteIdent(database) + `.` + chstore.TableBackfill + ` FINAL) AS b
-LEFT JOIN (` + wm + `) AS w ON w.hunt_id = concat(b.hunt_id, ` + "'" + chstore.BackfillInfix + "'" + `, b.backfill_id)
+FROM (SELECT * FROM ` + schema.QuoteIdent(database) + `.` + schema.TableBackfill + ` FINAL) AS b
+LEFT JOIN (` + wm + `) AS w ON w.hunt_id = concat(b.hunt_id, ` + "'" + schema.BackfillInfix + "'" + `, b.backfill_id)
 WHERE b.state = '` + BackfillActive + `' AND toInt64(w.watermark) < toInt64(b.range_end)`
 }
 
@@ -349,7 +349,7 @@ WHERE b.state = '` + BackfillActive + `' AND toInt64(w.watermark) < toInt64(b.ra
 // is dropped by the block deduplication too.
 func (s *Store) Advance(ctx context.Context, l lease.Lease, run Run) error {
 	watermark := run.WindowEnd
-	q := `INSERT INTO ` + s.table(chstore.TableWatermark) + ` (hunt_id, watermark, claim_id, updated,
+	q := `INSERT INTO ` + s.table(schema.TableWatermark) + ` (hunt_id, watermark, claim_id, updated,
     run_id, run_owner, run_start, run_rows, run_started, gap_start, gap_end, findings_dropped, kind, interval_seconds)
 SELECT l.hunt_id, toDateTime({wm:Int64}, 'UTC'), l.claim_id, now64(6),
     toUUID({run:String}), {owner:String}, toDateTime({ws:Int64}, 'UTC'), {rows:UInt64},
@@ -361,7 +361,7 @@ WHERE l.claim_id = toUUID({claim:String}) AND toInt64(l.fire) = {fire:Int64}
   AND l.until > now64(3) + toIntervalMillisecond({bound_ms:Int64})
   AND (w.hunt_id != '') = {has_prev:Bool} AND (NOT {has_prev:Bool} OR toInt64(w.watermark) = {prev:Int64})
   AND {wm:Int64} > {prev:Int64}
-  AND toUUID({run:String}) NOT IN (SELECT run_id FROM ` + s.table(chstore.TableWatermark) + ` WHERE hunt_id = {h:String})`
+  AND toUUID({run:String}) NOT IN (SELECT run_id FROM ` + s.table(schema.TableWatermark) + ` WHERE hunt_id = {h:String})`
 	kind := cmp.Or(run.Kind, hunt.KindScheduled)
 	// The run continues from where its window (or the gap before it) starts; that must still
 	// be the newest watermark, so the committed windows of a hunt tile.
@@ -444,14 +444,14 @@ func CommitBound(ctx context.Context) time.Duration {
 // Committed reports whether run committed (its row is in hunt_watermark).
 func (s *Store) Committed(ctx context.Context, huntID string, run uuid.UUID) (bool, error) {
 	var n uint64
-	err := s.conn.QueryRow(ctx, "SELECT count() FROM "+s.table(chstore.TableWatermark)+
+	err := s.conn.QueryRow(ctx, "SELECT count() FROM "+s.table(schema.TableWatermark)+
 		" WHERE hunt_id = {h:String} AND run_id = toUUID({run:String})",
 		clickhouse.Named("h", huntID), clickhouse.Named("run", run.String())).Scan(&n)
 	return n > 0, err
 }
 
 func (s *Store) table(name string) string {
-	return chstore.QuoteIdent(s.database) + "." + chstore.QuoteIdent(name)
+	return schema.QuoteIdent(s.database) + "." + schema.QuoteIdent(name)
 }
 
 // insertCtx sets what every coordination insert carries: synchronous, explicit join defaults,
@@ -481,7 +481,7 @@ func (s *Store) RecordRun(ctx context.Context, r Run) error {
 		r.RunID = uuid.New()
 	}
 	r.Kind = cmp.Or(r.Kind, hunt.KindScheduled)
-	q := `INSERT INTO ` + s.table(chstore.TableRun) + ` (hunt_id, fire, run_id, owner, status, window_start, window_end,
+	q := `INSERT INTO ` + s.table(schema.TableRun) + ` (hunt_id, fire, run_id, owner, status, window_start, window_end,
        rows_written, started, finished, error, findings_dropped, kind)
 SELECT {h:String}, toDateTime({fire:Int64}, 'UTC'), toUUID({run:String}), {owner:String}, {status:String},
        toDateTime({ws:Int64}, 'UTC'), toDateTime({we:Int64}, 'UTC'), {rows:UInt64},
@@ -508,7 +508,7 @@ SELECT {h:String}, toDateTime({fire:Int64}, 'UTC'), toUUID({run:String}), {owner
 // status), so a retry after a lost answer does not write it twice.
 func (s *Store) Recorded(ctx context.Context, r Run) (bool, error) {
 	var n uint64
-	err := s.conn.QueryRow(ctx, "SELECT count() FROM "+s.table(chstore.TableRun)+
+	err := s.conn.QueryRow(ctx, "SELECT count() FROM "+s.table(schema.TableRun)+
 		" WHERE hunt_id = {h:String} AND run_id = toUUID({run:String}) AND status = {status:String}",
 		clickhouse.Named("h", r.HuntID), clickhouse.Named("run", r.RunID.String()), clickhouse.Named("status", r.Status.String())).Scan(&n)
 	return n > 0, err
@@ -585,7 +585,7 @@ func (s *Store) setStates(ctx context.Context, sts []State) error {
 		token = append(token, st.HuntID, st.Status.String(), st.LastError, st.LastFire, st.Overran, st.TooAggressive,
 			st.BackoffBase, st.BackoffCap)
 	}
-	q := `INSERT INTO ` + s.table(chstore.TableState) + ` (hunt_id, status, consecutive_failures, last_error, last_fire, updated,
+	q := `INSERT INTO ` + s.table(schema.TableState) + ` (hunt_id, status, consecutive_failures, last_error, last_fire, updated,
     retry_after, overrun_count, too_aggressive)
 SELECT b.h, b.status, b.failures, b.err, toDateTime(b.fire, 'UTC'), now64(6),
     if(b.failures > 0 AND b.base > 0,
@@ -616,7 +616,7 @@ WHERE toInt64(p.last_fire) <= b.fire`
 func newestStateSQL(database string) string {
 	return `SELECT hunt_id, t.1 AS failures, t.2 AS last_fire, t.3 AS overruns
 FROM (SELECT hunt_id, argMax((consecutive_failures, last_fire, overrun_count), updated) AS t
-      FROM ` + chstore.QuoteIdent(database) + `.` + chstore.TableState + ` WHERE hunt_id IN {h:Array(String)} GROUP BY hunt_id)`
+      FROM ` + schema.QuoteIdent(database) + `.` + schema.TableState + ` WHERE hunt_id IN {h:Array(String)} GROUP BY hunt_id)`
 }
 
 // Request queues a run-now request for huntID at fire (epoch seconds).
@@ -624,7 +624,7 @@ func (s *Store) Request(ctx context.Context, huntID string, fire int64, by strin
 	if huntID == "" {
 		return errors.New("watermark: request: empty hunt id")
 	}
-	q := `INSERT INTO ` + s.table(chstore.TableRequest) + ` (hunt_id, requested_fire, request_id, requested_by, requested)
+	q := `INSERT INTO ` + s.table(schema.TableRequest) + ` (hunt_id, requested_fire, request_id, requested_by, requested)
 SELECT {h:String}, toDateTime({fire:Int64}, 'UTC'), generateUUIDv4(), {by:String}, now64(6)`
 	err := s.conn.Exec(insertCtx(ctx, "request", huntID, fire, by), q,
 		clickhouse.Named("h", huntID), clickhouse.Named("fire", fire), clickhouse.Named("by", by))

@@ -21,6 +21,7 @@ import (
 	"github.com/hunt-runner/hunt-runner/runner"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/shim"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 func devCommand() *cli.Command {
@@ -83,7 +84,7 @@ func startDevEngine(ctx context.Context, c *cli.Context, out io.Writer, db strin
 		return nil, cli.Exit(fmt.Sprintf("connect to the embedded ClickHouse: %v", err), exitError)
 	}
 	e := &devEngine{srv: srv, conn: conn, consistency: consistency}
-	if _, err := applySchema(ctx, conn, db, chstore.TopologySingle, ""); err != nil {
+	if _, err := applySchema(ctx, conn, db, schema.TopologySingle, ""); err != nil {
 		e.close()
 		return nil, cli.Exit(err.Error(), exitError)
 	}
@@ -240,7 +241,7 @@ func devAction(c *cli.Context) error {
 
 // findingsQuery reads the findings of committed runs, newest first: what a newcomer wants to see.
 func findingsQuery(db string) string {
-	return fmt.Sprintf("SELECT fire, hunt_id, finding FROM %s.hunt_findings_committed ORDER BY fire DESC, hunt_id LIMIT 20", chstore.QuoteIdent(db))
+	return fmt.Sprintf("SELECT fire, hunt_id, finding FROM %s.hunt_findings_committed ORDER BY fire DESC, hunt_id LIMIT 20", schema.QuoteIdent(db))
 }
 
 // printFindingsHowTo says where findings land and gives commands to paste as they are.
@@ -331,7 +332,7 @@ func (p *runPrinter) print(rep runner.RunReport) {
 func (p *runPrinter) findings(rep runner.RunReport) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	rows, err := p.conn.Query(ctx, "SELECT finding FROM "+chstore.QuoteIdent(p.db)+"."+chstore.ViewFindingsCommitted+
+	rows, err := p.conn.Query(ctx, "SELECT finding FROM "+schema.QuoteIdent(p.db)+"."+schema.ViewFindingsCommitted+
 		" WHERE hunt_id = ? AND run_id = ? ORDER BY finding LIMIT ?", rep.HuntID, rep.RunID, p.show)
 	if err != nil {
 		return []string{"(could not read findings: " + err.Error() + ")"}
