@@ -202,7 +202,7 @@ func TestRunnerRunsCommitsAndBacksOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewMetrics(tel.Meter, 400*time.Millisecond)
+	m, err := NewMetrics(tel.Meter, 400*time.Millisecond, WithPerHunt(10)) // the loaded set's hunts are itemised by the tick
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,8 +295,10 @@ func TestRunnerRunsCommitsAndBacksOff(t *testing.T) {
 	mu.Unlock()
 	body := scrape(t, tel)
 	for _, want := range []string{
-		`hunt_runner_runs_total{hunt_id="logins",outcome="succeeded"} 1`,
-		`hunt_runner_runs_total{hunt_id="broken",outcome="failed"} 1`,
+		`hunt_runner_runs_total{hunt_id="logins",kind="scheduled",outcome="succeeded"} 1`,
+		`hunt_runner_runs_total{hunt_id="broken",kind="scheduled",outcome="failed"} 1`,
+		`hunt_runner_run_duration_seconds_count{kind="scheduled",outcome="succeeded"} 1`,
+		`hunt_runner_metrics_hunts_omitted 0`,
 		`hunt_runner_claims_total{outcome="won"} 2`,
 		`hunt_runner_loaded_set_info{hash="set-1"} 1`,
 		`hunt_runner_behind_seconds{hunt_id="logins"} 0`,

@@ -211,7 +211,7 @@ func (r *Runner) execute(j *job) {
 		run.Error = err.Error()
 	}
 	r.record(commitCtx, log, span, j, run, rep)
-	r.opts.Metrics.runDone(ctx, h.ID, rep.Status, rep.Duration, rep.Rows)
+	r.opts.Metrics.runDone(ctx, h.ID, run.Kind, rep.Status, rep.Duration, rep.Rows)
 	if r.opts.OnRun != nil {
 		r.opts.OnRun(rep)
 	}

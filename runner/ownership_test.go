@@ -69,7 +69,7 @@ func TestRunnerNeverClaimsAnotherSetsHunt(t *testing.T) {
 	if !strings.Contains(logs.String(), `"published_by":"team-a"`) {
 		t.Errorf("the refusal does not name the owning set:\n%s", logs.String())
 	}
-	if body := scrape(t, tel); !strings.Contains(body, `hunt_runner_hunt_foreign{hunt_id="shared",hunt_set="team-a"`) {
+	if body := scrape(t, tel); !strings.Contains(body, `hunt_runner_hunts_foreign{hunt_set="team-a"} 1`) {
 		t.Errorf("metrics lack the refused hunt:\n%s", body)
 	}
 

@@ -396,6 +396,7 @@ func (r *Runner) tick(ctx context.Context) error {
 	r.behind = p.Behind
 	r.setHash = set.Hash
 	r.mu.Unlock()
+	r.opts.Metrics.huntsLoaded(r, set)
 	span.SetAttributes(attribute.Int("hunts", len(set.Enabled())), attribute.Int("due", len(p.Due)),
 		attribute.Int("leased", p.Leased), attribute.Int("backoff", p.BackOff))
 	if check {

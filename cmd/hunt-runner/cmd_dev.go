@@ -46,6 +46,7 @@ func devCommand() *cli.Command {
 			&cli.IntFlag{Name: "show", Value: 3, Usage: "findings printed per run"},
 			notifyConfigFlag,
 			huntSetFlag(),
+			metricsPerHuntFlag(),
 			&cli.StringFlag{Name: "receiver-listen", Value: "127.0.0.1:8082", Usage: "local receiver that prints notifications (the default sink)"},
 		}),
 		Action: devAction,
@@ -184,9 +185,9 @@ func devAction(c *cli.Context) error {
 	w, err := buildWorker(ctx, workerConfig{
 		conn: conn, database: db, huntSet: huntSetName, consistency: string(consistency.Mode), owner: owner, service: "hunt-runner-dev",
 		src: src, policy: policy, reload: c.Duration("reload-interval"), listen: c.String("listen"),
-		statusToken: token,
-		loop:        runner.Options{Tick: c.Duration("tick"), Concurrency: c.Int("concurrency")},
-		onRun:       printer.print,
+		statusToken: token, perHunt: c.Int("metrics-per-hunt"),
+		loop:  runner.Options{Tick: c.Duration("tick"), Concurrency: c.Int("concurrency")},
+		onRun: printer.print,
 	}, log)
 	if err != nil {
 		return cli.Exit(err.Error(), exitError)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/hunt"
+	"github.com/hunt-runner/hunt-runner/runner"
 	"github.com/hunt-runner/hunt-runner/schedule"
 )
 
@@ -42,6 +43,13 @@ func envFor(name string) []string {
 
 // logLevelFlag is new for every app: urfave/cli stores a value read from the environment in
 // the flag itself, so a shared flag would carry one run's HUNT_RUNNER_LOG_LEVEL into the next.
+// metricsPerHuntFlag opts into metric series per hunt (runner.WithPerHunt), for run and dev.
+func metricsPerHuntFlag() cli.Flag {
+	return &cli.IntFlag{Name: "metrics-per-hunt", Value: runner.MetricsPerHuntDefault, EnvVars: envFor("metrics-per-hunt"),
+		Usage: fmt.Sprintf("give at most this many hunts metric series of their own (hunt_id label; up to %d): the first in id order of "+
+			"each set loaded, kept until restart. 0: totals only, per-hunt detail is in the status API and ClickHouse", runner.MetricsPerHuntMax)}
+}
+
 func logLevelFlag() cli.Flag {
 	return &cli.StringFlag{Name: "log-level", Value: "info", EnvVars: envFor("log-level"),
 		Usage: "log level: debug, info, warn or error"}

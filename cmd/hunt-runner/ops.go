@@ -147,8 +147,9 @@ func (s countingSource) Load(ctx context.Context) (*configsrc.Set, error) {
 }
 
 // runnerTelemetry is the telemetry of `run` and `dev`: Prometheus with the runtime
-// collectors, and OTLP when the environment asks for it.
-func runnerTelemetry(ctx context.Context, service string) (*serve.Telemetry, error) {
+// collectors, and OTLP when the environment asks for it; the SDK's series limit is set above
+// what perHunt itemised hunts can produce, so no series is folded away.
+func runnerTelemetry(ctx context.Context, service string, perHunt int) (*serve.Telemetry, error) {
 	return serve.NewTelemetry(ctx, serve.TelemetryOptions{Service: service, Scope: "github.com/hunt-runner/hunt-runner/runner",
-		Runtime: true, TargetInfo: true, OTLP: true})
+		Runtime: true, TargetInfo: true, OTLP: true, SeriesLimit: runner.MetricsSeriesLimit(perHunt)})
 }

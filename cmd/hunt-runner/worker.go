@@ -36,6 +36,7 @@ type workerConfig struct {
 	lease       lease.Options  // Lease and Settle; the rest is set here
 	onRun       func(runner.RunReport)
 	replicas    bool // export the replica delay (run); dev has one node
+	perHunt     int  // hunts with metric series of their own (--metrics-per-hunt)
 }
 
 // worker is one assembled runner process: hunt loading with the server check, the loop, and
@@ -59,12 +60,12 @@ func buildWorker(ctx context.Context, cfg workerConfig, log *slog.Logger) (*work
 	if err != nil {
 		return nil, err
 	}
-	tel, err := runnerTelemetry(ctx, cfg.service)
+	tel, err := runnerTelemetry(ctx, cfg.service, cfg.perHunt)
 	if err != nil {
 		return nil, err
 	}
 	w := &worker{tel: tel, coord: coord}
-	if w.metrics, err = runner.NewMetrics(tel.Meter, coord.Options().Settle); err != nil {
+	if w.metrics, err = runner.NewMetrics(tel.Meter, coord.Options().Settle, runner.WithPerHunt(cfg.perHunt)); err != nil {
 		w.close()
 		return nil, err
 	}
