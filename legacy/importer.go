@@ -194,7 +194,7 @@ func Import(ctx context.Context, conn driver.Conn, hunts []Hunt, opts Options) (
 	if err := conn.QueryRow(ctx, "SELECT now()").Scan(&res.Now); err != nil {
 		return res, fmt.Errorf("import-legacy: read the server clock: %w", err)
 	}
-	if res.Live, err = status.LiveRunners(ctx, conn, opts.Database, status.LiveWithin); err != nil {
+	if res.Live, err = status.LiveRunners(ctx, store.New(conn, opts.Database), status.LiveWithin); err != nil {
 		return res, fmt.Errorf("import-legacy: %w", err)
 	}
 	if len(res.Live) > 0 && !opts.DryRun && !opts.Force {

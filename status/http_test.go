@@ -13,7 +13,7 @@ import (
 
 func serveFixture(t *testing.T, db *fix, entries []Entry) *httptest.Server {
 	t.Helper()
-	w := &Web{Conn: db.Conn, Store: db.store(), Database: db.Name,
+	w := &Web{Store: db.store(), Database: db.Name,
 		Entries: func() []Entry { return entries }}
 	srv := httptest.NewServer(w.Handler())
 	t.Cleanup(srv.Close)
