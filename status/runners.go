@@ -59,6 +59,7 @@ const (
 		"the heartbeat table is empty, so an idle runner is not listed"
 )
 
+// runnerOf is b as status lists it: live when its beat is within `within` of now.
 func runnerOf(b store.HeartbeatRow, now time.Time, within time.Duration) Runner {
 	return Runner{Owner: b.Owner, LastSeen: rfcMilli(b.LastTick), Version: b.Version, HuntSet: b.HuntSet,
 		SetHash: b.SetHash, Hunts: b.Hunts, Started: rfcMilli(b.Started), Live: now.Sub(b.LastTick) <= within}

@@ -27,6 +27,8 @@ SELECT {h:String}, toDateTime({wm:Int64}, 'UTC'), toUUID('00000000-0000-0000-000
     toUUID({run:String}), {owner:String}, toDateTime({wm:Int64}, 'UTC'), 0, now64(6),
     toDateTime(0, 'UTC'), toDateTime(0, 'UTC'), 0, {kind:String}
 WHERE (SELECT count() FROM ` + s.table(chstore.TableWatermark) + ` WHERE hunt_id = {h:String} AND watermark >= toDateTime({wm:Int64}, 'UTC')) = 0`
+	// The guard counts any commit at or past wm rather than reading the newest watermark: the
+	// same answer, since commits only raise it, without a newest form.
 	wctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
 		"async_insert": 0, "insert_deduplication_token": "import:" + run.String()}))
 	if err := s.conn.Exec(wctx, q, clickhouse.Named("h", huntID), clickhouse.Named("wm", wm),
@@ -55,6 +57,7 @@ LEFT JOIN (SELECT hunt_id, argMax(status, updated) AS status, argMax(consecutive
         argMax(too_aggressive, updated) AS too_aggressive
     FROM ` + s.table(chstore.TableState) + ` WHERE hunt_id = {h:String} GROUP BY hunt_id) AS s ON s.hunt_id = k.h
 WHERE s.overrun_count < {n:UInt64} OR s.too_aggressive < {aggr:UInt8}`
+	// TODO(#24): fold the LEFT JOIN's newest state with newestStateSQL (newest.go).
 	aggr := uint8(0)
 	if tooAggressive {
 		aggr = 1
@@ -178,7 +181,8 @@ type ImportProgress struct {
 func (s *Store) ImportProgress(ctx context.Context, ids []string) (map[string]ImportProgress, error) {
 	db := chstore.QuoteIdent(s.database)
 	out := map[string]ImportProgress{}
-	// TODO(#24): fold with the one newest-watermark form once it exists in store.
+	// TODO(#24): fold with newestWatermarkSQL (newest.go); the imported rows' watermarks are
+	// read in the same pass.
 	rows, err := s.conn.Query(ctx, "SELECT hunt_id, toInt64(max(watermark)), groupArrayIf(toInt64(watermark), kind = {kind:String}) FROM "+
 		db+"."+chstore.TableWatermark+" WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id",
 		clickhouse.Named("kind", KindImported), clickhouse.Named("ids", ids))
@@ -219,7 +223,7 @@ func (s *Store) ImportProgress(ctx context.Context, ids []string) (map[string]Im
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read %s.%s: %w", db, chstore.TableLease, err)
 	}
-	// TODO(#24): fold with the one newest-state form once it exists in store.
+	// TODO(#24): fold with newestStateSQL (newest.go).
 	rows, err = s.conn.Query(ctx, "SELECT hunt_id, toUInt64(argMax(overrun_count, updated)), argMax(too_aggressive, updated) != 0 FROM "+
 		db+"."+chstore.TableState+" WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id", clickhouse.Named("ids", ids))
 	if err != nil {
