@@ -14,9 +14,10 @@ import (
 	"github.com/go-faster/city"
 	"github.com/google/uuid"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/lease"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // EpochParam renders an instant as the value of a window parameter. Epoch seconds are read the
@@ -52,16 +53,16 @@ type findingCaps struct {
 	rowBytes   int64
 }
 
-func (r *Runner) capsFor(h *Hunt) findingCaps {
-	return findingCaps{rows: h.maxFindings(), findingMax: r.opts.MaxFindingBytes, runMax: r.opts.MaxRunFindingsBytes, rowBytes: h.rowBytes()}
+func (r *Runner) capsFor(h *hunt.Hunt) findingCaps {
+	return findingCaps{rows: h.MaxFindings, findingMax: r.opts.MaxFindingBytes, runMax: r.opts.MaxRunFindingsBytes, rowBytes: rowBytes(h)}
 }
 
 // query runs the hunt's SELECT (configsrc.FindingsQuery, the statement the server-side check
 // parsed) over the window w, on the hunts connection, and returns at most max_findings
 // distinct rows as JSON documents, bounded in bytes (findingCaps). The hunt only reads: the
 // runner writes its findings (storeFindings).
-func (r *Runner) query(ctx context.Context, h *Hunt, fire int64, runID uuid.UUID, w window) (found, error) {
-	timeout := h.timeout()
+func (r *Runner) query(ctx context.Context, h *hunt.Hunt, fire int64, runID uuid.UUID, w window) (found, error) {
+	timeout := h.Timeout
 	caps := r.capsFor(h)
 	// Client-side limit a little past the server's. Not a context deadline: clickhouse-go
 	// turns any deadline it sees into its own max_execution_time, overriding the hunt's, so the
@@ -151,7 +152,7 @@ func readFindings(rows driver.Rows, caps findingCaps) (found, error) {
 // own identity. They are visible through hunt_findings_committed only once the run commits;
 // the deduplication token (the run id) makes a retry of the same insert a no-op on replicated
 // tables, and the table's key collapses it on any other.
-func (r *Runner) storeFindings(ctx context.Context, h *Hunt, fire int64, runID uuid.UUID, docs []string) error {
+func (r *Runner) storeFindings(ctx context.Context, h *hunt.Hunt, fire int64, runID uuid.UUID, docs []string) error {
 	if len(docs) == 0 {
 		return nil
 	}
@@ -177,14 +178,14 @@ const (
 	findingsRetryWait = 50 * time.Millisecond
 )
 
-func (r *Runner) insertFindings(ctx context.Context, h *Hunt, fire int64, runID uuid.UUID, docs []string) error {
+func (r *Runner) insertFindings(ctx context.Context, h *hunt.Hunt, fire int64, runID uuid.UUID, docs []string) error {
 	labels := h.Labels
 	if labels == nil {
 		labels = map[string]string{}
 	}
 	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
 		"async_insert": 0, "insert_deduplication_token": "findings:" + runID.String()}))
-	ctx, insert := chstore.Insert(ctx, r.opts.Database, chstore.TableFindings,
+	ctx, insert := schema.Insert(ctx, r.opts.Database, schema.TableFindings,
 		"hunt_id", "fire", "finding_id", "finding", "severity", "labels", "run_id", "found")
 	batch, err := r.conn.PrepareBatch(ctx, insert)
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
 // Metrics are the runner's OpenTelemetry instruments. A nil *Metrics records nothing, so tests
@@ -215,15 +217,15 @@ func (m *Metrics) observe(r *Runner) {
 	m.runners = append(m.runners, r)
 }
 
-// runDone counts one finished run of kind (store.KindScheduled, …) by its outcome.
-func (m *Metrics) runDone(ctx context.Context, huntID, kind, outcome string, d time.Duration, rows uint64) {
+// runDone counts one finished run of kind (hunt.KindScheduled, …) by its outcome.
+func (m *Metrics) runDone(ctx context.Context, huntID string, kind hunt.Kind, outcome hunt.RunStatus, d time.Duration, rows uint64) {
 	if m == nil {
 		return
 	}
-	kv := []attribute.KeyValue{attribute.String("outcome", outcome), attribute.String("kind", kind)}
+	kv := []attribute.KeyValue{attribute.String("outcome", outcome.String()), attribute.String("kind", kind.String())}
 	m.runs.Add(ctx, 1, m.perHunt.attrs(huntID, kv...))
 	m.runDur.Record(ctx, d.Seconds(), metric.WithAttributes(kv...))
-	if outcome == StatusSucceeded {
+	if outcome == hunt.RunSucceeded {
 		m.rows.Add(ctx, int64(rows), m.perHunt.attrs(huntID))
 	}
 }

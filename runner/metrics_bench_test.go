@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/serve"
-	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // BenchmarkMetricsExposition measures /metrics with 1,000, 10,000 and 100,000 loaded hunts
@@ -62,12 +62,12 @@ func loadedMetrics(b *testing.B, n, perHunt int) func() string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	set := &HuntSet{Hash: fmt.Sprintf("set-%d", n), Hunts: make([]Hunt, n)}
+	set := &hunt.Set{Hash: fmt.Sprintf("set-%d", n), Hunts: make([]hunt.Hunt, n)}
 	r := &Runner{behind: make(map[string]int64, n), setHash: set.Hash, foreign: map[string]string{}}
 	health := make(map[string]HuntHealth, n)
 	for i := range set.Hunts {
 		id := fmt.Sprintf("hunt-%06d", i)
-		set.Hunts[i] = Hunt{ID: id, Interval: 3600}
+		set.Hunts[i] = hunt.Hunt{ID: id, Interval: 3600}
 		r.behind[id] = int64(i % 7)
 		h := HuntHealth{Interval: 3600, LastSuccess: time.Unix(1_700_000_000, 0)}
 		if i%10 == 0 {
@@ -82,9 +82,9 @@ func loadedMetrics(b *testing.B, n, perHunt int) func() string {
 	m.huntsLoaded(r, set)
 	m.SetHuntHealth(health)
 	for i, h := range set.Hunts {
-		m.runDone(ctx, h.ID, store.KindScheduled, StatusSucceeded, time.Duration(i%300)*time.Second, uint64(i%3))
+		m.runDone(ctx, h.ID, hunt.KindScheduled, hunt.RunSucceeded, time.Duration(i%300)*time.Second, uint64(i%3))
 		if i%100 == 0 {
-			m.runDone(ctx, h.ID, store.KindScheduled, StatusFailed, time.Second, 0)
+			m.runDone(ctx, h.ID, hunt.KindScheduled, hunt.RunFailed, time.Second, 0)
 			m.gap(ctx, h.ID)
 			m.findingsDropped(ctx, h.ID, 5)
 		}

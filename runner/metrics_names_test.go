@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/serve"
-	"github.com/hunt-runner/hunt-runner/store"
 )
 
 var updateMetricNames = flag.Bool("update-metric-names", false, "rewrite the chart test's lists of exported runner metrics")
@@ -29,9 +29,9 @@ var (
 func recordEverything(ctx context.Context, m *Metrics) {
 	r := &Runner{behind: map[string]int64{"h": 1, "n": 7}, setHash: "a", pubHash: "b", foreign: map[string]string{"f": "other"}}
 	m.observe(r)
-	m.huntsLoaded(r, &HuntSet{Hash: "a", Hunts: []Hunt{{ID: "f"}, {ID: "h"}, {ID: "n"}}})
-	m.runDone(ctx, "h", store.KindScheduled, StatusSucceeded, time.Second, 3)
-	m.runDone(ctx, "n", store.KindBackfill, StatusFailed, time.Second, 0)
+	m.huntsLoaded(r, &hunt.Set{Hash: "a", Hunts: []hunt.Hunt{{ID: "f"}, {ID: "h"}, {ID: "n"}}})
+	m.runDone(ctx, "h", hunt.KindScheduled, hunt.RunSucceeded, time.Second, 3)
+	m.runDone(ctx, "n", hunt.KindBackfill, hunt.RunFailed, time.Second, 0)
 	m.claims(ctx, "won", 1)
 	m.findingsDropped(ctx, "h", 1)
 	m.findingsTruncated(ctx, "h", 1)
@@ -136,10 +136,10 @@ func TestPerHuntCapIsStickyAndCounted(t *testing.T) {
 	m, scrape := newTestMetrics(t, WithPerHunt(2))
 	r := &Runner{behind: map[string]int64{}, foreign: map[string]string{}}
 	m.observe(r)
-	m.huntsLoaded(r, &HuntSet{Hash: "1", Hunts: []Hunt{{ID: "b"}, {ID: "c"}, {ID: "d"}}})
-	m.huntsLoaded(r, &HuntSet{Hash: "2", Hunts: []Hunt{{ID: "a"}, {ID: "b"}, {ID: "c"}, {ID: "d"}, {ID: "e"}}})
+	m.huntsLoaded(r, &hunt.Set{Hash: "1", Hunts: []hunt.Hunt{{ID: "b"}, {ID: "c"}, {ID: "d"}}})
+	m.huntsLoaded(r, &hunt.Set{Hash: "2", Hunts: []hunt.Hunt{{ID: "a"}, {ID: "b"}, {ID: "c"}, {ID: "d"}, {ID: "e"}}})
 	for _, id := range []string{"a", "b", "c", "d", "e"} {
-		m.runDone(ctx, id, store.KindScheduled, StatusSucceeded, time.Second, 1)
+		m.runDone(ctx, id, hunt.KindScheduled, hunt.RunSucceeded, time.Second, 1)
 	}
 	body := scrape()
 	for _, want := range []string{`hunt_runner_runs_total{hunt_id="b",kind="scheduled",outcome="succeeded"} 1`,
@@ -176,7 +176,7 @@ func TestNewMetricsRefusesPerHuntPastTheCap(t *testing.T) {
 // MetricsSeriesLimit, where the SDK's default limit folds them into otel_metric_overflow.
 func TestNoSeriesFoldedAtTheCap(t *testing.T) {
 	ctx := context.Background()
-	hunts := make([]Hunt, MetricsPerHuntMax+1)
+	hunts := make([]hunt.Hunt, MetricsPerHuntMax+1)
 	for i := range hunts {
 		hunts[i].ID = fmt.Sprintf("h%05d", i)
 	}
@@ -195,7 +195,7 @@ func TestNoSeriesFoldedAtTheCap(t *testing.T) {
 		}
 		r := &Runner{behind: map[string]int64{}, foreign: map[string]string{}}
 		m.observe(r)
-		m.huntsLoaded(r, &HuntSet{Hash: "all", Hunts: hunts})
+		m.huntsLoaded(r, &hunt.Set{Hash: "all", Hunts: hunts})
 		for _, h := range hunts {
 			for _, o := range runOutcomes {
 				for _, k := range runKinds {

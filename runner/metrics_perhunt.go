@@ -3,10 +3,9 @@ package runner
 import (
 	"sync"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-
-	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // Per-hunt series are opt-in and capped, so a pod's exposition does not grow with the hunts it
@@ -33,8 +32,8 @@ const (
 // hunt_runner_run_duration_seconds: their product per itemised hunt bounds the largest
 // instrument (MetricsSeriesLimit).
 var (
-	runOutcomes = []string{StatusSucceeded, StatusFailed, StatusLost, StatusCancelled, StatusUnknown}
-	runKinds    = []string{store.KindScheduled, store.KindRequest, store.KindBackfill}
+	runOutcomes = []hunt.RunStatus{hunt.RunSucceeded, hunt.RunFailed, hunt.RunLost, hunt.RunCancelled, hunt.RunUnknown}
+	runKinds    = []hunt.Kind{hunt.KindScheduled, hunt.KindRequest, hunt.KindBackfill}
 )
 
 // MetricsSeriesLimit is the per-instrument series limit the OpenTelemetry SDK must be given
@@ -60,21 +59,21 @@ type perHunt struct {
 
 	mu       sync.Mutex
 	admitted map[string]bool
-	sets     map[*Runner]*HuntSet // the set each runner last planned
+	sets     map[*Runner]*hunt.Set // the set each runner last planned
 	omitted  int                  // hunts of those sets not admitted
 	loaded   int                  // hunts of those sets
 }
 
 // load admits set's hunts (r's newest set) by the rule above; a set already seen costs a
 // pointer compare.
-func (p *perHunt) load(r *Runner, set *HuntSet) {
+func (p *perHunt) load(r *Runner, set *hunt.Set) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.sets[r] == set {
 		return
 	}
 	if p.sets == nil {
-		p.sets, p.admitted = map[*Runner]*HuntSet{}, map[string]bool{}
+		p.sets, p.admitted = map[*Runner]*hunt.Set{}, map[string]bool{}
 	}
 	p.sets[r] = set
 	for i := 0; i < len(set.Hunts) && len(p.admitted) < p.max; i++ {
@@ -117,7 +116,7 @@ func (p *perHunt) counts() (loaded, omitted int) {
 }
 
 // huntsLoaded tells the metrics which set r plans now.
-func (m *Metrics) huntsLoaded(r *Runner, set *HuntSet) {
+func (m *Metrics) huntsLoaded(r *Runner, set *hunt.Set) {
 	if m == nil || set == nil {
 		return
 	}
