@@ -11,21 +11,17 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/status"
 	"github.com/hunt-runner/hunt-runner/store"
 )
 
-// KindImported is the hunt_watermark.kind of a commit row written by Import; hunt_runs shows
-// it with status "imported".
-const KindImported = store.KindImported
-
 // DefaultOwner is the run_owner of imported rows when Options.Owner is empty.
 const DefaultOwner = "import-legacy"
 
-// ErrSchema means a database lacks what the import reads or writes.
-var ErrSchema = errors.New("schema")
+// ErrSchema means a database lacks what the import reads or writes (store.ErrImportSchema).
+var ErrSchema = store.ErrImportSchema
 
 // ErrLive means hunt-runner runners are live in the database (a heartbeat within
 // status.LiveWithin): Import refuses to write unless Options.Force. An imported row moves a
@@ -36,24 +32,6 @@ var ErrLive = errors.New("hunt-runner runners are live")
 
 // maxDateTime is the last second a DateTime column (hunt_watermark.watermark) can hold.
 const maxDateTime = 1<<32 - 1
-
-// Hunt is what the import needs of one loaded hunt. Times are whole seconds.
-type Hunt struct {
-	ID         string
-	File       string // path relative to the source root, for messages
-	Interval   int64
-	Offset     int64
-	Delay      int64 // the data window is shifted back by this much
-	MaxCatchup int64 // longest window one run covers; 0 means 24 intervals, as the runner
-	Enabled    bool
-}
-
-func (h Hunt) maxCatchup() int64 {
-	if h.MaxCatchup <= 0 {
-		return 24 * h.Interval
-	}
-	return max(h.MaxCatchup, h.Interval)
-}
 
 // Options configure Import.
 type Options struct {
@@ -170,7 +148,7 @@ type currentRow struct {
 // Import carries the earlier runner's watermarks (and hunt_state) in opts.From over to
 // hunt-runner's tables for every hunt of hunts. It fails only when a database cannot be read
 // or written as a whole; per-hunt outcomes are in the result.
-func Import(ctx context.Context, conn driver.Conn, hunts []Hunt, opts Options) (Result, error) {
+func Import(ctx context.Context, conn driver.Conn, hunts []hunt.Hunt, opts Options) (Result, error) {
 	if opts.Database == "" {
 		opts.Database = "hunt_runner"
 	}
@@ -226,26 +204,11 @@ func Import(ctx context.Context, conn driver.Conn, hunts []Hunt, opts Options) (
 // checkSchema checks that hunt-runner's schema can record an import and that the earlier
 // runner's hunt_watermark is there; it reports whether the earlier hunt_state is.
 func checkSchema(ctx context.Context, st *store.Store, opts Options) (hasState bool, err error) {
-	have, err := st.ImportTables(ctx, opts.From)
-	if err != nil {
+	hasState, err = st.CheckImportSchema(ctx, opts.From)
+	if err != nil && !errors.Is(err, ErrSchema) {
 		return false, fmt.Errorf("import-legacy: %w", err)
 	}
-	if _, ok := have[opts.From+".hunt_watermark"]; !ok {
-		return false, fmt.Errorf("%w: database %q has no hunt_watermark table; --from-database names the earlier runner's database (DFE_CLICKHOUSE_DATA_DATABASE, default dfe)", ErrSchema, opts.From)
-	}
-	for _, t := range []string{"hunt_watermark", "hunt_state", "hunt_runs"} {
-		if _, ok := have[opts.Database+"."+t]; !ok {
-			return false, fmt.Errorf("%w: hunt-runner's database %q has no %s; run `hunt-runner schema` first", ErrSchema, opts.Database, t)
-		}
-	}
-	// An older hunt_runs would show imported rows as succeeded runs; views hold no data, so
-	// recreating it loses nothing.
-	if !strings.Contains(have[opts.Database+".hunt_runs"], "'"+KindImported+"'") {
-		return false, fmt.Errorf("%w: the hunt_runs view in %q predates imports (it would list them as succeeded runs); recreate it: DROP VIEW %s.hunt_runs, then `hunt-runner schema`",
-			ErrSchema, opts.Database, chstore.QuoteIdent(opts.Database))
-	}
-	_, hasState = have[opts.From+".hunt_state"]
-	return hasState, nil
+	return hasState, err
 }
 
 // readLegacy reads the earlier runner's newest watermark (and state) per hunt.
@@ -294,7 +257,7 @@ func readCurrent(ctx context.Context, st *store.Store, ids []string) (map[string
 }
 
 // plan decides every hunt's action from what was read; now is the server clock.
-func plan(hunts []Hunt, old map[string]*legacyRow, cur map[string]currentRow, now int64, broken []string) []Item {
+func plan(hunts []hunt.Hunt, old map[string]*legacyRow, cur map[string]currentRow, now int64, broken []string) []Item {
 	var items []Item
 	used := map[string]bool{}
 	for _, h := range hunts {
@@ -320,7 +283,7 @@ func plan(hunts []Hunt, old map[string]*legacyRow, cur map[string]currentRow, no
 		}
 		used[lid] = true
 		it.Legacy, it.State = o.watermark, o.state
-		it.Watermark = o.watermark + h.Delay
+		it.Watermark = o.watermark + h.DelaySeconds()
 		switch {
 		case h.Interval <= 0:
 			it.Action, it.Reason = ActionRefused, "the hunt has no schedule"
@@ -341,7 +304,7 @@ func plan(hunts []Hunt, old map[string]*legacyRow, cur map[string]currentRow, no
 			it.Action = ActionImport
 		}
 		if it.Action == ActionImport || it.Action == ActionDone {
-			it.firstRun(h, now)
+			it.firstRun(&h, now)
 			it.StateCarried = o.state != nil && (o.state.OverrunCount > c.overruns || (o.state.TooAggressive && !c.tooAggr))
 		}
 		items = append(items, it)
@@ -369,12 +332,13 @@ func plan(hunts []Hunt, old map[string]*legacyRow, cur map[string]currentRow, no
 // firstRun fills in the first run after the import: the runner owes the newest fire after
 // the watermark, so an off-grid watermark makes a first window that starts there and ends at
 // the next fire.
-func (it *Item) firstRun(h Hunt, now int64) {
-	fire := max(schedule.LatestFire(now, h.Interval, h.Offset), schedule.NextFire(it.Watermark, h.Interval, h.Offset))
-	s := schedule.RunSpan(it.Watermark, true, fire, h.Interval, h.maxCatchup())
+func (it *Item) firstRun(h *hunt.Hunt, now int64) {
+	iv, off := h.IntervalSeconds(), h.OffsetSeconds()
+	fire := max(schedule.LatestFire(now, iv, off), schedule.NextFire(it.Watermark, iv, off))
+	s := schedule.RunSpan(it.Watermark, true, fire, iv, h.MaxCatchupSeconds())
 	it.FirstStart, it.FirstEnd = it.Watermark, s.End
 	it.GapStart, it.GapEnd = s.GapStart, s.GapEnd
-	it.OffGrid = schedule.LatestFire(it.Watermark, h.Interval, h.Offset) != it.Watermark
+	it.OffGrid = schedule.LatestFire(it.Watermark, iv, off) != it.Watermark
 }
 
 func fileStem(file string) string {

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/store"
 )
@@ -51,16 +52,16 @@ type findingCaps struct {
 	rowBytes   int64
 }
 
-func (r *Runner) capsFor(h *Hunt) findingCaps {
-	return findingCaps{rows: h.maxFindings(), findingMax: r.opts.MaxFindingBytes, runMax: r.opts.MaxRunFindingsBytes, rowBytes: h.rowBytes()}
+func (r *Runner) capsFor(h *hunt.Hunt) findingCaps {
+	return findingCaps{rows: h.MaxFindings, findingMax: r.opts.MaxFindingBytes, runMax: r.opts.MaxRunFindingsBytes, rowBytes: rowBytes(h)}
 }
 
 // query runs the hunt's SELECT (configsrc.FindingsQuery, the statement the server-side check
 // parsed) over the window w, on the hunts connection, and returns at most max_findings
 // distinct rows as JSON documents, bounded in bytes (findingCaps). The hunt only reads: the
 // runner writes its findings (storeFindings).
-func (r *Runner) query(ctx context.Context, h *Hunt, fire int64, runID uuid.UUID, w window) (found, error) {
-	timeout := h.timeout()
+func (r *Runner) query(ctx context.Context, h *hunt.Hunt, fire int64, runID uuid.UUID, w window) (found, error) {
+	timeout := h.Timeout
 	caps := r.capsFor(h)
 	// Client-side limit a little past the server's. Not a context deadline: clickhouse-go
 	// turns any deadline it sees into its own max_execution_time, overriding the hunt's, so the
@@ -149,7 +150,7 @@ func readFindings(rows driver.Rows, caps findingCaps) (found, error) {
 // storeFindings writes one attempt's findings into hunt_findings under its run id
 // (store.Store.InsertFindings), with the runner's own identity. They are visible through
 // hunt_findings_committed only once the run commits.
-func (r *Runner) storeFindings(ctx context.Context, h *Hunt, fire int64, runID uuid.UUID, docs []string) error {
+func (r *Runner) storeFindings(ctx context.Context, h *hunt.Hunt, fire int64, runID uuid.UUID, docs []string) error {
 	if len(docs) == 0 {
 		return nil
 	}
@@ -175,7 +176,7 @@ const (
 	findingsRetryWait = 50 * time.Millisecond
 )
 
-func (r *Runner) insertFindings(ctx context.Context, h *Hunt, fire int64, runID uuid.UUID, docs []string) error {
+func (r *Runner) insertFindings(ctx context.Context, h *hunt.Hunt, fire int64, runID uuid.UUID, docs []string) error {
 	err := r.store.InsertFindings(ctx, store.Findings{HuntID: h.ID, Fire: fire, RunID: runID, Severity: h.Severity,
 		Labels: h.Labels, Docs: docs, Found: time.Now()})
 	if err != nil {

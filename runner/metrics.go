@@ -7,6 +7,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
 // Metrics are the runner's OpenTelemetry instruments. A nil *Metrics records nothing, so tests
@@ -172,14 +174,14 @@ func (m *Metrics) observe(r *Runner) {
 	m.runners = append(m.runners, r)
 }
 
-func (m *Metrics) runDone(ctx context.Context, huntID, outcome string, d time.Duration, rows uint64) {
+func (m *Metrics) runDone(ctx context.Context, huntID string, outcome hunt.RunStatus, d time.Duration, rows uint64) {
 	if m == nil {
 		return
 	}
-	attrs := metric.WithAttributes(attribute.String("hunt_id", huntID), attribute.String("outcome", outcome))
+	attrs := metric.WithAttributes(attribute.String("hunt_id", huntID), attribute.String("outcome", outcome.String()))
 	m.runs.Add(ctx, 1, attrs)
 	m.runDur.Record(ctx, d.Seconds(), attrs)
-	if outcome == StatusSucceeded {
+	if outcome == hunt.RunSucceeded {
 		m.rows.Add(ctx, int64(rows), metric.WithAttributes(attribute.String("hunt_id", huntID)))
 	}
 }

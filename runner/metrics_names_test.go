@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/serve"
 )
 
@@ -32,7 +33,7 @@ func TestExportedMetricNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.runDone(ctx, "h", StatusSucceeded, time.Second, 3)
+	m.runDone(ctx, "h", hunt.RunSucceeded, time.Second, 3)
 	m.claims(ctx, "won", 1)
 	m.findingsDropped(ctx, "h", 1)
 	m.findingsTruncated(ctx, "h", 1)

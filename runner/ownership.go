@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
 // Ownership: a hunt id belongs to the hunt set whose publication of it is live (the newest
@@ -27,7 +29,7 @@ func (r *Runner) foreignOwners(ctx context.Context, ids []string) (map[string]st
 // ownDue drops the fires of hunts another set publishes, logging each such hunt once (again
 // only if its owner changes) and exporting them as hunt_runner_hunt_foreign. When the owners
 // cannot be read nothing is claimed this tick: claiming unchecked is what must never happen.
-func (r *Runner) ownDue(ctx context.Context, loaded *HuntSet, due []dueFire) ([]dueFire, error) {
+func (r *Runner) ownDue(ctx context.Context, loaded *hunt.Set, due []dueFire) ([]dueFire, error) {
 	ids := make([]string, 0, len(due))
 	for _, d := range due {
 		ids = append(ids, d.Hunt.ID)
@@ -53,7 +55,7 @@ func (r *Runner) ownDue(ctx context.Context, loaded *HuntSet, due []dueFire) ([]
 		}
 	}
 	for id := range r.foreign {
-		if loaded.find(id) == nil { // no longer loaded: nothing left to refuse
+		if enabledHunt(loaded, id) == nil { // no longer loaded: nothing left to refuse
 			delete(r.foreign, id)
 		}
 	}

@@ -7,18 +7,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
-	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
-
-// HuntOf is the runner's view of a loaded hunt definition: the one conversion `run` and
-// `preview` share, so both run a hunt with the same limits.
-func HuntOf(h configsrc.Hunt) Hunt {
-	return Hunt{
-		ID: h.ID, Interval: int64(h.Interval / time.Second), Offset: int64(h.Offset / time.Second),
-		Delay: h.Delay, MaxCatchup: h.MaxCatchup, Timeout: h.Timeout, Query: h.Query,
-		Severity: h.Severity, Labels: h.Labels, ConfigHash: h.Hash, MaxFindings: h.MaxFindings,
-	}
-}
 
 // Findings is what one run of a hunt found: the distinct rows a fire would store (JSON
 // documents, at most the hunt's max_findings) and the result rows past that cap.
@@ -32,7 +22,8 @@ type Findings struct {
 // statement, parameters, settings and max_findings cap — and returns what the fire would
 // store. It writes nothing: `hunt-runner test` and `preview` use it, and the findings of a
 // preview must be the findings a run commits.
-func Preview(ctx context.Context, conn driver.Conn, h Hunt, start, end time.Time) (Findings, error) {
+func Preview(ctx context.Context, conn driver.Conn, h hunt.Hunt, start, end time.Time) (Findings, error) {
+	h = h.WithDefaults() // a hunt built by hand runs with the limits a loaded one has
 	// The options a run has by default (byte caps, logger), so a preview stores what a fire
 	// with default flags would.
 	opts := Options{Owner: "preview"}

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
 // Web serves the read-only HTTP API and the status page on the runner's --listen:
@@ -26,7 +28,7 @@ type Web struct {
 	Database string
 	// Entries is the runner's loaded hunt set; nil, or returning nil, uses the published
 	// schedule.
-	Entries func() []Entry
+	Entries func() []hunt.Hunt
 	// Files is the health of the runner's hunt files (banner, API "hunt_files", state
 	// "stale"); nil, or returning false, shows none.
 	Files func() (HuntFiles, bool)
@@ -127,7 +129,7 @@ func (w *Web) log() *slog.Logger {
 }
 
 func (w *Web) report(ctx context.Context) (Report, error) {
-	var entries []Entry
+	var entries []hunt.Hunt
 	if w.Entries != nil {
 		entries = w.Entries()
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/store"
 )
 
@@ -26,21 +27,21 @@ type HeartbeatReader interface {
 
 // Published reads the newest hunt_schedule row of every hunt (tombstones included, as
 // disabled entries), sorted by id.
-func Published(ctx context.Context, st Reader) ([]Entry, error) {
+func Published(ctx context.Context, st Reader) ([]hunt.Hunt, error) {
 	m, err := readPublished(ctx, st)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Entry, 0, len(m))
+	out := make([]hunt.Hunt, 0, len(m))
 	for _, p := range m {
-		out = append(out, p.Entry)
+		out = append(out, p.Hunt)
 	}
 	sortEntries(out)
 	return out, nil
 }
 
 type publishedEntry struct {
-	Entry
+	hunt.Hunt                // as hunt_schedule has it: id, interval, offset, enabled
 	firstPublished time.Time // store.PublishedHunt.FirstPublished
 }
 
@@ -51,8 +52,8 @@ func readPublished(ctx context.Context, st Reader) (map[string]publishedEntry, e
 	}
 	out := make(map[string]publishedEntry, len(ps))
 	for _, p := range ps {
-		out[p.HuntID] = publishedEntry{Entry: Entry{HuntID: p.HuntID, Interval: p.Interval, Offset: p.Offset, Enabled: p.Enabled},
-			firstPublished: p.FirstPublished}
+		out[p.HuntID] = publishedEntry{Hunt: hunt.Hunt{ID: p.HuntID, Interval: time.Duration(p.Interval) * time.Second,
+			Offset: time.Duration(p.Offset) * time.Second, Enabled: p.Enabled}, firstPublished: p.FirstPublished}
 	}
 	return out, nil
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/go-faster/city"
 	"github.com/google/uuid"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // Findings is what one attempt of a hunt found, as hunt_findings stores it: one row per
@@ -39,7 +39,7 @@ func (s *Store) InsertFindings(ctx context.Context, f Findings) error {
 	}
 	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
 		"async_insert": 0, "insert_deduplication_token": "findings:" + f.RunID.String()}))
-	ctx, insert := chstore.Insert(ctx, s.database, chstore.TableFindings,
+	ctx, insert := schema.Insert(ctx, s.database, schema.TableFindings,
 		"hunt_id", "fire", "finding_id", "finding", "severity", "labels", "run_id", "found")
 	batch, err := s.conn.PrepareBatch(ctx, insert)
 	if err != nil {
@@ -60,7 +60,7 @@ func (s *Store) InsertFindings(ctx context.Context, f Findings) error {
 // CommittedFindingsOfRun reads at most limit findings of one committed run
 // (hunt_findings_committed), ordered by document.
 func (s *Store) CommittedFindingsOfRun(ctx context.Context, huntID string, runID uuid.UUID, limit int) ([]string, error) {
-	rows, err := s.conn.Query(ctx, "SELECT finding FROM "+chstore.QuoteIdent(s.database)+"."+chstore.ViewFindingsCommitted+
+	rows, err := s.conn.Query(ctx, "SELECT finding FROM "+schema.QuoteIdent(s.database)+"."+schema.ViewFindingsCommitted+
 		" WHERE hunt_id = ? AND run_id = ? ORDER BY finding LIMIT ?", huntID, runID, limit)
 	if err != nil {
 		return nil, err
@@ -79,6 +79,12 @@ func (s *Store) CommittedFindingsOfRun(ctx context.Context, huntID string, runID
 // RecentFindingsSQL is a statement that reads the newest committed findings of database: what
 // `dev` prints for a newcomer to paste into a ClickHouse client.
 func RecentFindingsSQL(database string) string {
-	return "SELECT fire, hunt_id, finding FROM " + chstore.QuoteIdent(database) + "." + chstore.ViewFindingsCommitted +
+	return "SELECT fire, hunt_id, finding FROM " + schema.QuoteIdent(database) + "." + schema.ViewFindingsCommitted +
 		" ORDER BY fire DESC, hunt_id LIMIT 20"
+}
+
+// FindingsTables names database's findings table and its committed view as a person writes
+// them in a query (dev's how-to prints them).
+func FindingsTables(database string) (all, committed string) {
+	return database + "." + schema.TableFindings, database + "." + schema.ViewFindingsCommitted
 }

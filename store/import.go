@@ -2,37 +2,36 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/lease"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
-
-// KindImported marks a commit row written by `import-legacy`: the earlier runner's progress,
-// from which the first run continues.
-const KindImported = "imported"
 
 // Import writes an imported commit: the hunt's watermark becomes wm, unless the hunt already
 // has a watermark at or past it when the row is written (a runner that committed since the
 // import was planned keeps its progress). It reports whether the row landed, read back by
 // run, which is deterministic per import so a retried insert is the same block.
 func (s *Store) Import(ctx context.Context, huntID string, wm int64, run uuid.UUID, owner string) (bool, error) {
-	q := `INSERT INTO ` + s.table(chstore.TableWatermark) + ` (hunt_id, watermark, claim_id, updated, run_id, run_owner, run_start,
+	q := `INSERT INTO ` + s.table(schema.TableWatermark) + ` (hunt_id, watermark, claim_id, updated, run_id, run_owner, run_start,
     run_rows, run_started, gap_start, gap_end, findings_dropped, kind)
 SELECT {h:String}, toDateTime({wm:Int64}, 'UTC'), toUUID('00000000-0000-0000-0000-000000000000'), now64(6),
     toUUID({run:String}), {owner:String}, toDateTime({wm:Int64}, 'UTC'), 0, now64(6),
     toDateTime(0, 'UTC'), toDateTime(0, 'UTC'), 0, {kind:String}
-WHERE (SELECT count() FROM ` + s.table(chstore.TableWatermark) + ` WHERE hunt_id = {h:String} AND watermark >= toDateTime({wm:Int64}, 'UTC')) = 0`
+WHERE (SELECT count() FROM ` + s.table(schema.TableWatermark) + ` WHERE hunt_id = {h:String} AND watermark >= toDateTime({wm:Int64}, 'UTC')) = 0`
 	// The guard counts any commit at or past wm rather than reading the newest watermark: the
 	// same answer, since commits only raise it, without a newest form.
 	wctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
 		"async_insert": 0, "insert_deduplication_token": "import:" + run.String()}))
 	if err := s.conn.Exec(wctx, q, clickhouse.Named("h", huntID), clickhouse.Named("wm", wm),
-		clickhouse.Named("run", run.String()), clickhouse.Named("owner", owner), clickhouse.Named("kind", KindImported)); err != nil {
+		clickhouse.Named("run", run.String()), clickhouse.Named("owner", owner), clickhouse.Named("kind", hunt.KindImported.String())); err != nil {
 		return false, fmt.Errorf("watermark: import %s: %w", huntID, err)
 	}
 	ok, err := s.Committed(ctx, huntID, run)
@@ -46,7 +45,7 @@ WHERE (SELECT count() FROM ` + s.table(chstore.TableWatermark) + ` WHERE hunt_id
 // values, keeping the rest of its newest state row; it writes only while they are lower, so
 // repeating it writes nothing.
 func (s *Store) RaiseOverruns(ctx context.Context, huntID string, overruns uint64, tooAggressive bool) error {
-	q := `INSERT INTO ` + s.table(chstore.TableState) + ` (hunt_id, status, consecutive_failures, last_error, last_fire, updated,
+	q := `INSERT INTO ` + s.table(schema.TableState) + ` (hunt_id, status, consecutive_failures, last_error, last_fire, updated,
     retry_after, overrun_count, too_aggressive)
 SELECT k.h, s.status, s.consecutive_failures, s.last_error, s.last_fire, now64(6), s.retry_after,
     greatest(s.overrun_count, {n:UInt64}), greatest(s.too_aggressive, {aggr:UInt8})
@@ -55,7 +54,7 @@ LEFT JOIN (SELECT hunt_id, argMax(status, updated) AS status, argMax(consecutive
         argMax(last_error, updated) AS last_error, argMax(last_fire, updated) AS last_fire,
         argMax(retry_after, updated) AS retry_after, argMax(overrun_count, updated) AS overrun_count,
         argMax(too_aggressive, updated) AS too_aggressive
-    FROM ` + s.table(chstore.TableState) + ` WHERE hunt_id = {h:String} GROUP BY hunt_id) AS s ON s.hunt_id = k.h
+    FROM ` + s.table(schema.TableState) + ` WHERE hunt_id = {h:String} GROUP BY hunt_id) AS s ON s.hunt_id = k.h
 WHERE s.overrun_count < {n:UInt64} OR s.too_aggressive < {aggr:UInt8}`
 	// TODO(#24): fold the LEFT JOIN's newest state with newestStateSQL (newest.go).
 	aggr := uint8(0)
@@ -73,30 +72,49 @@ WHERE s.overrun_count < {n:UInt64} OR s.too_aggressive < {aggr:UInt8}`
 // earlier runner's progress in its own database, and the progress hunt-runner has. The earlier
 // runner's tables are named as ours (hunt_watermark, hunt_state) in another database.
 
-// ImportTables reads the create statements of the tables an import reads and writes, keyed
-// "database.table": hunt-runner's hunt_watermark, hunt_state and hunt_runs, and the earlier
-// runner's hunt_watermark and hunt_state in database from. A table that is absent has no key.
-func (s *Store) ImportTables(ctx context.Context, from string) (map[string]string, error) {
+// ErrImportSchema means a database lacks what an import reads or writes.
+var ErrImportSchema = errors.New("schema")
+
+// CheckImportSchema checks that hunt-runner's schema can record an import (hunt_watermark,
+// hunt_state, and a hunt_runs view that knows imported rows) and that the earlier runner's
+// hunt_watermark is in database from; it reports whether the earlier hunt_state is there too.
+// A missing piece is ErrImportSchema, with what to do about it.
+func (s *Store) CheckImportSchema(ctx context.Context, from string) (hasState bool, err error) {
 	rows, err := s.conn.Query(ctx, `SELECT database, name, create_table_query FROM system.tables
-WHERE (database = {new:String} AND name IN ('`+chstore.TableWatermark+`', '`+chstore.TableState+`', '`+chstore.ViewRuns+`'))
-   OR (database = {old:String} AND name IN ('`+chstore.TableWatermark+`', '`+chstore.TableState+`'))`,
+WHERE (database = {new:String} AND name IN ('`+schema.TableWatermark+`', '`+schema.TableState+`', '`+schema.ViewRuns+`'))
+   OR (database = {old:String} AND name IN ('`+schema.TableWatermark+`', '`+schema.TableState+`'))`,
 		clickhouse.Named("new", s.database), clickhouse.Named("old", from))
 	if err != nil {
-		return nil, fmt.Errorf("read system.tables: %w", err)
+		return false, fmt.Errorf("read system.tables: %w", err)
 	}
 	defer rows.Close()
 	have := map[string]string{}
 	for rows.Next() {
 		var db, name, create string
 		if err := rows.Scan(&db, &name, &create); err != nil {
-			return nil, fmt.Errorf("read system.tables: %w", err)
+			return false, fmt.Errorf("read system.tables: %w", err)
 		}
 		have[db+"."+name] = create
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read system.tables: %w", err)
+		return false, fmt.Errorf("read system.tables: %w", err)
 	}
-	return have, nil
+	if _, ok := have[from+"."+schema.TableWatermark]; !ok {
+		return false, fmt.Errorf("%w: database %q has no hunt_watermark table; --from-database names the earlier runner's database (DFE_CLICKHOUSE_DATA_DATABASE, default dfe)", ErrImportSchema, from)
+	}
+	for _, t := range []string{schema.TableWatermark, schema.TableState, schema.ViewRuns} {
+		if _, ok := have[s.database+"."+t]; !ok {
+			return false, fmt.Errorf("%w: hunt-runner's database %q has no %s; run `hunt-runner schema` first", ErrImportSchema, s.database, t)
+		}
+	}
+	// An older hunt_runs would show imported rows as succeeded runs; views hold no data, so
+	// recreating it loses nothing.
+	if !strings.Contains(have[s.database+"."+schema.ViewRuns], "'"+hunt.KindImported.String()+"'") {
+		return false, fmt.Errorf("%w: the hunt_runs view in %q predates imports (it would list them as succeeded runs); recreate it: DROP VIEW %s.hunt_runs, then `hunt-runner schema`",
+			ErrImportSchema, s.database, schema.QuoteIdent(s.database))
+	}
+	_, hasState = have[from+"."+schema.TableState]
+	return hasState, nil
 }
 
 // ServerClock reads the server's clock, to the second.
@@ -115,10 +133,10 @@ type LegacyState struct {
 // LegacyWatermarks reads the earlier runner's newest watermark per hunt from database from:
 // its tables are ReplacingMergeTree(updated), read by the newest updated, as it read them.
 func (s *Store) LegacyWatermarks(ctx context.Context, from string) (map[string]int64, error) {
-	db := chstore.QuoteIdent(from)
-	rows, err := s.conn.Query(ctx, "SELECT hunt_id, toInt64(argMax(watermark, updated)) FROM "+db+"."+chstore.TableWatermark+" GROUP BY hunt_id")
+	db := schema.QuoteIdent(from)
+	rows, err := s.conn.Query(ctx, "SELECT hunt_id, toInt64(argMax(watermark, updated)) FROM "+db+"."+schema.TableWatermark+" GROUP BY hunt_id")
 	if err != nil {
-		return nil, fmt.Errorf("read %s.%s: %w", db, chstore.TableWatermark, err)
+		return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableWatermark, err)
 	}
 	defer rows.Close()
 	out := map[string]int64{}
@@ -126,23 +144,23 @@ func (s *Store) LegacyWatermarks(ctx context.Context, from string) (map[string]i
 		var id string
 		var wm int64
 		if err := rows.Scan(&id, &wm); err != nil {
-			return nil, fmt.Errorf("read %s.%s: %w", db, chstore.TableWatermark, err)
+			return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableWatermark, err)
 		}
 		out[id] = wm
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read %s.%s: %w", db, chstore.TableWatermark, err)
+		return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableWatermark, err)
 	}
 	return out, nil
 }
 
 // LegacyStates reads the earlier runner's newest hunt_state per hunt from database from.
 func (s *Store) LegacyStates(ctx context.Context, from string) (map[string]LegacyState, error) {
-	db := chstore.QuoteIdent(from)
+	db := schema.QuoteIdent(from)
 	rows, err := s.conn.Query(ctx, "SELECT hunt_id, toInt64(argMax(overrun_count, updated)), toUInt8(argMax(too_aggressive, updated) != 0) FROM "+
-		db+"."+chstore.TableState+" GROUP BY hunt_id")
+		db+"."+schema.TableState+" GROUP BY hunt_id")
 	if err != nil {
-		return nil, fmt.Errorf("read %s.%s: %w", db, chstore.TableState, err)
+		return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableState, err)
 	}
 	defer rows.Close()
 	out := map[string]LegacyState{}
@@ -151,7 +169,7 @@ func (s *Store) LegacyStates(ctx context.Context, from string) (map[string]Legac
 		var n int64
 		var aggr uint8
 		if err := rows.Scan(&id, &n, &aggr); err != nil {
-			return nil, fmt.Errorf("read %s.%s: %w", db, chstore.TableState, err)
+			return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableState, err)
 		}
 		out[id] = LegacyState{OverrunCount: uint64(max(n, 0)), TooAggressive: aggr != 0}
 	}
@@ -179,41 +197,41 @@ type ImportProgress struct {
 // ImportProgress reads, for each hunt of ids, its watermarks, its newest lease if live, and its
 // newest state's overrun count and too_aggressive flag: three reads of the rows of ids only.
 func (s *Store) ImportProgress(ctx context.Context, ids []string) (map[string]ImportProgress, error) {
-	db := chstore.QuoteIdent(s.database)
+	db := schema.QuoteIdent(s.database)
 	out := map[string]ImportProgress{}
 	// TODO(#24): fold with newestWatermarkSQL (newest.go); the imported rows' watermarks are
 	// read in the same pass.
 	rows, err := s.conn.Query(ctx, "SELECT hunt_id, toInt64(max(watermark)), groupArrayIf(toInt64(watermark), kind = {kind:String}) FROM "+
-		db+"."+chstore.TableWatermark+" WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id",
-		clickhouse.Named("kind", KindImported), clickhouse.Named("ids", ids))
+		db+"."+schema.TableWatermark+" WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id",
+		clickhouse.Named("kind", hunt.KindImported.String()), clickhouse.Named("ids", ids))
 	if err != nil {
-		return nil, fmt.Errorf("read %s.%s: %w", db, chstore.TableWatermark, err)
+		return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableWatermark, err)
 	}
 	for rows.Next() {
 		var id string
 		var p ImportProgress
 		if err := rows.Scan(&id, &p.Watermark, &p.Imported); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("read %s.%s: %w", db, chstore.TableWatermark, err)
+			return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableWatermark, err)
 		}
 		p.HasWatermark = true
 		out[id] = p
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read %s.%s: %w", db, chstore.TableWatermark, err)
+		return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableWatermark, err)
 	}
 	rows, err = s.conn.Query(ctx, "SELECT hunt_id, owner, toInt64(fire), toUnixTimestamp64Milli(until) FROM ("+
 		lease.NewestLeaseSQL(s.database, "ids")+") WHERE until > now64(3)", clickhouse.Named("ids", ids))
 	if err != nil {
-		return nil, fmt.Errorf("read %s.%s: %w", db, chstore.TableLease, err)
+		return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableLease, err)
 	}
 	for rows.Next() {
 		var id string
 		var l ImportProgress
 		if err := rows.Scan(&id, &l.LeaseOwner, &l.LeaseFire, &l.LeaseUntilMs); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("read %s.%s: %w", db, chstore.TableLease, err)
+			return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableLease, err)
 		}
 		p := out[id]
 		p.HasLiveLease, p.LeaseOwner, p.LeaseFire, p.LeaseUntilMs = true, l.LeaseOwner, l.LeaseFire, l.LeaseUntilMs
@@ -221,13 +239,13 @@ func (s *Store) ImportProgress(ctx context.Context, ids []string) (map[string]Im
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read %s.%s: %w", db, chstore.TableLease, err)
+		return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableLease, err)
 	}
 	// TODO(#24): fold with newestStateSQL (newest.go).
 	rows, err = s.conn.Query(ctx, "SELECT hunt_id, toUInt64(argMax(overrun_count, updated)), argMax(too_aggressive, updated) != 0 FROM "+
-		db+"."+chstore.TableState+" WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id", clickhouse.Named("ids", ids))
+		db+"."+schema.TableState+" WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id", clickhouse.Named("ids", ids))
 	if err != nil {
-		return nil, fmt.Errorf("read %s.%s: %w", db, chstore.TableState, err)
+		return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableState, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -235,7 +253,7 @@ func (s *Store) ImportProgress(ctx context.Context, ids []string) (map[string]Im
 		var n uint64
 		var aggr bool
 		if err := rows.Scan(&id, &n, &aggr); err != nil {
-			return nil, fmt.Errorf("read %s.%s: %w", db, chstore.TableState, err)
+			return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableState, err)
 		}
 		p := out[id]
 		p.HasState, p.OverrunCount, p.TooAggressive = true, n, aggr

@@ -8,7 +8,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // The reads of the status report (package status renders them): the published schedule, the
@@ -30,7 +30,7 @@ type PublishedHunt struct {
 func (s *Store) PublishedHunts(ctx context.Context) ([]PublishedHunt, error) {
 	// TODO(#24): fold with the one newest hunt_schedule form once it exists in store.
 	rows, err := s.conn.Query(ctx, "SELECT hunt_id, argMax(interval_seconds, updated), argMax(phase_offset, updated), "+
-		"argMax(enabled, updated), min(updated) FROM "+s.table(chstore.TableSchedule)+" GROUP BY hunt_id")
+		"argMax(enabled, updated), min(updated) FROM "+s.table(schema.TableSchedule)+" GROUP BY hunt_id")
 	if err != nil {
 		return nil, fmt.Errorf("read hunt_schedule: %w", err)
 	}
@@ -84,7 +84,7 @@ func (s *Store) RunSummaries(ctx context.Context, within time.Duration) (map[str
     countIf(status = 'gap'),
     sumIf(rows_written, status = 'succeeded' AND finished > now64(6) - INTERVAL 1 DAY),
     sumIf(findings_dropped, status = 'succeeded' AND finished > now64(6) - INTERVAL 1 DAY)
-FROM ` + s.table(chstore.ViewRuns) + `
+FROM ` + s.table(schema.ViewRuns) + `
 WHERE finished > now64(6) - toIntervalSecond({window:UInt32}) AND kind != 'backfill'
 GROUP BY hunt_id`
 	rows, err := s.conn.Query(ctx, q, clickhouse.Named("window", uint32(within/time.Second)))
@@ -128,7 +128,7 @@ type RunRecord struct {
 func (s *Store) RunRecords(ctx context.Context, huntID string, limit int) ([]RunRecord, error) {
 	rows, err := s.conn.Query(ctx, `SELECT fire, toString(run_id), owner, status, toString(kind), window_start, window_end,
     rows_written, findings_dropped, started, finished, error
-FROM `+s.table(chstore.ViewRuns)+`
+FROM `+s.table(schema.ViewRuns)+`
 WHERE hunt_id = {h:String}
 ORDER BY finished DESC, status DESC
 LIMIT {n:UInt32}`, clickhouse.Named("h", huntID), clickhouse.Named("n", uint32(limit)))
@@ -162,14 +162,14 @@ type HeartbeatRow struct {
 func (s *Store) Heartbeats(ctx context.Context) ([]HeartbeatRow, time.Time, error) {
 	rows, err := s.conn.Query(ctx, `SELECT owner, argMax(version, last_tick), argMax(hunt_set, last_tick),
     argMax(set_hash, last_tick), argMax(hunts, last_tick), max(last_tick), argMax(started, last_tick), any(now64(3))
-FROM `+s.table(chstore.TableHeartbeat)+`
+FROM `+s.table(schema.TableHeartbeat)+`
 GROUP BY owner ORDER BY owner`)
 	if err != nil {
 		var ex *clickhouse.Exception
 		if errors.As(err, &ex) && ex.Code == 60 { // UNKNOWN_TABLE: `hunt-runner schema` not run since
 			return nil, time.Time{}, nil
 		}
-		return nil, time.Time{}, fmt.Errorf("read %s: %w", chstore.TableHeartbeat, err)
+		return nil, time.Time{}, fmt.Errorf("read %s: %w", schema.TableHeartbeat, err)
 	}
 	defer rows.Close()
 	var out []HeartbeatRow
@@ -177,7 +177,7 @@ GROUP BY owner ORDER BY owner`)
 	for rows.Next() {
 		var b HeartbeatRow
 		if err := rows.Scan(&b.Owner, &b.Version, &b.HuntSet, &b.SetHash, &b.Hunts, &b.LastTick, &b.Started, &now); err != nil {
-			return nil, time.Time{}, fmt.Errorf("read %s: %w", chstore.TableHeartbeat, err)
+			return nil, time.Time{}, fmt.Errorf("read %s: %w", schema.TableHeartbeat, err)
 		}
 		out = append(out, b)
 	}
@@ -195,10 +195,10 @@ type OwnerActivity struct {
 // attempt (hunt_runs) within `within` of the server's now.
 func (s *Store) OwnerActivities(ctx context.Context, within time.Duration) ([]OwnerActivity, error) {
 	rows, err := s.conn.Query(ctx, `SELECT owner, max(seen), sum(run) FROM (
-    SELECT owner, claimed AS seen, 0 AS run FROM `+s.table(chstore.TableLease)+`
+    SELECT owner, claimed AS seen, 0 AS run FROM `+s.table(schema.TableLease)+`
     WHERE claimed > now64(6) - toIntervalSecond({w:UInt32})
     UNION ALL
-    SELECT owner, finished AS seen, 1 AS run FROM `+s.table(chstore.ViewRuns)+`
+    SELECT owner, finished AS seen, 1 AS run FROM `+s.table(schema.ViewRuns)+`
     WHERE finished > now64(6) - toIntervalSecond({w:UInt32}) AND status != 'gap' AND owner != ''
 ) GROUP BY owner ORDER BY owner`, clickhouse.Named("w", uint32(within/time.Second)))
 	if err != nil {

@@ -17,10 +17,12 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/runner"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/shim"
 	"github.com/hunt-runner/hunt-runner/store"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 func devCommand() *cli.Command {
@@ -83,7 +85,7 @@ func startDevEngine(ctx context.Context, c *cli.Context, out io.Writer, db strin
 		return nil, cli.Exit(fmt.Sprintf("connect to the embedded ClickHouse: %v", err), exitError)
 	}
 	e := &devEngine{srv: srv, conn: conn, consistency: consistency}
-	if _, err := applySchema(ctx, conn, db, chstore.TopologySingle, ""); err != nil {
+	if _, err := applySchema(ctx, conn, db, schema.TopologySingle, ""); err != nil {
 		e.close()
 		return nil, cli.Exit(err.Error(), exitError)
 	}
@@ -150,7 +152,7 @@ func devAction(c *cli.Context) error {
 			return err
 		}
 	}
-	huntSetName, err := huntSet(c, schedule.DefaultHuntSet)
+	huntSetName, err := huntSet(c, hunt.HuntSetDefault)
 	if err != nil {
 		return err
 	}
@@ -241,7 +243,8 @@ func devAction(c *cli.Context) error {
 // printFindingsHowTo says where findings land and gives commands to paste as they are.
 func printFindingsHowTo(w io.Writer, url, db, self string) {
 	q := strings.ReplaceAll(store.RecentFindingsSQL(db), "'", `'\''`)
-	fmt.Fprintf(w, "findings are in %s.hunt_findings; %s.hunt_findings_committed shows those of committed runs. Query them with:\n", db, db)
+	all, committed := store.FindingsTables(db)
+	fmt.Fprintf(w, "findings are in %s; %s shows those of committed runs. Query them with:\n", all, committed)
 	fmt.Fprintf(w, "  curl -sS '%s/' --data-binary '%s FORMAT PrettyCompact'\n", strings.TrimSuffix(url, "/"), q)
 	fmt.Fprintf(w, "  %s status --clickhouse-url %s --database %s\n", self, url, db)
 }
@@ -293,14 +296,14 @@ func (p *runPrinter) print(rep runner.RunReport) {
 	var b strings.Builder
 	clock := func(t time.Time) string { return t.UTC().Format("15:04:05") }
 	fire := clock(time.Unix(rep.Fire, 0))
-	mark := map[string]string{runner.StatusSucceeded: "✓", runner.StatusFailed: "✗", runner.StatusLost: "↯", runner.StatusCancelled: "…"}[rep.Status]
+	mark := map[hunt.RunStatus]string{hunt.RunSucceeded: "✓", hunt.RunFailed: "✗", hunt.RunLost: "↯", hunt.RunCancelled: "…"}[rep.Status]
 	fmt.Fprintf(&b, "%s %s %-20s fire %s  window %s–%s", clock(time.Now()), mark, rep.HuntID, fire,
 		clock(rep.WindowStart), clock(rep.WindowEnd))
 	if rep.Requested {
 		b.WriteString("  (run-now request)")
 	}
 	switch rep.Status {
-	case runner.StatusSucceeded:
+	case hunt.RunSucceeded:
 		fmt.Fprintf(&b, "  %d finding(s)  %v\n", rep.Rows, rep.Duration.Round(time.Millisecond))
 		if rep.GapEnd > rep.GapStart {
 			fmt.Fprintf(&b, "    gap recorded: %s–%s was skipped (longer than max_catchup)\n",

@@ -11,9 +11,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/runner"
-	"github.com/hunt-runner/hunt-runner/schedule"
 )
 
 // runFlags are the worker loop's own flags.
@@ -60,7 +60,7 @@ func runAction(c *cli.Context) error {
 	log := newLogger(c)
 	ctx := c.Context // cancelled on SIGINT/SIGTERM (main.go)
 
-	set, err := huntSet(c, schedule.DefaultHuntSet)
+	set, err := huntSet(c, hunt.HuntSetDefault)
 	if err != nil {
 		return err
 	}

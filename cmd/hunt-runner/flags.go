@@ -11,13 +11,14 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/schedule"
 )
 
 // huntSetFlag names the hunt set a command publishes, runs or shows (docs/schedule.md, "Hunt
 // sets"). A new one each time, as logLevelFlag.
 func huntSetFlag() cli.Flag {
-	return &cli.StringFlag{Name: "hunt-set", Value: schedule.DefaultHuntSet, EnvVars: envFor("hunt-set"),
+	return &cli.StringFlag{Name: "hunt-set", Value: hunt.HuntSetDefault, EnvVars: envFor("hunt-set"),
 		Usage: "hunt set (team or release) this command works on; sets share a database, and materialise tombstones only its own set's hunts"}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/serve"
 	"github.com/hunt-runner/hunt-runner/runner"
 	"github.com/hunt-runner/hunt-runner/status"
@@ -40,9 +41,9 @@ type ops struct {
 }
 
 // entries are the loaded hunts: the API and page show what this runner runs.
-func (o *ops) entries() []status.Entry {
+func (o *ops) entries() []hunt.Hunt {
 	if set := o.loader.Current(); set != nil {
-		return entriesFromSet(set)
+		return set.Hunts
 	}
 	return nil
 }
