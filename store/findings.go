@@ -7,6 +7,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/go-faster/city"
 	"github.com/google/uuid"
+
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
@@ -80,4 +81,10 @@ func (s *Store) CommittedFindingsOfRun(ctx context.Context, huntID string, runID
 func RecentFindingsSQL(database string) string {
 	return "SELECT fire, hunt_id, finding FROM " + schema.QuoteIdent(database) + "." + schema.ViewFindingsCommitted +
 		" ORDER BY fire DESC, hunt_id LIMIT 20"
+}
+
+// FindingsTables names database's findings table and its committed view as a person writes
+// them in a query (dev's how-to prints them).
+func FindingsTables(database string) (all, committed string) {
+	return database + "." + schema.TableFindings, database + "." + schema.ViewFindingsCommitted
 }
