@@ -11,6 +11,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/internal/attrib"
 	"github.com/hunt-runner/hunt-runner/runner"
 	"github.com/hunt-runner/hunt-runner/schedule"
 )
@@ -99,7 +100,7 @@ func (p *Previewer) Preview(ctx context.Context, h configsrc.Hunt, from, to time
 	}
 	rh.Timeout = timeout
 	for _, w := range windows {
-		got, err := runner.Preview(ctx, p.Hunts, rh, w.Start, w.End)
+		got, err := runner.Preview(ctx, p.Hunts, rh, w.Start, w.End, attrib.Preview)
 		if err != nil {
 			if timedOut(err) && ctx.Err() == nil {
 				return fmt.Errorf("hunt %s, window %s to %s: took longer than %s (the hunt's timeout, lowered by --window-timeout): "+

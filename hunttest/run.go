@@ -16,6 +16,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/internal/attrib"
 	"github.com/hunt-runner/hunt-runner/runner"
 )
 
@@ -105,7 +106,7 @@ func (e *Engine) runCase(ctx context.Context, f *File, h configsrc.Hunt, c Case,
 		return
 	}
 	defer conn.Close()
-	got, err := runner.Preview(ctx, conn, runner.HuntOf(h), c.Start, c.End)
+	got, err := runner.Preview(ctx, conn, runner.HuntOf(h), c.Start, c.End, attrib.Test)
 	if err != nil {
 		e.problem(r, f, c.Line, 1, "hunt %s failed on the fixtures: %s", h.ID, serverMessage(err))
 		return

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/internal/attrib"
 	"github.com/hunt-runner/hunt-runner/lease"
 )
 
@@ -56,11 +57,17 @@ func (r *Runner) capsFor(h *Hunt) findingCaps {
 	return findingCaps{rows: h.maxFindings(), findingMax: r.opts.MaxFindingBytes, runMax: r.opts.MaxRunFindingsBytes, rowBytes: h.rowBytes()}
 }
 
+// comment is the log_comment of a statement of run runID of h (internal/attrib).
+func (r *Runner) comment(h *Hunt, fire int64, runID uuid.UUID, kind attrib.Kind) attrib.Comment {
+	return attrib.Comment{HuntID: h.ID, Fire: time.Unix(fire, 0), RunID: runID, Revision: h.ConfigHash,
+		Kind: kind, RunnerID: r.opts.Owner, HuntSet: r.opts.HuntSet}
+}
+
 // query runs the hunt's SELECT (configsrc.FindingsQuery, the statement the server-side check
 // parsed) over the window w, on the hunts connection, and returns at most max_findings
 // distinct rows as JSON documents, bounded in bytes (findingCaps). The hunt only reads: the
 // runner writes its findings (storeFindings).
-func (r *Runner) query(ctx context.Context, h *Hunt, fire int64, runID uuid.UUID, w window) (found, error) {
+func (r *Runner) query(ctx context.Context, h *Hunt, fire int64, runID uuid.UUID, w window, kind attrib.Kind) (found, error) {
 	timeout := h.timeout()
 	caps := r.capsFor(h)
 	// Client-side limit a little past the server's. Not a context deadline: clickhouse-go
@@ -88,8 +95,9 @@ func (r *Runner) query(ctx context.Context, h *Hunt, fire int64, runID uuid.UUID
 		}),
 		clickhouse.WithSettings(clickhouse.Settings{
 			"max_execution_time": int(timeout / time.Second),
-			"log_comment":        fmt.Sprintf("hunt-runner hunt_id=%s fire=%d run_id=%s", h.ID, fire, runID),
+			"log_comment":        r.comment(h, fire, runID, kind).String(),
 		}),
+		clickhouse.WithQueryID(attrib.QueryID(runID, "")),
 	)
 	rows, err := r.huntConn.Query(qctx, configsrc.FindingsQuery(h.Query))
 	if err != nil {
@@ -151,7 +159,7 @@ func readFindings(rows driver.Rows, caps findingCaps) (found, error) {
 // own identity. They are visible through hunt_findings_committed only once the run commits;
 // the deduplication token (the run id) makes a retry of the same insert a no-op on replicated
 // tables, and the table's key collapses it on any other.
-func (r *Runner) storeFindings(ctx context.Context, h *Hunt, fire int64, runID uuid.UUID, docs []string) error {
+func (r *Runner) storeFindings(ctx context.Context, h *Hunt, fire int64, runID uuid.UUID, docs []string, kind attrib.Kind) error {
 	if len(docs) == 0 {
 		return nil
 	}
@@ -161,7 +169,7 @@ func (r *Runner) storeFindings(ctx context.Context, h *Hunt, fire int64, runID u
 	// it commits, rather than risk a second copy under the same run id.
 	wait := findingsRetryWait
 	for attempt := 1; ; attempt++ {
-		err := r.insertFindings(ctx, h, fire, runID, docs)
+		err := r.insertFindings(ctx, h, fire, runID, docs, kind, attempt)
 		var re *runError
 		if err == nil || !errors.As(err, &re) || !lease.Refused(re.err) || attempt == findingsRetries ||
 			!lease.Sleep(ctx, lease.Jitter(wait)) {
@@ -177,13 +185,15 @@ const (
 	findingsRetryWait = 50 * time.Millisecond
 )
 
-func (r *Runner) insertFindings(ctx context.Context, h *Hunt, fire int64, runID uuid.UUID, docs []string) error {
+func (r *Runner) insertFindings(ctx context.Context, h *Hunt, fire int64, runID uuid.UUID, docs []string, kind attrib.Kind, attempt int) error {
 	labels := h.Labels
 	if labels == nil {
 		labels = map[string]string{}
 	}
 	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
-		"async_insert": 0, "insert_deduplication_token": "findings:" + runID.String()}))
+		"async_insert": 0, "insert_deduplication_token": "findings:" + runID.String(),
+		"log_comment": r.comment(h, fire, runID, kind).String()}),
+		clickhouse.WithQueryID(attrib.QueryID(runID, fmt.Sprintf("findings-%d", attempt))))
 	ctx, insert := chstore.Insert(ctx, r.opts.Database, chstore.TableFindings,
 		"hunt_id", "fire", "finding_id", "finding", "severity", "labels", "run_id", "found")
 	batch, err := r.conn.PrepareBatch(ctx, insert)

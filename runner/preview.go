@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/internal/attrib"
 )
 
 // HuntOf is the runner's view of a loaded hunt definition: the one conversion `run` and
@@ -30,16 +31,18 @@ type Findings struct {
 
 // Preview runs h over the data window [start, end) on conn exactly as a fire does — the same
 // statement, parameters, settings and max_findings cap — and returns what the fire would
-// store. It writes nothing: `hunt-runner test` and `preview` use it, and the findings of a
-// preview must be the findings a run commits.
-func Preview(ctx context.Context, conn driver.Conn, h Hunt, start, end time.Time) (Findings, error) {
+// store. It writes nothing: `hunt-runner test` (kind attrib.Test) and `preview` (attrib.Preview)
+// use it, and the findings of a preview must be the findings a run commits. Each call is a
+// run of its own in the server's query log: a fresh run id, the host as the runner id.
+func Preview(ctx context.Context, conn driver.Conn, h Hunt, start, end time.Time, kind attrib.Kind) (Findings, error) {
 	// The options a run has by default (byte caps, logger), so a preview stores what a fire
-	// with default flags would.
-	opts := Options{Owner: "preview"}
+	// with default flags would. The hunt set is unknown here: the comment leaves it out.
+	opts := Options{Owner: attrib.Host()}
 	if err := opts.setDefaults(); err != nil {
 		return Findings{}, err
 	}
+	opts.HuntSet = ""
 	r := &Runner{huntConn: conn, opts: opts, log: opts.Logger}
-	f, err := r.query(ctx, &h, end.Unix(), uuid.Nil, window{DataStart: start.UTC(), DataEnd: end.UTC()})
+	f, err := r.query(ctx, &h, end.Unix(), uuid.New(), window{DataStart: start.UTC(), DataEnd: end.UTC()}, kind)
 	return Findings{Docs: f.docs, Total: f.total, Dropped: f.dropped}, err
 }
