@@ -63,6 +63,29 @@ func (r *Runner) comment(h *Hunt, fire int64, runID uuid.UUID, kind attrib.Kind)
 		Kind: kind, RunnerID: r.opts.Owner, HuntSet: r.opts.HuntSet}
 }
 
+// statement is what a run of h over w sends: configsrc.FindingsQuery, its parameters and its
+// settings. `cost --estimate` explains exactly this (Statement).
+func (r *Runner) statement(h *Hunt, fire int64, runID uuid.UUID, w window, kind attrib.Kind) (string, clickhouse.Parameters, clickhouse.Settings) {
+	caps := r.capsFor(h)
+	// The byte caps are parameters of the statement, not max_result_bytes with
+	// result_overflow_mode='break': that setting is also applied on the shards running parts
+	// of a distributed query, where cutting a partial result silently would change what the
+	// hunt finds, and it still sends the whole block that crosses it.
+	params := clickhouse.Parameters{
+		configsrc.ParamLimit:           strconv.Itoa(caps.rows + 1),
+		configsrc.ParamMaxFindingBytes: strconv.FormatInt(caps.findingMax, 10),
+		configsrc.ParamMaxRunBytes:     strconv.FormatInt(caps.runMax, 10),
+		configsrc.ParamRowBytes:        strconv.FormatInt(caps.rowBytes, 10),
+		"window_start":                 EpochParam(w.DataStart),
+		"window_end":                   EpochParam(w.DataEnd),
+	}
+	settings := clickhouse.Settings{
+		"max_execution_time": int(h.timeout() / time.Second),
+		"log_comment":        r.comment(h, fire, runID, kind).String(),
+	}
+	return configsrc.FindingsQuery(h.Query), params, settings
+}
+
 // query runs the hunt's SELECT (configsrc.FindingsQuery, the statement the server-side check
 // parsed) over the window w, on the hunts connection, and returns at most max_findings
 // distinct rows as JSON documents, bounded in bytes (findingCaps). The hunt only reads: the
@@ -80,26 +103,10 @@ func (r *Runner) query(ctx context.Context, h *Hunt, fire int64, runID uuid.UUID
 	defer stopParent()
 	stop := time.AfterFunc(timeout+5*time.Second, cancel)
 	defer stop.Stop()
-	// The byte caps are parameters of the statement, not max_result_bytes with
-	// result_overflow_mode='break': that setting is also applied on the shards running parts
-	// of a distributed query, where cutting a partial result silently would change what the
-	// hunt finds, and it still sends the whole block that crosses it.
-	qctx := clickhouse.Context(ctx,
-		clickhouse.WithParameters(clickhouse.Parameters{
-			configsrc.ParamLimit:           strconv.Itoa(caps.rows + 1),
-			configsrc.ParamMaxFindingBytes: strconv.FormatInt(caps.findingMax, 10),
-			configsrc.ParamMaxRunBytes:     strconv.FormatInt(caps.runMax, 10),
-			configsrc.ParamRowBytes:        strconv.FormatInt(caps.rowBytes, 10),
-			"window_start":                 EpochParam(w.DataStart),
-			"window_end":                   EpochParam(w.DataEnd),
-		}),
-		clickhouse.WithSettings(clickhouse.Settings{
-			"max_execution_time": int(timeout / time.Second),
-			"log_comment":        r.comment(h, fire, runID, kind).String(),
-		}),
-		clickhouse.WithQueryID(attrib.QueryID(runID, "")),
-	)
-	rows, err := r.huntConn.Query(qctx, configsrc.FindingsQuery(h.Query))
+	query, params, settings := r.statement(h, fire, runID, w, kind)
+	qctx := clickhouse.Context(ctx, clickhouse.WithParameters(params), clickhouse.WithSettings(settings),
+		clickhouse.WithQueryID(attrib.QueryID(runID, "")))
+	rows, err := r.huntConn.Query(qctx, query)
 	if err != nil {
 		return found{}, &runError{stage: "hunt query", err: err}
 	}
