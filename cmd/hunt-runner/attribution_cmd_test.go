@@ -61,3 +61,26 @@ func TestRunnerIDIsTheOwner(t *testing.T) {
 		}
 	}
 }
+
+// status HUNT says what the hunt's last runs cost, or why it cannot: on an engine without a query
+// log, the setting to change.
+func TestStatusOfAHuntShowsItsCost(t *testing.T) {
+	db, _, common := fresh(t)
+	if out, err := runApp(t, append([]string{"schema"}, common...)...); err != nil {
+		t.Fatalf("schema: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	writeHunt(t, dir, "probe.yaml", "id: probe\ninterval: 1h\nquery: SELECT 1 AS x FROM numbers(1) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}\n")
+	out, err := runApp(t, append([]string{"status", "--hunts-dir", dir}, append(common, "probe")...)...)
+	var exists uint8
+	if qerr := db.Conn.QueryRow(context.Background(), "EXISTS system.query_log").Scan(&exists); qerr != nil {
+		t.Fatal(qerr)
+	}
+	want := "cost of probe's last runs: none in system.query_log"
+	if exists == 0 {
+		want = "cost of probe's last runs: not available: cannot read the query log: `system`.`query_log` does not exist"
+	}
+	if err != nil || !strings.Contains(out, want) {
+		t.Errorf("status probe: %v, want %q in\n%s", err, want, out)
+	}
+}

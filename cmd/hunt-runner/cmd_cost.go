@@ -223,3 +223,31 @@ func printEstimate(w io.Writer, est hunttest.Estimate) {
 	}
 	fmt.Fprintf(w, "\nEXPLAIN indexes = 1:\n%s", est.Plan)
 }
+
+// statusRunCosts is how many of a hunt's runs `status HUNT` shows the cost of.
+const statusRunCosts = 5
+
+// printRunCosts prints what hunt's last runs cost, from the query log, for `status HUNT`; one
+// line saying why when the query log cannot be read.
+func printRunCosts(c *cli.Context, conn driver.Conn, hunt string) {
+	w := c.App.Writer
+	runs, err := attrib.RunCosts(c.Context, conn, attrib.CostOptions{}, hunt, statusRunCosts)
+	switch {
+	case err != nil:
+		fmt.Fprintf(w, "cost of %s's last runs: not available: %v\n", hunt, err)
+		return
+	case len(runs) == 0:
+		fmt.Fprintf(w, "cost of %s's last runs: none in %s in the last %s\n", hunt, attrib.QueryLogDefault,
+			schedule.FormatInterval(attrib.RunCostsLookback))
+		return
+	}
+	fmt.Fprintf(w, "cost of %s's last runs (%s):\n", hunt, attrib.QueryLogDefault)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  STARTED\tKIND\tFIRE\tSTATEMENTS\tFAILED\tREAD ROWS\tREAD BYTES\tDURATION\tPEAK MEMORY")
+	for _, r := range runs {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", r.Started.UTC().Format(time.RFC3339), r.Kind, r.Fire,
+			r.Statements, r.Failed, r.ReadRows, bytesText(r.ReadBytes), (time.Duration(r.DurationMS) * time.Millisecond).String(),
+			bytesText(r.PeakMemory))
+	}
+	tw.Flush()
+}

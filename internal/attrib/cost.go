@@ -189,3 +189,68 @@ func (c Cost) Trend() string {
 	}
 	return fmt.Sprintf("%+.0f%%", pct)
 }
+
+// RunCost is what one run's statements cost, from the query log.
+type RunCost struct {
+	RunID      string    `json:"run_id"`
+	Kind       Kind      `json:"kind"`
+	Fire       string    `json:"fire"`
+	Started    time.Time `json:"started"` // the first statement's event_time
+	Statements uint64    `json:"statements"`
+	Failed     uint64    `json:"failed"`
+	ReadRows   uint64    `json:"read_rows"`
+	ReadBytes  uint64    `json:"read_bytes"`
+	DurationMS uint64    `json:"duration_ms"`
+	PeakMemory uint64    `json:"peak_memory_bytes"`
+}
+
+// RunCostsLookback is how far back RunCosts looks for a hunt's runs.
+const RunCostsLookback = 7 * 24 * time.Hour
+
+// RunCosts are the newest limit runs of hunt in the query log (o.QueryLog, o.Cluster; o.Since
+// defaults to RunCostsLookback), newest first, found by their query_id prefix and comment.
+func RunCosts(ctx context.Context, conn driver.Conn, o CostOptions, hunt string, limit int) ([]RunCost, error) {
+	from, err := queryLogSource(o)
+	if err != nil {
+		return nil, err
+	}
+	since := o.Since
+	if since <= 0 {
+		since = RunCostsLookback
+	}
+	q := `SELECT JSONExtractString(log_comment, 'run_id') AS run, any(JSONExtractString(log_comment, 'kind')),
+	any(JSONExtractString(log_comment, 'fire')), min(event_time), count(), countIf(type != 'QueryFinish'),
+	sum(read_rows), sum(read_bytes), sum(query_duration_ms), max(toUInt64(greatest(memory_usage, 0)))
+FROM ` + from + `
+WHERE event_date >= toDate(now() - toIntervalSecond({since:UInt64})) AND event_time >= now() - toIntervalSecond({since:UInt64})
+	AND type != 'QueryStart' AND startsWith(query_id, {prefix:String})
+	AND isValidJSON(log_comment) AND JSONExtractString(log_comment, 'app') = {app:String}
+	AND JSONExtractString(log_comment, 'hunt_id') = {hunt:String} AND run != ''
+GROUP BY run
+ORDER BY min(event_time) DESC, run
+LIMIT {limit:UInt32}`
+	qctx := clickhouse.Context(ctx, clickhouse.WithParameters(clickhouse.Parameters{
+		"since": strconv.FormatInt(int64(since/time.Second), 10), "prefix": QueryIDPrefix, "app": App,
+		"hunt": hunt, "limit": strconv.Itoa(max(limit, 1)),
+	}))
+	rows, err := conn.Query(qctx, q)
+	if err != nil {
+		return nil, explainQueryLogError(err, from)
+	}
+	defer rows.Close()
+	var out []RunCost
+	for rows.Next() {
+		var r RunCost
+		var kind string
+		if err := rows.Scan(&r.RunID, &kind, &r.Fire, &r.Started, &r.Statements, &r.Failed, &r.ReadRows, &r.ReadBytes,
+			&r.DurationMS, &r.PeakMemory); err != nil {
+			return nil, err
+		}
+		r.Kind = Kind(kind)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, explainQueryLogError(err, from)
+	}
+	return out, nil
+}
