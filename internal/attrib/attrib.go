@@ -1,5 +1,6 @@
 // Package attrib names every statement hunt-runner sends, so that the server's
-// system.query_log can be grouped by hunt, fire, run and kind (`hunt-runner cost`).
+// system.query_log can be grouped by hunt, fire, run and kind, and reads that log back:
+// Leaderboard (`hunt-runner cost`) and RunCosts (`status HUNT`).
 //
 // A statement carries a JSON log_comment (Comment) and, for a hunt's own statements, a
 // query_id made by QueryID. The comment is built with encoding/json, never by pasting text:
