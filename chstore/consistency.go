@@ -9,6 +9,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // Consistency says what makes the coordination statements of several pods consistent when the
@@ -123,7 +124,7 @@ func tableKind(engines map[string]string) TableKind {
 
 // coordinationEngines reads the engines of the coordination tables of database.
 func coordinationEngines(ctx context.Context, conn driver.Conn, database string) (map[string]string, error) {
-	rows, err := conn.Query(ctx, "SELECT name, engine FROM system.tables WHERE database = ? AND has(?, name)", database, TableNames())
+	rows, err := conn.Query(ctx, "SELECT name, engine FROM system.tables WHERE database = ? AND has(?, name)", database, schema.TableNames())
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +142,7 @@ func coordinationEngines(ctx context.Context, conn driver.Conn, database string)
 
 // DetectConsistency reads the engines of database's coordination tables from system.tables and
 // picks the mode they need: Replicated* → quorum, Shared* → sequential, plain → single-endpoint.
-// Before the tables exist (a first `schema`) it goes by the topology DetectTopology sees: the
+// Before the tables exist (a first `schema`) it goes by the topology schema.DetectTopology sees: the
 // mode the tables `schema` would create need.
 func DetectConsistency(ctx context.Context, conn driver.Conn, database string) (ConsistencyReport, error) {
 	rep := ConsistencyReport{Requested: ConsistencyAuto}
@@ -158,17 +159,17 @@ func DetectConsistency(ctx context.Context, conn driver.Conn, database string) (
 	case TablesPlain:
 		rep.Mode, rep.Reason = ConsistencySingleEndpoint, "coordination tables are not replicated"
 	default:
-		topo, err := DetectTopology(ctx, conn, database, "")
+		topo, err := schema.DetectTopology(ctx, conn, database, "")
 		switch {
-		case errors.Is(err, ErrTopology): // replica macros without a cluster name: replicated
-			topo = TopologyCluster
+		case errors.Is(err, schema.ErrTopology): // replica macros without a cluster name: replicated
+			topo = schema.TopologyCluster
 		case err != nil:
 			return rep, fmt.Errorf("%w: no coordination tables in %q and %w (pass --consistency explicitly)", ErrConsistency, database, err)
 		}
 		switch topo {
-		case TopologyCloud:
+		case schema.TopologyCloud:
 			rep.Mode = ConsistencySequential
-		case TopologyReplicated, TopologyCluster:
+		case schema.TopologyReplicated, schema.TopologyCluster:
 			rep.Mode = ConsistencyQuorum
 		default:
 			rep.Mode = ConsistencySingleEndpoint

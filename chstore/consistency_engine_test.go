@@ -15,6 +15,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // settingsOf asks the server which consistency settings a statement of conn arrives with.
@@ -52,7 +53,7 @@ func TestDetectConsistencyOnEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	if rep.Mode != mode || rep.Tables != tables ||
-		rep.Engines[chstore.TableLease] != engine || len(rep.Engines) != len(chstore.TableNames()) {
+		rep.Engines[schema.TableLease] != engine || len(rep.Engines) != len(schema.TableNames()) {
 		t.Errorf("schema: %+v, want %s for %s tables", rep, mode, tables)
 	}
 }

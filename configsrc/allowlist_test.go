@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
@@ -165,7 +166,7 @@ func TestAllowlist(t *testing.T) {
 			if got := strings.Join(offline, " | "); (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 				t.Errorf("offline: %q, want %q", got, tc.want)
 			}
-			err := CheckWithServer(ctx, db.Conn, Hunt{ID: "x", Query: tc.query}, tc.p)
+			err := CheckWithServer(ctx, db.Conn, hunt.Hunt{ID: "x", Query: tc.query}, tc.p)
 			switch {
 			case tc.want == "" && err != nil:
 				t.Errorf("server: %v", err)
@@ -207,7 +208,7 @@ func TestParameterTypeBackslash(t *testing.T) {
 		if len(issues) != 1 || !strings.Contains(issues[0].msg, "parameter's type holds a backslash or a quote") {
 			t.Errorf("offline %s: %v", q, issues)
 		}
-		err := CheckWithServer(ctx, db.Conn, Hunt{ID: "x", Query: q}, Policy{})
+		err := CheckWithServer(ctx, db.Conn, hunt.Hunt{ID: "x", Query: q}, Policy{})
 		if !errors.Is(err, ErrQueryRefused) || !strings.Contains(err.Error(), "parameter's type holds a backslash or a quote") {
 			t.Errorf("server %s: %v", q, err)
 		}
@@ -217,7 +218,7 @@ func TestParameterTypeBackslash(t *testing.T) {
 	if _, issues := checkQuery(ok); len(issues) != 0 {
 		t.Errorf("offline %s: %v", ok, issues)
 	}
-	if err := CheckWithServer(ctx, db.Conn, Hunt{ID: "x", Query: ok}, Policy{}); err != nil {
+	if err := CheckWithServer(ctx, db.Conn, hunt.Hunt{ID: "x", Query: ok}, Policy{}); err != nil {
 		t.Errorf("server %s: %v", ok, err)
 	}
 	// What the server makes of it: the type's string runs on to "s = '", taking the second

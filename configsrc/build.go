@@ -5,6 +5,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
 // rawFile is one hunt file as read from a source. problem, if set, replaces parsing (the file
@@ -38,7 +40,7 @@ func hidden(name string) bool { return strings.HasPrefix(name, ".") }
 // buildSet decodes every file, rejects duplicate ids (all copies, each naming the others, kept
 // aside in Set.duplicates for a Loader to choose from) and returns the set.
 func buildSet(files []rawFile, fraction float64, policy Policy, source, commit string) *Set {
-	s := &Set{Source: source, Commit: commit}
+	s := &Set{Set: hunt.Set{Source: source, Commit: commit}}
 	byID := map[string][]parsed{}
 	for _, f := range files {
 		if f.problem != "" {
@@ -58,7 +60,7 @@ func buildSet(files []rawFile, fraction float64, policy Policy, source, commit s
 			continue
 		}
 		if s.duplicates == nil {
-			s.duplicates = map[string][]Hunt{}
+			s.duplicates = map[string][]hunt.Hunt{}
 		}
 		for i, p := range ps {
 			s.duplicates[id] = append(s.duplicates[id], p.hunt)

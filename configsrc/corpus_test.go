@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	goldenfile "github.com/hunt-runner/hunt-runner/internal/golden"
 )
 
@@ -118,8 +119,8 @@ func TestDefaults(t *testing.T) {
 	if !ok {
 		t.Fatal("legacy-rate not loaded")
 	}
-	want := Hunt{Interval: 5 * time.Minute, Offset: 0, Pinned: true, Enabled: true, Timeout: DefaultTimeout,
-		MaxCatchup: 24 * 5 * time.Minute, Severity: DefaultSeverity}
+	want := hunt.Hunt{Interval: 5 * time.Minute, Offset: 0, Pinned: true, Enabled: true, Timeout: hunt.TimeoutDefault,
+		MaxCatchup: 24 * 5 * time.Minute, Severity: hunt.SeverityDefault}
 	if h.Interval != want.Interval || h.Offset != want.Offset || h.Pinned != want.Pinned || h.Enabled != want.Enabled ||
 		h.Timeout != want.Timeout || h.MaxCatchup != want.MaxCatchup || h.Severity != want.Severity || h.Delay != 0 {
 		t.Errorf("legacy-rate = %+v", h)

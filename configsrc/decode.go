@@ -13,21 +13,16 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"go.yaml.in/yaml/v3"
 )
 
-// Defaults of optional hunt fields.
+// The defaults of the hunt fields are the hunt package's (hunt.WithDefaults); these are the
+// decoder's own.
 const (
-	DefaultTimeout        = 5 * time.Minute
-	DefaultCatchupFactor  = 24 // max_catchup defaults to this many intervals
-	DefaultSeverity       = "medium"
 	DefaultTimestampField = "_timestamp_load" // of the legacy {window} token, as the earlier runner
-	// DefaultMaxFindings caps the findings one run stores when a hunt sets no max_findings;
-	// MaxFindingsCeiling is the most a hunt may ask for.
-	DefaultMaxFindings = 1000
-	MaxFindingsCeiling = 10000
-	maxFileSize        = 1 << 20
+	maxFileSize           = 1 << 20
 )
 
 // Ceilings of what one hunt may ask for, in the unit that costs. Labels are copied into every
@@ -77,7 +72,7 @@ var legacyKeys = map[string]string{
 
 // parsed is a decoded hunt with the position of its id, for duplicate reports.
 type parsed struct {
-	hunt          Hunt
+	hunt          hunt.Hunt
 	idLine, idCol int
 }
 
@@ -298,7 +293,7 @@ type schedSource struct {
 func (d *decoder) hunt(root *yaml.Node, stem string) (parsed, bool) {
 	var p parsed
 	h := &p.hunt
-	h.File, h.Line, h.Enabled, h.Severity, h.MaxFindings = d.file, 1, true, DefaultSeverity, DefaultMaxFindings
+	h.File, h.Line, h.Enabled = d.file, 1, true
 	order, f := d.fields(root, "")
 	var scheds []schedSource
 	var queryNode *yaml.Node
@@ -394,8 +389,6 @@ func (d *decoder) hunt(root *yaml.Node, stem string) (parsed, bool) {
 	}
 
 	if h.Interval > 0 {
-		h.MaxCatchup = DefaultCatchupFactor * h.Interval
-		h.Timeout = DefaultTimeout
 		if delayN != nil {
 			h.Delay = d.duration(delayN, "delay", true)
 		}
@@ -452,7 +445,8 @@ func (d *decoder) hunt(root *yaml.Node, stem string) (parsed, bool) {
 	if len(d.problems) > 0 {
 		return p, false
 	}
-	h.Hash = hashHunt(*h)
+	*h = h.WithDefaults()
+	h.Hash = h.ComputeHash()
 	return p, true
 }
 
@@ -495,11 +489,11 @@ func (d *decoder) schedule(v *yaml.Node) []schedSource {
 	return out
 }
 
-func (d *decoder) applySchedule(h *Hunt, s schedSource) {
+func (d *decoder) applySchedule(h *hunt.Hunt, s schedSource) {
 	if !s.cron {
 		h.Interval = d.duration(s.node, s.key, false)
 		if h.Interval > 0 {
-			h.Offset = time.Duration(schedule.PhaseOffset(h.ID, secs(h.Interval), d.fraction)) * time.Second
+			h.Offset = time.Duration(schedule.PhaseOffset(h.ID, h.IntervalSeconds(), d.fraction)) * time.Second
 		}
 		return
 	}

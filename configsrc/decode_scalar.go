@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"go.yaml.in/yaml/v3"
 )
@@ -262,20 +263,20 @@ func (d *decoder) queryPos(n *yaml.Node, q string, off int) (line, col int) {
 	return n.Line, n.Column
 }
 
-// maxFindings reads max_findings: a whole number from 1 to MaxFindingsCeiling.
+// maxFindings reads max_findings: a whole number from 1 to hunt.MaxFindingsCeiling.
 func (d *decoder) maxFindings(v *yaml.Node) int {
 	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!int" || !allDigits(v.Value) {
-		d.at(v, "max_findings must be a whole number from 1 to %d, not %s", MaxFindingsCeiling, YAMLKind(v))
-		return DefaultMaxFindings
+		d.at(v, "max_findings must be a whole number from 1 to %d, not %s", hunt.MaxFindingsCeiling, YAMLKind(v))
+		return 0
 	}
 	n, err := strconv.Atoi(v.Value)
-	if err != nil || n > MaxFindingsCeiling {
-		d.at(v, "max_findings is above the ceiling of %d findings per run; a hunt that finds more is too broad to triage, narrow the query", MaxFindingsCeiling)
-		return DefaultMaxFindings
+	if err != nil || n > hunt.MaxFindingsCeiling {
+		d.at(v, "max_findings is above the ceiling of %d findings per run; a hunt that finds more is too broad to triage, narrow the query", hunt.MaxFindingsCeiling)
+		return 0
 	}
 	if n < 1 {
 		d.at(v, "max_findings must be at least 1")
-		return DefaultMaxFindings
+		return 0
 	}
 	return n
 }

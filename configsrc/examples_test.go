@@ -11,6 +11,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
@@ -80,7 +81,7 @@ func TestExampleHunts(t *testing.T) {
 		"curl-pipe-shell":    "2026-11-29 10:00:50.000",
 		"dns-tunnelling":     "ws-7",
 	}
-	findings := func(h Hunt, from, to time.Time) string {
+	findings := func(h hunt.Hunt, from, to time.Time) string {
 		q := strings.ReplaceAll(h.Query, "sample.", db.Name+".")
 		qctx := clickhouse.Context(ctx, clickhouse.WithParameters(clickhouse.Parameters{
 			"window_start": from.Format("2006-01-02 15:04:05.000"),

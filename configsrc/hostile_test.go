@@ -11,6 +11,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
@@ -106,7 +107,7 @@ func TestHostileServer(t *testing.T) {
 	for _, f := range files {
 		name := filepath.Base(f)
 		q := hostileQuery(t, f)
-		err := CheckWithServer(ctx, db.Conn, Hunt{ID: "hostile", Query: q}, hostilePolicy)
+		err := CheckWithServer(ctx, db.Conn, hunt.Hunt{ID: "hostile", Query: q}, hostilePolicy)
 		if notQueryRefusals[name] {
 			if err != nil {
 				t.Errorf("%s: the query itself is harmless, but the server check refused it: %v", name, err)

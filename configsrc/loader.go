@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
 // DefaultReloadInterval is used when NewLoader is given a non-positive interval.
@@ -24,7 +26,7 @@ type Loader struct {
 	log      *slog.Logger
 
 	// check, when set, has the server parse each new or changed hunt (see WithServerCheck).
-	check   func(ctx context.Context, h Hunt) error
+	check   func(ctx context.Context, h hunt.Hunt) error
 	checked map[string]error // by hunt hash: the last verdict (nil: accepted)
 	// published, when set, reads the live publication's definition hash per hunt id
 	// (WithPublished), to settle a duplicate id after a restart.
@@ -45,7 +47,7 @@ type LoaderOption func(*Loader)
 // Verdicts are kept by hunt hash: an unchanged hunt is not parsed again on every reload.
 func WithServerCheck(conn driver.Conn, p Policy) LoaderOption {
 	return func(l *Loader) {
-		l.check = func(ctx context.Context, h Hunt) error { return CheckWithServer(ctx, conn, h, p) }
+		l.check = func(ctx context.Context, h hunt.Hunt) error { return CheckWithServer(ctx, conn, h, p) }
 	}
 }
 
@@ -154,7 +156,7 @@ func (l *Loader) Start(ctx context.Context) error {
 // merge applies last-good: a hunt of prev that is missing from next because its file now has
 // problems keeps its previous definition; a hunt whose file is gone is dropped.
 func merge(prev, next *Set) *Set {
-	out := &Set{Hunts: slices.Clone(next.Hunts), Commit: next.Commit, Source: next.Source,
+	out := &Set{Set: hunt.Set{Hunts: slices.Clone(next.Hunts), Commit: next.Commit, Source: next.Source},
 		Problems: slices.Clone(next.Problems), Stale: maps.Clone(next.Stale)}
 	if prev != nil {
 		broken := map[string]Problem{}
@@ -208,7 +210,7 @@ func (l *Loader) resolveDuplicates(ctx context.Context, prev, next *Set) *Set {
 				want = h.Hash
 			}
 		}
-		i := slices.IndexFunc(copies, func(h Hunt) bool { return want != "" && h.Hash == want })
+		i := slices.IndexFunc(copies, func(h hunt.Hunt) bool { return want != "" && h.Hash == want })
 		if i < 0 {
 			continue
 		}

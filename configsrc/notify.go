@@ -5,15 +5,9 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
-)
 
-// Suppress is a hunt's suppress: block. A finding whose By fields (top-level keys of the
-// finding object) equal those of a finding already notified for the hunt within For is
-// stored but not notified again (notify package, docs/findings.md).
-type Suppress struct {
-	By  []string
-	For time.Duration
-}
+	"github.com/hunt-runner/hunt-runner/hunt"
+)
 
 // MaxSuppressFor bounds suppress.for: the suppression table keeps its rows 90 days, and a
 // window near that would silently stop holding once rows expire.
@@ -55,13 +49,13 @@ func (d *decoder) notify(v *yaml.Node) []string {
 }
 
 // suppress reads suppress: {by: [field, …], for: 1h}.
-func (d *decoder) suppress(v *yaml.Node) *Suppress {
+func (d *decoder) suppress(v *yaml.Node) *hunt.Suppress {
 	if v.Kind != yaml.MappingNode {
 		d.at(v, "suppress must be a mapping such as {by: [host], for: 1h}, not %s", YAMLKind(v))
 		return nil
 	}
 	order, f := d.fields(v, "suppress.")
-	s := &Suppress{}
+	s := &hunt.Suppress{}
 	var byN, forN *yaml.Node
 	for _, key := range order {
 		k, n := f[key][0], f[key][1]

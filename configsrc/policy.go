@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // Policy is what an operator allows hunt queries beyond the default allowlists (allowlist.go,
@@ -102,7 +102,7 @@ func (p Policy) forbiddenDatabases() []string {
 // tableIssue says why a query may not name table (unqualified) in a FROM or JOIN: hunt-runner's
 // own tables, which resolve when the connection's default database is the coordination one.
 func (p Policy) tableIssue(table string) string {
-	if p.CoordinationDatabase != "" && slices.Contains(chstore.ObjectNames(), table) {
+	if p.CoordinationDatabase != "" && slices.Contains(schema.ObjectNames(), table) {
 		return "query reads one of hunt-runner's own tables; a hunt may read only source data"
 	}
 	return ""

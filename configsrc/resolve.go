@@ -8,6 +8,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
 // ResolveWithServer checks that the databases, tables and columns h's query names exist, without
@@ -22,7 +24,7 @@ import (
 // whose columns the catalogue does not list); a name is known when it is a column (or a Nested
 // or JSON column's prefix) of a table the query reads, or an alias, WITH name or lambda
 // parameter of the query.
-func ResolveWithServer(ctx context.Context, conn driver.Conn, h Hunt) error {
+func ResolveWithServer(ctx context.Context, conn driver.Conn, h hunt.Hunt) error {
 	tree, err := explain(ctx, conn, FindingsQuery(h.Query))
 	if err != nil {
 		if !isServerException(err) {

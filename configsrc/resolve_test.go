@@ -8,6 +8,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
@@ -24,7 +25,7 @@ func TestValidateRunsNothing(t *testing.T) {
 	}
 	q := "SELECT user FROM " + db.Name + ".ev WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}" +
 		" AND user = toString((SELECT throwIf(1, 'hunt code was evaluated')))"
-	h := Hunt{ID: "side-effect", Query: q}
+	h := hunt.Hunt{ID: "side-effect", Query: q}
 	p := Policy{CoordinationDatabase: "hunt_runner", AllowFunctions: []string{"throwIf"}}
 	start := len(srv.StatementLog(t))
 	if err := CheckWithServer(ctx, db.Conn, h, p); err != nil {
@@ -93,7 +94,7 @@ func TestResolveNames(t *testing.T) {
 		{"SELECT user FROM ev" + w, ""}, // the connection's database
 		{"SELECT user FROM " + ev + w + " AND user IN " + db.Name + ".gone", "table " + db.Name + ".gone does not exist"},
 	} {
-		h := Hunt{ID: "h", Query: tc.query}
+		h := hunt.Hunt{ID: "h", Query: tc.query}
 		if err := CheckWithServer(ctx, db.Conn, h, Policy{}); err != nil {
 			t.Fatalf("%s: the parse check refused it: %v", tc.query, err)
 		}

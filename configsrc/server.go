@@ -12,6 +12,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
 // ErrQueryRefused is wrapped by CheckWithServer when the server's parser rejects a hunt query
@@ -49,7 +51,7 @@ func refused(format string, args ...any) error {
 //     with its value under the setting's ceiling.
 //
 // A syntax error names its line and column in the query as written.
-func CheckWithServer(ctx context.Context, conn driver.Conn, h Hunt, p Policy) error {
+func CheckWithServer(ctx context.Context, conn driver.Conn, h hunt.Hunt, p Policy) error {
 	if err := identifiersReadable(h.Query); err != nil {
 		return err
 	}
@@ -61,11 +63,11 @@ func CheckWithServer(ctx context.Context, conn driver.Conn, h Hunt, p Policy) er
 		}
 		return serverRefusal(err, len(explainPrefix)+findingsHeadLen(), h.Query)
 	}
-	hunt, err := huntSubtree(ctx, conn, tree)
+	sub, err := huntSubtree(ctx, conn, tree)
 	if err != nil {
 		return err
 	}
-	sets, err := walkHunt(hunt, p)
+	sets, err := walkHunt(sub, p)
 	if err != nil {
 		return err
 	}

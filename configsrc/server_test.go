@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
@@ -48,7 +49,7 @@ func TestCheckWithServer(t *testing.T) {
 			"Syntax error"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := CheckWithServer(ctx, db.Conn, Hunt{ID: "x", Query: tc.query}, Policy{})
+			err := CheckWithServer(ctx, db.Conn, hunt.Hunt{ID: "x", Query: tc.query}, Policy{})
 			if !errors.Is(err, ErrQueryRefused) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want ErrQueryRefused containing %q", err, tc.want)
 			}
@@ -123,7 +124,7 @@ func TestPolicyWidens(t *testing.T) {
 		if (len(issues) == 0) != tc.ok {
 			t.Errorf("offline %q under %+v: %v", tc.query, tc.policy, issues)
 		}
-		err := CheckWithServer(ctx, db.Conn, Hunt{ID: "p", Query: tc.query}, tc.policy)
+		err := CheckWithServer(ctx, db.Conn, hunt.Hunt{ID: "p", Query: tc.query}, tc.policy)
 		if (err == nil) != tc.ok {
 			t.Errorf("server %q under %+v: %v", tc.query, tc.policy, err)
 		}
@@ -152,7 +153,7 @@ func TestResolveWithServer(t *testing.T) {
 		{"SELECT user FROM " + db.Name + ".no_such_table" + win, "no_such_table"},
 		{"SELECT no_such_column FROM " + db.Name + ".ev" + win, "no_such_column"},
 	} {
-		h := Hunt{ID: "h", Query: tc.query}
+		h := hunt.Hunt{ID: "h", Query: tc.query}
 		if err := CheckWithServer(ctx, db.Conn, h, Policy{}); err != nil {
 			t.Fatalf("%s: the parse check refused it: %v", tc.query, err)
 		}

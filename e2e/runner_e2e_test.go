@@ -15,10 +15,10 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/schedule"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 const (
@@ -46,7 +46,7 @@ func TestRunnersEndToEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	conn := open(t, srv.URL)
-	if _, err := chstore.Apply(ctx, conn, coordDB, chstore.TopologySingle, ""); err != nil {
+	if _, err := schema.Apply(ctx, conn, coordDB, schema.TopologySingle, ""); err != nil {
 		t.Fatal(err)
 	}
 	var now uint32

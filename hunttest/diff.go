@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
 // Change says how a hunt differs between the base and the working tree.
@@ -88,21 +89,19 @@ func (p *Previewer) Diff(ctx context.Context, base, head *configsrc.Set, from, t
 	return d
 }
 
-func enabled(s *configsrc.Set) map[string]configsrc.Hunt {
-	out := map[string]configsrc.Hunt{}
+func enabled(s *configsrc.Set) map[string]hunt.Hunt {
+	out := map[string]hunt.Hunt{}
 	if s == nil {
 		return out
 	}
-	for _, h := range s.Hunts {
-		if h.Enabled {
-			out[h.ID] = h
-		}
+	for _, h := range s.Enabled() {
+		out[h.ID] = *h
 	}
 	return out
 }
 
 // findings are the distinct findings of h over the range, sorted, or why they are unknown.
-func (p *Previewer) findings(ctx context.Context, h configsrc.Hunt, from, to time.Time) ([]string, string) {
+func (p *Previewer) findings(ctx context.Context, h hunt.Hunt, from, to time.Time) ([]string, string) {
 	seen := map[string]bool{}
 	err := p.Preview(ctx, h, from, to, func(w Window) error {
 		for _, f := range w.Findings {

@@ -12,6 +12,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/attrib"
 	"github.com/hunt-runner/hunt-runner/runner"
 )
@@ -46,18 +47,18 @@ type TableRead struct {
 // passes the runner's containment check on check first, so no statement of an unchecked hunt
 // reaches the server; the EXPLAINs then run on hunts (the identity fires run as) with the
 // exact statement, parameters and settings of a fire (runner.Statement).
-func EstimateHunt(ctx context.Context, check, hunts driver.Conn, policy configsrc.Policy, h configsrc.Hunt, now time.Time) (Estimate, error) {
+func EstimateHunt(ctx context.Context, check, hunts driver.Conn, policy configsrc.Policy, h hunt.Hunt, now time.Time) (Estimate, error) {
+	h = h.WithDefaults()
 	if err := configsrc.CheckWithServer(ctx, check, h, policy); err != nil {
 		return Estimate{}, fmt.Errorf("hunt %s (%s) is not run by the runner: %w", h.ID, h.File, err)
 	}
-	rh := runner.HuntOf(h)
-	ws := Windows(rh, now.Add(-2*h.Interval), now)
+	ws := Windows(h, now.Add(-2*h.Interval), now)
 	if len(ws) == 0 {
 		return Estimate{}, fmt.Errorf("hunt %s has no whole window before %s", h.ID, rfc(now))
 	}
 	w := ws[len(ws)-1]
 	w.Findings = []string{}
-	query, params, settings, err := runner.Statement(rh, w.Start, w.End, attrib.Estimate)
+	query, params, settings, err := runner.Statement(h, w.Start, w.End, attrib.Estimate)
 	if err != nil {
 		return Estimate{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
@@ -19,7 +20,7 @@ func TestEstimateChecksContainmentFirst(t *testing.T) {
 	if err := db.Conn.Exec(ctx, "CREATE TABLE hunt_lease (hunt_id String) ENGINE = MergeTree ORDER BY hunt_id"); err != nil {
 		t.Fatal(err)
 	}
-	h := configsrc.Hunt{ID: "nosy", File: "nosy.yaml", Interval: 10 * time.Minute,
+	h := hunt.Hunt{ID: "nosy", File: "nosy.yaml", Interval: 10 * time.Minute,
 		Query: "SELECT hunt_id FROM " + db.Name + ".hunt_lease WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}
 	var err error
 	sts := chtest.Trips(t, db, func() {

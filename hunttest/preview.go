@@ -11,6 +11,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/attrib"
 	"github.com/hunt-runner/hunt-runner/runner"
 	"github.com/hunt-runner/hunt-runner/schedule"
@@ -36,14 +37,15 @@ type Window struct {
 // Windows are the windows h's schedule gives between from and to, as a runner that keeps up
 // runs them: one per fire F with F − interval ≥ from and F ≤ to, each reading
 // [F − interval, F) shifted back by the hunt's delay.
-func Windows(h runner.Hunt, from, to time.Time) []Window {
-	if h.Interval <= 0 {
+func Windows(h hunt.Hunt, from, to time.Time) []Window {
+	iv := h.IntervalSeconds()
+	if iv <= 0 {
 		return nil
 	}
-	first := schedule.NextFire(ceilUnix(from)+h.Interval-1, h.Interval, h.Offset)
+	first := schedule.NextFire(ceilUnix(from)+iv-1, iv, h.OffsetSeconds())
 	var out []Window
-	for f := first; f <= to.Unix(); f += h.Interval {
-		s := schedule.RunSpan(f-h.Interval, true, f, h.Interval, h.Interval)
+	for f := first; f <= to.Unix(); f += iv {
+		s := schedule.RunSpan(f-iv, true, f, iv, iv)
 		out = append(out, Window{Fire: time.Unix(f, 0).UTC(),
 			Start: time.Unix(s.Start, 0).UTC().Add(-h.Delay), End: time.Unix(s.End, 0).UTC().Add(-h.Delay)})
 	}
@@ -73,9 +75,9 @@ type Previewer struct {
 
 // Preview runs h over every window of [from, to] in order, calling each with the window's
 // findings. The hunt must pass the containment check the runner applies.
-func (p *Previewer) Preview(ctx context.Context, h configsrc.Hunt, from, to time.Time, each func(Window) error) error {
-	rh := runner.HuntOf(h)
-	windows := Windows(rh, from, to)
+func (p *Previewer) Preview(ctx context.Context, h hunt.Hunt, from, to time.Time, each func(Window) error) error {
+	h = h.WithDefaults()
+	windows := Windows(h, from, to)
 	limit := p.MaxWindows
 	if limit <= 0 {
 		limit = DefaultMaxWindows
@@ -91,16 +93,14 @@ func (p *Previewer) Preview(ctx context.Context, h configsrc.Hunt, from, to time
 	if err := configsrc.CheckWithServer(ctx, p.Check, h, p.Policy); err != nil {
 		return fmt.Errorf("hunt %s (%s) is not run by the runner: %w", h.ID, h.File, err)
 	}
-	timeout := rh.Timeout
-	if timeout <= 0 {
-		timeout = runner.DefaultRunTimeout
-	}
+	timeout := h.Timeout
 	if p.WindowTimeout > 0 && p.WindowTimeout < timeout {
 		timeout = p.WindowTimeout
 	}
-	rh.Timeout = timeout
+	run := h
+	run.Timeout = timeout
 	for _, w := range windows {
-		got, err := runner.Preview(ctx, p.Hunts, rh, w.Start, w.End, attrib.Preview)
+		got, err := runner.Preview(ctx, p.Hunts, run, w.Start, w.End, attrib.Preview)
 		if err != nil {
 			if timedOut(err) && ctx.Err() == nil {
 				return fmt.Errorf("hunt %s, window %s to %s: took longer than %s (the hunt's timeout, lowered by --window-timeout): "+

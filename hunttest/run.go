@@ -16,6 +16,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/attrib"
 	"github.com/hunt-runner/hunt-runner/runner"
 )
@@ -66,7 +67,7 @@ type Result struct {
 }
 
 // RunFile runs every test of f against hunt h (the hunt f names).
-func (e *Engine) RunFile(ctx context.Context, f *File, h configsrc.Hunt) []Result {
+func (e *Engine) RunFile(ctx context.Context, f *File, h hunt.Hunt) []Result {
 	var out []Result
 	// The containment check the runner's loader applies: a hunt it would not run is not tested.
 	checkErr := configsrc.CheckWithServer(ctx, e.Conn, h, e.Policy)
@@ -91,7 +92,7 @@ func (e *Engine) problem(r *Result, f *File, line, col int, format string, args 
 	r.Problem = &configsrc.Problem{File: f.Path, Line: line, Column: max(col, 1), Message: fmt.Sprintf(format, args...)}
 }
 
-func (e *Engine) runCase(ctx context.Context, f *File, h configsrc.Hunt, c Case, r *Result) {
+func (e *Engine) runCase(ctx context.Context, f *File, h hunt.Hunt, c Case, r *Result) {
 	fx := &fixture{e: e, f: f}
 	defer fx.tearDown(context.WithoutCancel(ctx))
 	if !fx.setUp(ctx, c, r) {
@@ -106,7 +107,7 @@ func (e *Engine) runCase(ctx context.Context, f *File, h configsrc.Hunt, c Case,
 		return
 	}
 	defer conn.Close()
-	got, err := runner.Preview(ctx, conn, runner.HuntOf(h), c.Start, c.End, attrib.Test)
+	got, err := runner.Preview(ctx, conn, h, c.Start, c.End, attrib.Test)
 	if err != nil {
 		e.problem(r, f, c.Line, 1, "hunt %s failed on the fixtures: %s", h.ID, serverMessage(err))
 		return
@@ -146,7 +147,7 @@ type typedColumn struct{ name, typ string }
 
 // expectColumns are the columns expect names (every row must name the same ones), typed by
 // the hunt's output as the server describes it.
-func (e *Engine) expectColumns(ctx context.Context, conn driver.Conn, f *File, h configsrc.Hunt, c Case, r *Result) ([]typedColumn, bool) {
+func (e *Engine) expectColumns(ctx context.Context, conn driver.Conn, f *File, h hunt.Hunt, c Case, r *Result) ([]typedColumn, bool) {
 	types, order, err := describe(ctx, conn, h.Query, c.Start, c.End)
 	if err != nil {
 		e.problem(r, f, c.Line, 1, "describe the hunt's output: %s", serverMessage(err))

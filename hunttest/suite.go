@@ -112,7 +112,7 @@ func (e *Engine) Run(ctx context.Context, trees []Tree, opts configsrc.Options) 
 					Message: fmt.Sprintf("hunt %q is not defined in %s (its hunts: %s)", f.Hunt, tr.Dir, huntIDs(set))})
 				continue
 			}
-			for _, res := range e.RunFile(ctx, f, h) {
+			for _, res := range e.RunFile(ctx, f, *h) {
 				if res.Problem != nil {
 					rep.Problems = append(rep.Problems, *res.Problem)
 				}

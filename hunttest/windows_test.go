@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hunt-runner/hunt-runner/runner"
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
 // Windows are the schedule's: whole intervals ending at fires (interval and offset), inside the
@@ -17,7 +17,7 @@ func TestWindows(t *testing.T) {
 		}
 		return v
 	}
-	h := runner.Hunt{ID: "x", Interval: 60, Offset: 10, Delay: 5 * time.Second}
+	h := hunt.Hunt{ID: "x", Interval: time.Minute, Offset: 10 * time.Second, Delay: 5 * time.Second}
 	got := Windows(h, at("2026-01-01T00:00:10Z"), at("2026-01-01T00:03:15Z"))
 	want := []string{"2026-01-01T00:01:10Z", "2026-01-01T00:02:10Z", "2026-01-01T00:03:10Z"}
 	if len(got) != len(want) {

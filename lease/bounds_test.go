@@ -8,9 +8,9 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // privateDB is a fresh database with the schema on a private engine, for fault rules.
@@ -18,7 +18,7 @@ func privateDB(t *testing.T) (*chtest.Server, *chtest.DB) {
 	t.Helper()
 	srv := chtest.Start(t)
 	db := srv.NewDB(t)
-	if _, err := chstore.Apply(context.Background(), db.Conn, db.Name, chstore.TopologySingle, ""); err != nil {
+	if _, err := schema.Apply(context.Background(), db.Conn, db.Name, schema.TopologySingle, ""); err != nil {
 		t.Fatal(err)
 	}
 	return srv, db
@@ -162,11 +162,11 @@ func TestClaimSkipsPausedHunts(t *testing.T) {
 	pause("resumed", 0, "toDateTime64(0, 3, 'UTC')")
 	c := newCoord(t, db, "pod-a", 10*time.Second, 200*time.Millisecond)
 	fire := serverNow(t, db) - 1
-	res, err := c.Claim(ctx, []Fire{{HuntID: "paused", Fire: fire}, {HuntID: chstore.BackfillKey("paused", "b1"), Fire: fire}})
+	res, err := c.Claim(ctx, []Fire{{HuntID: "paused", Fire: fire}, {HuntID: schema.BackfillKey("paused", "b1"), Fire: fire}})
 	if err != nil || len(res.Won) != 0 {
 		t.Fatalf("claim of a paused hunt and its backfill: %+v, %v; want nothing won", res, err)
 	}
-	if n := len(leaseRows(t, db, "paused")) + len(leaseRows(t, db, chstore.BackfillKey("paused", "b1"))); n != 0 {
+	if n := len(leaseRows(t, db, "paused")) + len(leaseRows(t, db, schema.BackfillKey("paused", "b1"))); n != 0 {
 		t.Fatalf("%d claim rows for a paused hunt", n)
 	}
 	claimUntilWon(t, c, "ran-out", fire)

@@ -11,8 +11,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
-
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // NewestLeaseSQL is a subquery giving the newest lease row of each hunt in the
@@ -27,7 +26,7 @@ func NewestLeaseSQL(database, param string) string {
 	return `SELECT hunt_id, t.1 AS fire, t.2 AS owner, t.3 AS claim_id, t.4 AS claimed, t.5 AS until, t.3 != lo AS tied
 FROM (SELECT hunt_id, argMax((fire, owner, claim_id, claimed, lease_until), (claimed, claim_id)) AS t,
              argMin(claim_id, (-toUnixTimestamp64Micro(claimed), claim_id)) AS lo
-      FROM ` + chstore.QuoteIdent(database) + `.` + chstore.TableLease + `
+      FROM ` + schema.QuoteIdent(database) + `.` + schema.TableLease + `
       WHERE hunt_id IN {` + param + `:Array(String)} GROUP BY hunt_id)`
 }
 
@@ -38,7 +37,7 @@ FROM (SELECT hunt_id, argMax((fire, owner, claim_id, claimed, lease_until), (cla
 func NewestWatermarkSQL(database, param string) string {
 	return `SELECT hunt_id, t.1 AS watermark, t.2 AS claim_id, t.3 AS run_id, t.4 AS interval_seconds
 FROM (SELECT hunt_id, argMax((watermark, claim_id, run_id, interval_seconds), (watermark, updated)) AS t
-      FROM ` + chstore.QuoteIdent(database) + `.` + chstore.TableWatermark + `
+      FROM ` + schema.QuoteIdent(database) + `.` + schema.TableWatermark + `
       WHERE hunt_id IN {` + param + `:Array(String)} GROUP BY hunt_id)`
 }
 
@@ -69,7 +68,7 @@ type chStore struct {
 	database string
 }
 
-func (s chStore) table(name string) string { return chstore.QuoteIdent(s.database) + "." + name }
+func (s chStore) table(name string) string { return schema.QuoteIdent(s.database) + "." + name }
 
 // maxStatement caps the hunts bound into one statement. Parameters travel in the URL over
 // HTTP, and servers cap its size (http_max_uri_size, 1 MiB by default): 2,000 hunts with
@@ -170,7 +169,7 @@ func (s chStore) insertClaims(ctx context.Context, claims []Row, lease time.Dura
 	// claimer that read a hunt as free cannot then overwrite a claim that landed since. A
 	// lease whose fire is committed is spent: it frees the hunt. A hunt with no commit has no
 	// watermark row (join_use_nulls = 0 reads it as 0), and its lease is never spent.
-	q := `INSERT INTO ` + s.table(chstore.TableLease) + ` (hunt_id, fire, owner, claim_id, claimed, lease_until)
+	q := `INSERT INTO ` + s.table(schema.TableLease) + ` (hunt_id, fire, owner, claim_id, claimed, lease_until)
 SELECT b.h, toDateTime(b.f, 'UTC'), {owner:String}, toUUID(b.cid), ` + nextClaimed("l.claimed") + `,
        now64(3) + toIntervalMillisecond({lease_ms:Int64})
 FROM (SELECT c.1 AS h, c.2 AS f, c.3 AS cid
@@ -197,15 +196,15 @@ WHERE (l.until <= now64(3) OR (w.hunt_id != '' AND toInt64(l.fire) <= toInt64(w.
 func pausedSQL(database string) string {
 	return `SELECT hunt_id FROM (
     SELECT hunt_id, argMax((paused, paused_until), updated) AS t
-    FROM ` + chstore.QuoteIdent(database) + `.` + chstore.TablePause + ` GROUP BY hunt_id)
+    FROM ` + schema.QuoteIdent(database) + `.` + schema.TablePause + ` GROUP BY hunt_id)
 WHERE t.1 = 1 AND (toUnixTimestamp64Milli(t.2) = 0 OR t.2 > now64(3))`
 }
 
 // huntOfKey is the hunt id of a coordination key in SQL: a backfill's key
-// (chstore.BackfillKey) is paused with its hunt.
+// (schema.BackfillKey) is paused with its hunt.
 func huntOfKey(col string) string {
-	return "if(position(" + col + ", '" + chstore.BackfillInfix + "') > 0, substring(" + col + ", 1, position(" + col +
-		", '" + chstore.BackfillInfix + "') - 1), " + col + ")"
+	return "if(position(" + col + ", '" + schema.BackfillInfix + "') > 0, substring(" + col + ", 1, position(" + col +
+		", '" + schema.BackfillInfix + "') - 1), " + col + ")"
 }
 
 func (s chStore) Release(ctx context.Context, leases []Lease) error {
@@ -269,7 +268,7 @@ const liveOnly = " AND until > now64(3)"
 // claimed is ahead of the server's clock (a clock stepped back, a replica that ran fast): the
 // copy must be the newest row, or the claim it renews would lose to its own older row.
 func (s chStore) writeFenced(ctx context.Context, ids, claimIDs []string, untilExpr, extraWhere, token string, params ...any) error {
-	q := `INSERT INTO ` + s.table(chstore.TableLease) + ` (hunt_id, fire, owner, claim_id, claimed, lease_until)
+	q := `INSERT INTO ` + s.table(schema.TableLease) + ` (hunt_id, fire, owner, claim_id, claimed, lease_until)
 SELECT hunt_id, fire, owner, claim_id, ` + nextClaimed("claimed") + `, ` + untilExpr + `
 FROM (` + NewestLeaseSQL(s.database, "ids") + `)
 WHERE has(arrayMap(x -> toUUID(x), {claims:Array(String)}), claim_id)` + extraWhere

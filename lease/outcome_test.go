@@ -11,9 +11,9 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 func TestOutcomeClasses(t *testing.T) {
@@ -51,7 +51,7 @@ func TestOutcomeClasses(t *testing.T) {
 func TestRefusedClaimIsRetried(t *testing.T) {
 	srv := chtest.Start(t)
 	db := srv.NewDB(t)
-	if _, err := chstore.Apply(context.Background(), db.Conn, db.Name, chstore.TopologySingle, ""); err != nil {
+	if _, err := schema.Apply(context.Background(), db.Conn, db.Name, schema.TopologySingle, ""); err != nil {
 		t.Fatal(err)
 	}
 	c := newCoord(t, db, "pod-a", time.Minute, 200*time.Millisecond)

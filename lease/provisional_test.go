@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // A claim whose insert is acknowledged too late to count is Lost and never extended: its row
@@ -18,7 +18,7 @@ func TestLateClaimBlocksOnlyTheProvisionalLease(t *testing.T) {
 	db := srv.NewDB(t)
 	conn := db.Conn
 	ctx := context.Background()
-	if _, err := chstore.Apply(ctx, conn, db.Name, chstore.TopologySingle, ""); err != nil {
+	if _, err := schema.Apply(ctx, conn, db.Name, schema.TopologySingle, ""); err != nil {
 		t.Fatal(err)
 	}
 	const settle, whole = 200 * time.Millisecond, time.Minute

@@ -8,7 +8,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 var intruder = uuid.UUID{} // the smallest claim id
@@ -25,8 +25,8 @@ func TestTieOnClaimedIsLost(t *testing.T) {
 	// (the last inserted of tied rows).
 	c.proto.store = &hookStore{Store: c.store, after: func(ctx context.Context, claims []Row) {
 		for _, cl := range claims {
-			err := db.Conn.Exec(ctx, `INSERT INTO `+c.store.table(chstore.TableLease)+` (hunt_id, fire, owner, claim_id, claimed, lease_until)
-SELECT hunt_id, fire, 'intruder', {id:UUID}, claimed, lease_until FROM `+c.store.table(chstore.TableLease)+`
+			err := db.Conn.Exec(ctx, `INSERT INTO `+c.store.table(schema.TableLease)+` (hunt_id, fire, owner, claim_id, claimed, lease_until)
+SELECT hunt_id, fire, 'intruder', {id:UUID}, claimed, lease_until FROM `+c.store.table(schema.TableLease)+`
 WHERE hunt_id = {h:String} AND claim_id = toUUID({cid:String})`,
 				clickhouse.Named("id", intruder.String()), clickhouse.Named("h", cl.HuntID), clickhouse.Named("cid", cl.ClaimID.String()))
 			if err != nil {
@@ -52,7 +52,7 @@ WHERE hunt_id = {h:String} AND claim_id = toUUID({cid:String})`,
 		t.Fatalf("before the merge: newest %+v tied=%v; want ours (greater claim id) and tied", ours, v.Tied[f.HuntID])
 	}
 	// The engine behaviour the rule guards against: the merge keeps the last inserted.
-	if err := db.Conn.Exec(ctx, "OPTIMIZE TABLE "+c.store.table(chstore.TableLease)+" FINAL"); err != nil {
+	if err := db.Conn.Exec(ctx, "OPTIMIZE TABLE "+c.store.table(schema.TableLease)+" FINAL"); err != nil {
 		t.Fatal(err)
 	}
 	v, err = c.store.Read(ctx, []string{f.HuntID})

@@ -9,10 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/store"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // earlierDDL is the earlier runner's coordination tables, as its schema code created them.
@@ -65,7 +66,7 @@ func (f *fixture) count(q string, args ...any) uint64 {
 	return n
 }
 
-func (f *fixture) importNow(hunts []Hunt, dry bool, broken ...string) Result {
+func (f *fixture) importNow(hunts []hunt.Hunt, dry bool, broken ...string) Result {
 	f.t.Helper()
 	res, err := Import(f.ctx, f.cur.Conn, hunts, Options{From: f.old.Name, Database: f.cur.Name, DryRun: dry, Broken: broken})
 	if err != nil {
@@ -90,14 +91,14 @@ func TestImportOnEngine(t *testing.T) {
 	const hour = 3600
 	off := func(id string) int64 { return schedule.PhaseOffset(id, hour, 0.8) }
 	latest := func(id string) int64 { return schedule.LatestFire(f.now, hour, off(id)) }
-	hunts := []Hunt{
-		{ID: "ongrid", File: "ongrid.yaml", Interval: hour, Offset: off("ongrid"), Enabled: true},
-		{ID: "offgrid", File: "offgrid.yaml", Interval: hour, Offset: off("offgrid"), Enabled: true},
-		{ID: "ahead", File: "ahead.yaml", Interval: hour, Offset: off("ahead"), Enabled: true},
-		{ID: "delayed", File: "delayed.yaml", Interval: hour, Offset: off("delayed"), Delay: 120, Enabled: true},
-		{ID: "new-name", File: "old-name.yaml", Interval: hour, Offset: off("new-name"), Enabled: true},
-		{ID: "stale", File: "stale.yaml", Interval: hour, Offset: off("stale"), Enabled: true},
-		{ID: "fresh", File: "fresh.yaml", Interval: hour, Offset: off("fresh"), Enabled: true},
+	hunts := []hunt.Hunt{
+		{ID: "ongrid", File: "ongrid.yaml", Interval: sec(hour), Offset: sec(off("ongrid")), Enabled: true},
+		{ID: "offgrid", File: "offgrid.yaml", Interval: sec(hour), Offset: sec(off("offgrid")), Enabled: true},
+		{ID: "ahead", File: "ahead.yaml", Interval: sec(hour), Offset: sec(off("ahead")), Enabled: true},
+		{ID: "delayed", File: "delayed.yaml", Interval: sec(hour), Offset: sec(off("delayed")), Delay: 120 * time.Second, Enabled: true},
+		{ID: "new-name", File: "old-name.yaml", Interval: sec(hour), Offset: sec(off("new-name")), Enabled: true},
+		{ID: "stale", File: "stale.yaml", Interval: sec(hour), Offset: sec(off("stale")), Enabled: true},
+		{ID: "fresh", File: "fresh.yaml", Interval: sec(hour), Offset: sec(off("fresh")), Enabled: true},
 	}
 	wm := map[string]int64{
 		"ongrid":   latest("ongrid") - hour,
@@ -220,7 +221,7 @@ func TestImportOnEngine(t *testing.T) {
 // wins; the import writes nothing and says so.
 func TestImportNeverOvertakesACommit(t *testing.T) {
 	f := newFixture(t, false)
-	h := Hunt{ID: "race", File: "race.yaml", Interval: 600, Offset: 60, Enabled: true}
+	h := hunt.Hunt{ID: "race", File: "race.yaml", Interval: 600 * time.Second, Offset: 60 * time.Second, Enabled: true}
 	w := schedule.LatestFire(f.now, 600, 60) - 600
 	f.exec(f.old, "INSERT INTO hunt_watermark (hunt_id, watermark) VALUES ('race', ?)", w)
 	opts := Options{From: f.old.Name, Database: f.cur.Name, Owner: DefaultOwner}
@@ -232,7 +233,7 @@ func TestImportNeverOvertakesACommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	items := plan([]Hunt{h}, old, cur, f.now, nil)
+	items := plan([]hunt.Hunt{h}, old, cur, f.now, nil)
 	if items[0].Action != ActionImport {
 		t.Fatalf("plan: %+v", items[0])
 	}
@@ -254,7 +255,7 @@ func TestImportNeverOvertakesACommit(t *testing.T) {
 func TestImportRefusals(t *testing.T) {
 	f := newFixture(t, false)
 	f.exec(f.old, "INSERT INTO hunt_watermark (hunt_id, watermark) VALUES ('zero', 0), ('far', 5000000000)")
-	res := f.importNow([]Hunt{{ID: "zero", File: "zero.yaml", Interval: 60, Enabled: true}, {ID: "far", File: "far.yaml", Interval: 60, Enabled: true}}, false)
+	res := f.importNow([]hunt.Hunt{{ID: "zero", File: "zero.yaml", Interval: 60 * time.Second, Enabled: true}, {ID: "far", File: "far.yaml", Interval: 60 * time.Second, Enabled: true}}, false)
 	if item(t, res, "zero").Action != ActionRefused || item(t, res, "far").Action != ActionRefused || res.HasState {
 		t.Errorf("refusals: %+v", res)
 	}
@@ -276,7 +277,7 @@ func TestImportRefusals(t *testing.T) {
 		t.Errorf("old hunt_runs view: %v", err)
 	}
 	f.exec(f.cur, "DROP VIEW hunt_runs")
-	if _, err := chstore.Apply(f.ctx, f.cur.Conn, f.cur.Name, chstore.TopologySingle, ""); err != nil {
+	if _, err := schema.Apply(f.ctx, f.cur.Conn, f.cur.Name, schema.TopologySingle, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Import(f.ctx, f.cur.Conn, nil, Options{From: f.old.Name, Database: f.cur.Name}); err != nil {
@@ -292,9 +293,9 @@ func TestImportRefusesWhileRunnersAreLive(t *testing.T) {
 	f := newFixture(t, false)
 	const hour = 3600
 	off := schedule.PhaseOffset("h", hour, 0.8)
-	var hunts []Hunt
+	var hunts []hunt.Hunt
 	for _, id := range []string{"h", "leased", "expired"} {
-		hunts = append(hunts, Hunt{ID: id, File: id + ".yaml", Interval: hour, Offset: off, Enabled: true})
+		hunts = append(hunts, hunt.Hunt{ID: id, File: id + ".yaml", Interval: sec(hour), Offset: sec(off), Enabled: true})
 		f.exec(f.old, "INSERT INTO hunt_watermark (hunt_id, watermark, updated) VALUES (?, ?, now64(3))", id, schedule.LatestFire(f.now, hour, off)-hour)
 	}
 	f.exec(f.cur, "INSERT INTO hunt_lease (hunt_id, fire, owner, claim_id, claimed, lease_until) "+
@@ -333,3 +334,6 @@ func TestImportRefusesWhileRunnersAreLive(t *testing.T) {
 		t.Fatalf("forced import wrote %d rows for the free hunts, want 2, and none for the leased one", n)
 	}
 }
+
+// sec is n seconds: the import counts the schedule grid in seconds.
+func sec(n int64) time.Duration { return time.Duration(n) * time.Second }

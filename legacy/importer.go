@@ -12,16 +12,13 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/status"
 	"github.com/hunt-runner/hunt-runner/store"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
-
-// KindImported is the hunt_watermark.kind of a commit row written by Import; hunt_runs shows
-// it with status "imported".
-const KindImported = store.KindImported
 
 // DefaultOwner is the run_owner of imported rows when Options.Owner is empty.
 const DefaultOwner = "import-legacy"
@@ -38,24 +35,6 @@ var ErrLive = errors.New("hunt-runner runners are live")
 
 // maxDateTime is the last second a DateTime column (hunt_watermark.watermark) can hold.
 const maxDateTime = 1<<32 - 1
-
-// Hunt is what the import needs of one loaded hunt. Times are whole seconds.
-type Hunt struct {
-	ID         string
-	File       string // path relative to the source root, for messages
-	Interval   int64
-	Offset     int64
-	Delay      int64 // the data window is shifted back by this much
-	MaxCatchup int64 // longest window one run covers; 0 means 24 intervals, as the runner
-	Enabled    bool
-}
-
-func (h Hunt) maxCatchup() int64 {
-	if h.MaxCatchup <= 0 {
-		return 24 * h.Interval
-	}
-	return max(h.MaxCatchup, h.Interval)
-}
 
 // Options configure Import.
 type Options struct {
@@ -172,7 +151,7 @@ type currentRow struct {
 // Import carries the earlier runner's watermarks (and hunt_state) in opts.From over to
 // hunt-runner's tables for every hunt of hunts. It fails only when a database cannot be read
 // or written as a whole; per-hunt outcomes are in the result.
-func Import(ctx context.Context, conn driver.Conn, hunts []Hunt, opts Options) (Result, error) {
+func Import(ctx context.Context, conn driver.Conn, hunts []hunt.Hunt, opts Options) (Result, error) {
 	if opts.Database == "" {
 		opts.Database = "hunt_runner"
 	}
@@ -256,9 +235,9 @@ WHERE (database = {new:String} AND name IN ('hunt_watermark', 'hunt_state', 'hun
 	}
 	// An older hunt_runs would show imported rows as succeeded runs; views hold no data, so
 	// recreating it loses nothing.
-	if !strings.Contains(have[opts.Database+".hunt_runs"], "'"+KindImported+"'") {
+	if !strings.Contains(have[opts.Database+".hunt_runs"], "'"+hunt.KindImported.String()+"'") {
 		return false, fmt.Errorf("%w: the hunt_runs view in %q predates imports (it would list them as succeeded runs); recreate it: DROP VIEW %s.hunt_runs, then `hunt-runner schema`",
-			ErrSchema, opts.Database, chstore.QuoteIdent(opts.Database))
+			ErrSchema, opts.Database, schema.QuoteIdent(opts.Database))
 	}
 	_, hasState = have[opts.From+".hunt_state"]
 	return hasState, nil
@@ -267,7 +246,7 @@ WHERE (database = {new:String} AND name IN ('hunt_watermark', 'hunt_state', 'hun
 // readLegacy reads the earlier runner's newest watermark (and state) per hunt: its tables are
 // ReplacingMergeTree(updated) read by the newest updated, as the earlier runner did.
 func readLegacy(ctx context.Context, conn driver.Conn, from string, hasState bool) (map[string]*legacyRow, error) {
-	db := chstore.QuoteIdent(from)
+	db := schema.QuoteIdent(from)
 	out := map[string]*legacyRow{}
 	rows, err := conn.Query(ctx, "SELECT hunt_id, toInt64(argMax(watermark, updated)) FROM "+db+".hunt_watermark GROUP BY hunt_id")
 	if err != nil {
@@ -312,11 +291,11 @@ func readLegacy(ctx context.Context, conn driver.Conn, from string, hasState boo
 }
 
 func readCurrent(ctx context.Context, conn driver.Conn, database string, ids []string) (map[string]currentRow, error) {
-	db := chstore.QuoteIdent(database)
+	db := schema.QuoteIdent(database)
 	out := map[string]currentRow{}
 	rows, err := conn.Query(ctx, "SELECT hunt_id, toInt64(max(watermark)), groupArrayIf(toInt64(watermark), kind = {kind:String}) FROM "+
 		db+".hunt_watermark WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id",
-		clickhouse.Named("kind", KindImported), clickhouse.Named("ids", ids))
+		clickhouse.Named("kind", hunt.KindImported.String()), clickhouse.Named("ids", ids))
 	if err != nil {
 		return nil, fmt.Errorf("import-legacy: read %s.hunt_watermark: %w", db, err)
 	}
@@ -337,14 +316,14 @@ func readCurrent(ctx context.Context, conn driver.Conn, database string, ids []s
 	rows, err = conn.Query(ctx, "SELECT hunt_id, owner, toInt64(fire), toUnixTimestamp64Milli(until) FROM ("+
 		lease.NewestLeaseSQL(database, "ids")+") WHERE until > now64(3)", clickhouse.Named("ids", ids))
 	if err != nil {
-		return nil, fmt.Errorf("import-legacy: read %s.%s: %w", db, chstore.TableLease, err)
+		return nil, fmt.Errorf("import-legacy: read %s.%s: %w", db, schema.TableLease, err)
 	}
 	for rows.Next() {
 		var id, owner string
 		var fire, end int64
 		if err := rows.Scan(&id, &owner, &fire, &end); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("import-legacy: read %s.%s: %w", db, chstore.TableLease, err)
+			return nil, fmt.Errorf("import-legacy: read %s.%s: %w", db, schema.TableLease, err)
 		}
 		if r := out[id]; fire > r.max { // a lease whose fire is committed is spent
 			r.leaseOwner, r.leaseFire, r.leaseEnd = owner, fire, end
@@ -353,7 +332,7 @@ func readCurrent(ctx context.Context, conn driver.Conn, database string, ids []s
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("import-legacy: read %s.%s: %w", db, chstore.TableLease, err)
+		return nil, fmt.Errorf("import-legacy: read %s.%s: %w", db, schema.TableLease, err)
 	}
 	rows, err = conn.Query(ctx, "SELECT hunt_id, toUInt64(argMax(overrun_count, updated)), argMax(too_aggressive, updated) != 0 FROM "+
 		db+".hunt_state WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id", clickhouse.Named("ids", ids))
@@ -376,7 +355,7 @@ func readCurrent(ctx context.Context, conn driver.Conn, database string, ids []s
 }
 
 // plan decides every hunt's action from what was read; now is the server clock.
-func plan(hunts []Hunt, old map[string]*legacyRow, cur map[string]currentRow, now int64, broken []string) []Item {
+func plan(hunts []hunt.Hunt, old map[string]*legacyRow, cur map[string]currentRow, now int64, broken []string) []Item {
 	var items []Item
 	used := map[string]bool{}
 	for _, h := range hunts {
@@ -402,7 +381,7 @@ func plan(hunts []Hunt, old map[string]*legacyRow, cur map[string]currentRow, no
 		}
 		used[lid] = true
 		it.Legacy, it.State = o.watermark, o.state
-		it.Watermark = o.watermark + h.Delay
+		it.Watermark = o.watermark + h.DelaySeconds()
 		switch {
 		case h.Interval <= 0:
 			it.Action, it.Reason = ActionRefused, "the hunt has no schedule"
@@ -423,7 +402,7 @@ func plan(hunts []Hunt, old map[string]*legacyRow, cur map[string]currentRow, no
 			it.Action = ActionImport
 		}
 		if it.Action == ActionImport || it.Action == ActionDone {
-			it.firstRun(h, now)
+			it.firstRun(&h, now)
 			it.StateCarried = o.state != nil && (o.state.OverrunCount > c.overruns || (o.state.TooAggressive && !c.tooAggr))
 		}
 		items = append(items, it)
@@ -451,12 +430,13 @@ func plan(hunts []Hunt, old map[string]*legacyRow, cur map[string]currentRow, no
 // firstRun fills in the first run after the import: the runner owes the newest fire after
 // the watermark, so an off-grid watermark makes a first window that starts there and ends at
 // the next fire.
-func (it *Item) firstRun(h Hunt, now int64) {
-	fire := max(schedule.LatestFire(now, h.Interval, h.Offset), schedule.NextFire(it.Watermark, h.Interval, h.Offset))
-	s := schedule.RunSpan(it.Watermark, true, fire, h.Interval, h.maxCatchup())
+func (it *Item) firstRun(h *hunt.Hunt, now int64) {
+	iv, off := h.IntervalSeconds(), h.OffsetSeconds()
+	fire := max(schedule.LatestFire(now, iv, off), schedule.NextFire(it.Watermark, iv, off))
+	s := schedule.RunSpan(it.Watermark, true, fire, iv, h.MaxCatchupSeconds())
 	it.FirstStart, it.FirstEnd = it.Watermark, s.End
 	it.GapStart, it.GapEnd = s.GapStart, s.GapEnd
-	it.OffGrid = schedule.LatestFire(it.Watermark, h.Interval, h.Offset) != it.Watermark
+	it.OffGrid = schedule.LatestFire(it.Watermark, iv, off) != it.Watermark
 }
 
 func fileStem(file string) string {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/store"
 )
 
@@ -22,9 +23,9 @@ func BenchmarkDelivery(b *testing.B) {
 	db := testDB(b)
 	recv := newReceiver(b)
 	cfg := webhookConfig(recv.URL, nil)
-	var hunts []Hunt
+	var hunts []hunt.Hunt
 	for i := range 16 {
-		hunts = append(hunts, Hunt{ID: fmt.Sprintf("h%02d", i), Severity: "high"})
+		hunts = append(hunts, hunt.Hunt{ID: fmt.Sprintf("h%02d", i), Severity: "high"})
 	}
 	o := testOptions(db, cfg, "bench")
 	o.Batch = 64

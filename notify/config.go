@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
 // Sink types.
@@ -122,7 +124,7 @@ func (c *Config) Sink(name string) (Sink, bool) {
 
 // SinksFor returns the sinks a hunt notifies: its own notify: list when it has one, else the
 // first matching route's sinks. Unknown names are dropped (validate reports them).
-func (c *Config) SinksFor(h Hunt) []string {
+func (c *Config) SinksFor(h *hunt.Hunt) []string {
 	if c == nil {
 		return nil
 	}
@@ -144,7 +146,7 @@ func (c *Config) SinksFor(h Hunt) []string {
 	return out
 }
 
-func (r Route) matches(h Hunt) bool {
+func (r Route) matches(h *hunt.Hunt) bool {
 	for k, v := range r.Match {
 		got := h.ID
 		if k == "severity" {
@@ -163,7 +165,7 @@ func (r Route) matches(h Hunt) bool {
 }
 
 // UnknownSinks lists the names in a hunt's notify: list that the config does not define.
-func (c *Config) UnknownSinks(h Hunt) []string {
+func (c *Config) UnknownSinks(h *hunt.Hunt) []string {
 	var out []string
 	for _, n := range h.Notify {
 		if _, ok := c.Sink(n); !ok {

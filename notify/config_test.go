@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
 func writeFile(t *testing.T, dir, name string, data []byte) string {
@@ -72,20 +73,20 @@ external_url: https://hunts.example.com/
 		t.Errorf("max %d horizon %s", cfg.MaxFindings, cfg.Horizon)
 	}
 	for _, tt := range []struct {
-		h    Hunt
+		h    hunt.Hunt
 		want []string
 	}{
-		{Hunt{ID: "a", Severity: "critical"}, []string{"am", "soc"}},
-		{Hunt{ID: "b", Severity: "low", Labels: map[string]string{"team": "net"}}, []string{"chat"}},
-		{Hunt{ID: "c", Severity: "low"}, []string{"soc"}},
-		{Hunt{ID: "d", Severity: "critical", Notify: []string{"chat"}}, []string{"chat"}},
-		{Hunt{ID: "e", Severity: "critical", Notify: []string{}}, []string{}},
+		{hunt.Hunt{ID: "a", Severity: "critical"}, []string{"am", "soc"}},
+		{hunt.Hunt{ID: "b", Severity: "low", Labels: map[string]string{"team": "net"}}, []string{"chat"}},
+		{hunt.Hunt{ID: "c", Severity: "low"}, []string{"soc"}},
+		{hunt.Hunt{ID: "d", Severity: "critical", Notify: []string{"chat"}}, []string{"chat"}},
+		{hunt.Hunt{ID: "e", Severity: "critical", Notify: []string{}}, []string{}},
 	} {
-		if got := cfg.SinksFor(tt.h); !slices.Equal(got, tt.want) {
+		if got := cfg.SinksFor(&tt.h); !slices.Equal(got, tt.want) {
 			t.Errorf("SinksFor(%s) = %v, want %v", tt.h.ID, got, tt.want)
 		}
 	}
-	if u := cfg.UnknownSinks(Hunt{Notify: []string{"soc", "nope"}}); !slices.Equal(u, []string{"nope"}) {
+	if u := cfg.UnknownSinks(&hunt.Hunt{Notify: []string{"soc", "nope"}}); !slices.Equal(u, []string{"nope"}) {
 		t.Errorf("UnknownSinks = %v", u)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
 // Options configure a Dispatcher. Zero values take the defaults in brackets.
@@ -186,14 +187,15 @@ func (r *PollResult) add(o string) {
 // Poll runs one pass: plan new committed fires, claim what is due, deliver the claims.
 func (d *Dispatcher) Poll(ctx context.Context) (PollResult, error) {
 	var res PollResult
-	hunts := d.src()
-	if hunts == nil {
+	set := d.src()
+	if set == nil {
 		return res, nil
 	}
+	hunts := set.Enabled()
 	if err := d.ensureEnabled(ctx); err != nil {
 		return res, err
 	}
-	byID := make(map[string]Hunt, len(hunts))
+	byID := make(map[string]*hunt.Hunt, len(hunts))
 	want := map[string][]owed{}
 	start := time.Now()
 	from := start.Add(-d.o.Lookback)
@@ -338,7 +340,7 @@ func inFireOrder(won []held) [][]held {
 
 // planFire records the fire's suppression keys (when the hunt suppresses) and writes the first
 // row of each missing sink: pending, or suppressed when every finding was notified before.
-func (d *Dispatcher) planFire(ctx context.Context, h Hunt, w work, missing []string) (string, error) {
+func (d *Dispatcher) planFire(ctx context.Context, h *hunt.Hunt, w work, missing []string) (string, error) {
 	status := StatusPending
 	if h.Suppress != nil && len(h.Suppress.By) > 0 {
 		fs, err := d.st.findings(ctx, w.HuntID, w.Fire, w.RunID)
@@ -367,7 +369,7 @@ func (d *Dispatcher) planFire(ctx context.Context, h Hunt, w work, missing []str
 
 // unsuppressed filters a fire's findings down to those not notified by an earlier fire within
 // the hunt's suppress.for; it returns them and how many were held back.
-func (d *Dispatcher) unsuppressed(ctx context.Context, h Hunt, fire int64, fs []finding) ([]finding, int, error) {
+func (d *Dispatcher) unsuppressed(ctx context.Context, h *hunt.Hunt, fire int64, fs []finding) ([]finding, int, error) {
 	if h.Suppress == nil || len(h.Suppress.By) == 0 {
 		return fs, 0, nil
 	}
@@ -389,7 +391,7 @@ func (d *Dispatcher) unsuppressed(ctx context.Context, h Hunt, fire int64, fs []
 }
 
 // deliver sends one claimed delivery and writes its outcome; now estimates the server clock.
-func (d *Dispatcher) deliver(ctx context.Context, h Hunt, c held, windowStart int64, now time.Time) string {
+func (d *Dispatcher) deliver(ctx context.Context, h *hunt.Hunt, c held, windowStart int64, now time.Time) string {
 	log := d.log.With("hunt_id", c.HuntID, "fire", time.Unix(c.Fire, 0).UTC().Format(time.RFC3339), "sink", c.Sink,
 		"attempt", c.Attempt, "idempotency_key", c.Key)
 	sendCtx, cancelSend := context.WithCancel(ctx)
@@ -459,7 +461,7 @@ func (d *Dispatcher) deliver(ctx context.Context, h Hunt, c held, windowStart in
 }
 
 // attempt builds the notification and posts it once; it returns the status to record.
-func (d *Dispatcher) attempt(ctx context.Context, h Hunt, c held, windowStart int64, now time.Time) (status, lastErr string, backoff time.Duration) {
+func (d *Dispatcher) attempt(ctx context.Context, h *hunt.Hunt, c held, windowStart int64, now time.Time) (status, lastErr string, backoff time.Duration) {
 	sink, ok := d.o.Config.Sink(c.Sink)
 	if !ok {
 		return StatusDead, "sink " + c.Sink + " is no longer in the notify config", 0

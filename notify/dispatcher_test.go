@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
@@ -29,7 +30,7 @@ func TestEveryCommittedFireDeliveredOnceKeyAcrossRetriesAndDispatchers(t *testin
 	recv.fail = 7
 	key := secret(t)
 	cfg := webhookConfig(recv.URL, key)
-	hunts := []Hunt{{ID: "brute", Severity: "high", Labels: map[string]string{"team": "secops"}}, {ID: "dns", Severity: "low"}}
+	hunts := []hunt.Hunt{{ID: "brute", Severity: "high", Labels: map[string]string{"team": "secops"}}, {ID: "dns", Severity: "low"}}
 
 	base := baseFire()
 	want := map[string]bool{}
@@ -112,7 +113,7 @@ func TestKilledDispatcherDeliveryCompletedByPeerAfterLease(t *testing.T) {
 	recv.hold = make(chan struct{})
 	recv.arrived = make(chan string, 10)
 	cfg := webhookConfig(recv.URL, nil)
-	hunts := []Hunt{{ID: "brute", Severity: "high"}}
+	hunts := []hunt.Hunt{{ID: "brute", Severity: "high"}}
 	fire := baseFire()
 	commit(t, db, "brute", fire, `{"host":"a"}`)
 
@@ -160,7 +161,7 @@ func TestSuppressionAcrossDispatchers(t *testing.T) {
 	db := testDB(t)
 	recv := newReceiver(t)
 	cfg := webhookConfig(recv.URL, nil)
-	hunts := []Hunt{{ID: "brute", Severity: "high", Suppress: &Suppress{By: []string{"host"}, For: time.Hour}}}
+	hunts := []hunt.Hunt{{ID: "brute", Severity: "high", Suppress: &hunt.Suppress{By: []string{"host"}, For: time.Hour}}}
 	a := newDispatcher(t, db, hunts, testOptions(db, cfg, "pod-a"))
 	b := newDispatcher(t, db, hunts, testOptions(db, cfg, "pod-b"))
 	ctx := context.Background()
@@ -234,7 +235,7 @@ func TestPermanentFailureDeadLetteredThenRequeued(t *testing.T) {
 	recv := newReceiver(t)
 	recv.fail, recv.failCode = 1, http.StatusBadRequest
 	cfg := webhookConfig(recv.URL, nil)
-	hunts := []Hunt{{ID: "brute", Severity: "high"}}
+	hunts := []hunt.Hunt{{ID: "brute", Severity: "high"}}
 	fire := baseFire()
 	commit(t, db, "brute", fire, `{"host":"a"}`)
 	d := newDispatcher(t, db, hunts, testOptions(db, cfg, "pod-a"))
@@ -284,7 +285,7 @@ func TestRetryHorizonDeadLetters(t *testing.T) {
 	cfg.Horizon = time.Nanosecond
 	fire := baseFire()
 	commit(t, db, "brute", fire, `{"host":"a"}`)
-	d := newDispatcher(t, db, []Hunt{{ID: "brute"}}, testOptions(db, cfg, "pod-a"))
+	d := newDispatcher(t, db, []hunt.Hunt{{ID: "brute"}}, testOptions(db, cfg, "pod-a"))
 	k := key{"brute", fire.Unix(), "soc"}
 	chtest.Eventually(t, 30*time.Second, "dead letter", func() bool {
 		_, _ = d.Poll(context.Background())
@@ -306,7 +307,7 @@ func TestSinkURLNeverInLastError(t *testing.T) {
 		Routes: []Route{{Sinks: []string{"chat"}}}, MaxFindings: 20, Horizon: time.Hour}
 	fire := baseFire()
 	commit(t, db, "brute", fire, `{"host":"a"}`)
-	d := newDispatcher(t, db, []Hunt{{ID: "brute"}}, testOptions(db, cfg, "pod-a"))
+	d := newDispatcher(t, db, []hunt.Hunt{{ID: "brute"}}, testOptions(db, cfg, "pod-a"))
 	k := key{"brute", fire.Unix(), "chat"}
 	chtest.Eventually(t, 30*time.Second, "a failed attempt", func() bool {
 		_, _ = d.Poll(context.Background())
@@ -327,7 +328,7 @@ func TestUnroutedHuntsWriteNothing(t *testing.T) {
 	commit(t, db, "quiet", fire, `{"host":"a"}`)
 	commit(t, db, "optout", fire, `{"host":"a"}`)
 	commit(t, db, "crit", fire, `{"host":"a"}`)
-	d := newDispatcher(t, db, []Hunt{{ID: "quiet", Severity: "low"}, {ID: "optout", Severity: "critical", Notify: []string{}},
+	d := newDispatcher(t, db, []hunt.Hunt{{ID: "quiet", Severity: "low"}, {ID: "optout", Severity: "critical", Notify: []string{}},
 		{ID: "crit", Severity: "critical"}}, testOptions(db, cfg, "pod-a"))
 	chtest.Eventually(t, 30*time.Second, "crit delivered", func() bool {
 		_, _ = d.Poll(context.Background())
@@ -348,7 +349,7 @@ func TestSlowSinkLeaseRenewedNoSecondSender(t *testing.T) {
 	recv.arrived = make(chan string, 10)
 	cfg := webhookConfig(recv.URL, nil)
 	cfg.Sinks[0].Timeout = time.Minute
-	hunts := []Hunt{{ID: "brute"}}
+	hunts := []hunt.Hunt{{ID: "brute"}}
 	fire := baseFire()
 	commit(t, db, "brute", fire, `{"host":"a"}`)
 	o := testOptions(db, cfg, "pod-a")
@@ -399,7 +400,7 @@ func TestBackoffDoesNotStarveNewerFires(t *testing.T) {
 		Routes: []Route{{Sinks: []string{"up", "down"}}}, MaxFindings: 20, Horizon: DefaultHorizon}
 	o := testOptions(db, cfg, "pod-a")
 	o.Batch, o.RetryBase, o.RetryMax = 2, time.Hour, time.Hour // a poll reads at most 8 fires
-	d := newDispatcher(t, db, []Hunt{{ID: "brute"}}, o)
+	d := newDispatcher(t, db, []hunt.Hunt{{ID: "brute"}}, o)
 	base := baseFire()
 	for i := range 12 {
 		commit(t, db, "brute", base.Add(time.Duration(i)*time.Minute), `{"host":"a"}`)
@@ -431,7 +432,7 @@ func TestEchoingSinkSecretsNotStoredOrLogged(t *testing.T) {
 	var logs syncBuffer
 	o := testOptions(db, cfg, "pod-a")
 	o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	d := newDispatcher(t, db, []Hunt{{ID: "brute"}}, o)
+	d := newDispatcher(t, db, []hunt.Hunt{{ID: "brute"}}, o)
 	chtest.Eventually(t, 30*time.Second, "a failed attempt of each sink", func() bool {
 		_, _ = d.Poll(context.Background())
 		ds := deliveries(t, db)

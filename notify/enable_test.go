@@ -9,8 +9,9 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // pollUntil runs d.Poll until cond holds.
@@ -38,7 +39,7 @@ func TestSinkEnabledAfterHistoryGetsOnlyNewFires(t *testing.T) {
 		commitAt(t, db, "h", fire, fire.Add(2*time.Second), fmt.Sprintf(`{"n":%d}`, i))
 		history = append(history, fire)
 	}
-	hunts := []Hunt{{ID: "h", Severity: "high"}}
+	hunts := []hunt.Hunt{{ID: "h", Severity: "high"}}
 	// Both sinks are enabled by the same first poll; "hist" asks for two hours of history.
 	cfg := &Config{Sinks: []Sink{{Name: "new", Type: TypeWebhook, URLs: []string{recv.URL}, Timeout: 5 * time.Second},
 		{Name: "hist", Type: TypeWebhook, URLs: []string{hist.URL}, Timeout: 5 * time.Second, Lookback: 2 * time.Hour}},
@@ -100,7 +101,7 @@ func TestQueuedClaimWithLapsingLeaseNotSentTwice(t *testing.T) {
 	}
 	o := testOptions(db, webhookConfig(recv.URL, nil), "a")
 	o.Lease = 2 * time.Second
-	d := newDispatcher(t, db, []Hunt{{ID: "q"}}, o)
+	d := newDispatcher(t, db, []hunt.Hunt{{ID: "q"}}, o)
 	done := make(chan PollResult, 1)
 	go func() {
 		r, err := d.Poll(context.Background())
@@ -147,7 +148,7 @@ func TestSinkInUseBeforeEnablementKeepsItsFires(t *testing.T) {
 	// The earlier version planned and delivered a fire two hours ago...
 	old := now.Add(-2 * time.Hour)
 	commitAt(t, db, "h", old, old.Add(time.Second), `{"n":"old"}`)
-	err := db.Conn.Exec(context.Background(), "INSERT INTO "+chstore.QuoteIdent(db.Name)+"."+chstore.TableDelivery+
+	err := db.Conn.Exec(context.Background(), "INSERT INTO "+schema.QuoteIdent(db.Name)+"."+schema.TableDelivery+
 		" ("+deliveryCols+") SELECT 'h', toDateTime({f:Int64}, 'UTC'), 'soc', generateUUIDv4(), 'k', 'delivered', 1, '',"+
 		" toDateTime64(0, 3, 'UTC'), fromUnixTimestamp64Micro({c:Int64}, 'UTC'), fromUnixTimestamp64Micro({c:Int64}, 'UTC'),"+
 		" generateUUIDv4(), 'old-version', toDateTime64(0, 3, 'UTC'), fromUnixTimestamp64Micro({c:Int64}, 'UTC')",
@@ -162,7 +163,7 @@ func TestSinkInUseBeforeEnablementKeepsItsFires(t *testing.T) {
 	}
 	cfg := &Config{Sinks: []Sink{{Name: "soc", Type: TypeWebhook, URLs: []string{recv.URL}, Timeout: 5 * time.Second}},
 		Routes: []Route{{Sinks: []string{"soc"}}}, MaxFindings: DefaultMaxFindings, Horizon: DefaultHorizon}
-	d := newDispatcher(t, db, []Hunt{{ID: "h"}}, testOptions(db, cfg, "a"))
+	d := newDispatcher(t, db, []hunt.Hunt{{ID: "h"}}, testOptions(db, cfg, "a"))
 	pollUntil(t, d, "the fires committed while stopped delivered", func() bool { return len(recv.ok(t)) >= 3 })
 	if n := len(recv.ok(t)); n != 3 {
 		t.Errorf("%d notifications, want the 3 unplanned fires (the delivered one is not sent again)", n)

@@ -7,23 +7,22 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // CommittedFindingsSQL selects the committed findings of fires since {since:Int64} (epoch
 // seconds), optionally of one hunt ({hunt:String}, ” for all), newest fire first. A finding is
 // committed when hunt_watermark holds its (hunt_id, fire, run_id): rows of attempts that never
 // committed are left out, and a retried insert's duplicates are read once (LIMIT 1 BY). A
-// backfill chunk commits under chstore.BackfillKey; its findings are the hunt's.
+// backfill chunk commits under schema.BackfillKey; its findings are the hunt's.
 // docs/findings.md shows the same statement for Grafana.
 func CommittedFindingsSQL(database string) string {
-	db := chstore.QuoteIdent(database)
+	db := schema.QuoteIdent(database)
 	return `SELECT f.hunt_id, f.fire, f.finding_id, f.finding, f.severity, f.labels, f.found
-FROM ` + db + `.` + chstore.QuoteIdent(chstore.TableFindings) + ` AS f
+FROM ` + db + `.` + schema.QuoteIdent(schema.TableFindings) + ` AS f
 WHERE f.fire >= toDateTime({since:Int64}, 'UTC') AND ({hunt:String} = '' OR f.hunt_id = {hunt:String})
   AND (f.hunt_id, f.fire, f.run_id) IN (
-        SELECT splitByChar('#', hunt_id)[1], watermark, run_id FROM ` + db + `.` + chstore.QuoteIdent(chstore.TableWatermark) + `
+        SELECT splitByChar('#', hunt_id)[1], watermark, run_id FROM ` + db + `.` + schema.QuoteIdent(schema.TableWatermark) + `
         WHERE watermark >= toDateTime({since:Int64}, 'UTC'))
 ORDER BY f.fire DESC, f.hunt_id, f.finding_id
 LIMIT 1 BY f.hunt_id, f.fire, f.finding_id

@@ -15,8 +15,9 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // testDB is a fresh database with the coordination tables (hunt_watermark keeps one row per
@@ -39,7 +40,7 @@ func commitAt(t testing.TB, db *chtest.DB, hunt string, fire, committed time.Tim
 	t.Helper()
 	run := uuid.New()
 	attempt(t, db, hunt, fire, run, findings...)
-	err := db.Conn.Exec(context.Background(), "INSERT INTO "+chstore.QuoteIdent(db.Name)+"."+chstore.TableWatermark+
+	err := db.Conn.Exec(context.Background(), "INSERT INTO "+schema.QuoteIdent(db.Name)+"."+schema.TableWatermark+
 		" (hunt_id, watermark, claim_id, updated, run_id, run_owner, run_start, run_rows, run_started)"+
 		" SELECT {h:String}, toDateTime({f:Int64}, 'UTC'), generateUUIDv4(),"+
 		" if({c:Int64} = 0, now64(6), fromUnixTimestamp64Micro({c:Int64}, 'UTC')), toUUID({r:String}), 'test',"+
@@ -58,7 +59,7 @@ func attempt(t testing.TB, db *chtest.DB, hunt string, fire time.Time, run uuid.
 	if len(findings) == 0 {
 		return
 	}
-	err := db.Conn.Exec(context.Background(), "INSERT INTO "+chstore.QuoteIdent(db.Name)+"."+chstore.TableFindings+
+	err := db.Conn.Exec(context.Background(), "INSERT INTO "+schema.QuoteIdent(db.Name)+"."+schema.TableFindings+
 		" (hunt_id, fire, finding_id, finding, severity, labels, run_id, found)"+
 		" SELECT {h:String}, toDateTime({f:Int64}, 'UTC'), cityHash64(x), x, 'high', map('team', 'secops'), toUUID({r:String}), now64(6)"+
 		" FROM (SELECT arrayJoin({fs:Array(String)}) AS x)",
@@ -180,9 +181,13 @@ func testOptions(db *chtest.DB, cfg *Config, owner string) Options {
 		Settle: 10 * time.Millisecond, Lease: 6 * time.Second, RetryBase: 20 * time.Millisecond, RetryMax: 100 * time.Millisecond}
 }
 
-func newDispatcher(t testing.TB, db *chtest.DB, hunts []Hunt, o Options) *Dispatcher {
+func newDispatcher(t testing.TB, db *chtest.DB, hunts []hunt.Hunt, o Options) *Dispatcher {
 	t.Helper()
-	d, err := New(db.Conn, func() []Hunt { return hunts }, o)
+	for i := range hunts {
+		hunts[i].Enabled = true
+	}
+	set := hunt.NewSet(hunts, "test", "")
+	d, err := New(db.Conn, func() *hunt.Set { return set }, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
@@ -27,7 +28,7 @@ func TestMetricsRecordOutcomes(t *testing.T) {
 	}
 	o := testOptions(db, cfg, "pod-a")
 	o.Metrics = m
-	d := newDispatcher(t, db, []Hunt{{ID: "brute"}}, o)
+	d := newDispatcher(t, db, []hunt.Hunt{{ID: "brute"}}, o)
 	commit(t, db, "brute", baseFire(), `{"host":"a"}`)
 	ctx := context.Background()
 	chtest.Eventually(t, 30*time.Second, "both deliveries final", func() bool {

@@ -12,28 +12,14 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
-// Hunt is what the Dispatcher needs of one hunt definition.
-type Hunt struct {
-	ID          string
-	Description string
-	Severity    string
-	Labels      map[string]string
-	// Notify is the hunt's own notify: list; nil leaves it to the config's routes.
-	Notify   []string
-	Suppress *Suppress
-}
-
-// Suppress is a hunt's suppress: block (configsrc.Suppress).
-type Suppress struct {
-	By  []string
-	For time.Duration
-}
-
-// Source yields the current hunts; nil means nothing has loaded yet. It is called once per
-// poll and must be cheap.
-type Source func() []Hunt
+// Source yields the current hunt set; nil means nothing has loaded yet. It is called once per
+// poll and must be cheap. The Dispatcher notifies for the set's enabled hunts (a disabled hunt
+// never commits a run).
+type Source func() *hunt.Set
 
 // Notification is one (hunt, fire) as every sink type renders it.
 type Notification struct {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
@@ -60,7 +61,7 @@ func TestSIGKILLedDispatcherDeliveryCompletedByPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(recv.hold)
-	peer := newDispatcher(t, db, []Hunt{{ID: "brute"}}, testOptions(db, webhookConfig(recv.URL, nil), "pod-peer"))
+	peer := newDispatcher(t, db, []hunt.Hunt{{ID: "brute"}}, testOptions(db, webhookConfig(recv.URL, nil), "pod-peer"))
 	stop := run(t, peer)
 	chtest.Eventually(t, 30*time.Second, "the peer's delivery", func() bool { return len(recv.ok(t)) == 1 })
 	stop()
@@ -94,6 +95,6 @@ func TestDispatcherChildProcess(t *testing.T) {
 	db := &chtest.DB{Conn: conn, Name: name}
 	o := testOptions(db, webhookConfig(os.Getenv(childSink), nil), "pod-killed")
 	o.Lease = 2 * time.Second
-	d := newDispatcher(t, db, []Hunt{{ID: "brute"}}, o)
+	d := newDispatcher(t, db, []hunt.Hunt{{ID: "brute"}}, o)
 	_ = d.Start(context.Background()) // until SIGKILL
 }

@@ -7,8 +7,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // Counts are the deliveries by newest status.
@@ -119,7 +118,7 @@ func Retry(ctx context.Context, conn driver.Conn, database, owner string, f Retr
 	}
 	// The status check runs on the server as the rows are written: a delivery a peer re-queued
 	// and claimed meanwhile is not dead any more and is left alone.
-	q := `INSERT INTO ` + st.table(chstore.TableDelivery) + ` (` + deliveryCols + `)
+	q := `INSERT INTO ` + st.table(schema.TableDelivery) + ` (` + deliveryCols + `)
 SELECT hunt_id, fire, sink, run_id, idempotency_key, 'pending', attempts, concat('re-queued after: ', last_error), now64(3),
        now64(6), delivered, toUUID('` + nilUUID + `'), {owner:String}, toDateTime64(0, 3, 'UTC'), now64(6)
 FROM (` + st.newestSQL(where) + `)

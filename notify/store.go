@@ -10,9 +10,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 	"github.com/tidwall/gjson"
-
-	"github.com/hunt-runner/hunt-runner/chstore"
 )
 
 // Delivery statuses (hunt_delivery.status).
@@ -36,7 +35,7 @@ type deliveryStore struct {
 }
 
 func (s deliveryStore) table(name string) string {
-	return chstore.QuoteIdent(s.db) + "." + chstore.QuoteIdent(name)
+	return schema.QuoteIdent(s.db) + "." + schema.QuoteIdent(name)
 }
 
 // newestSQL gives the newest row of every (hunt, fire, sink) matching where, and tied: another
@@ -50,7 +49,7 @@ FROM (SELECT hunt_id, fire, sink,
              argMax((run_id, idempotency_key, status, attempts, last_error, next_attempt, created, delivered, claim_id, owner,
                      lease_until, updated), (updated, claim_id)) AS t,
              argMin(claim_id, (-toUnixTimestamp64Micro(updated), claim_id)) AS lo
-      FROM ` + s.table(chstore.TableDelivery) + `
+      FROM ` + s.table(schema.TableDelivery) + `
       WHERE ` + where + `
       GROUP BY hunt_id, fire, sink)`
 }
@@ -129,7 +128,7 @@ func (s deliveryStore) pending(ctx context.Context, want map[string][]owed, sinc
        d.sinks, d.statuses, d.nexts, d.leases
 FROM (SELECT hunt_id, watermark AS fire, argMax(run_id, updated) AS run_id, argMax(run_start, updated) AS run_start,
              argMax(run_rows, updated) AS run_rows, max(updated) AS committed
-      FROM ` + s.table(chstore.TableWatermark) + `
+      FROM ` + s.table(schema.TableWatermark) + `
       WHERE hunt_id IN {ids:Array(String)} AND watermark >= toDateTime({since:Int64}, 'UTC')
       GROUP BY hunt_id, watermark) AS c
 LEFT JOIN (SELECT hunt_id, fire, groupArray(sink) AS sinks, groupArray(status) AS statuses,
@@ -194,13 +193,13 @@ func (s deliveryStore) enable(ctx context.Context, sinks []string, owner string)
 	if err != nil || len(need) == 0 {
 		return out, err
 	}
-	q := `INSERT INTO ` + s.table(chstore.TableDelivery) + ` (` + deliveryCols + `)
+	q := `INSERT INTO ` + s.table(schema.TableDelivery) + ` (` + deliveryCols + `)
 SELECT '', toDateTime(0, 'UTC'), w.s, toUUID('` + nilUUID + `'), '', '` + StatusEnabled + `', 0, '', toDateTime64(0, 3, 'UTC'),
        if(e.present = 1, e.c, if(h.present = 1, least(h.first, now64(6)), now64(6))), toDateTime64(0, 6, 'UTC'),
        toUUID('` + nilUUID + `'), {owner:String}, toDateTime64(0, 3, 'UTC'), now64(6)
 FROM (SELECT arrayJoin({sinks:Array(String)}) AS s) AS w
 LEFT JOIN (` + s.markersSQL() + `) AS e ON e.sink = w.s
-LEFT JOIN (SELECT sink, min(created) AS first, 1 AS present FROM ` + s.table(chstore.TableDelivery) + `
+LEFT JOIN (SELECT sink, min(created) AS first, 1 AS present FROM ` + s.table(schema.TableDelivery) + `
            WHERE hunt_id != '' AND sink IN {sinks:Array(String)} GROUP BY sink) AS h ON h.sink = w.s`
 	if err := s.conn.Exec(writeCtx(ctx), q, clickhouse.Named("sinks", need), clickhouse.Named("owner", owner)); err != nil {
 		return nil, err
@@ -213,7 +212,7 @@ LEFT JOIN (SELECT sink, min(created) AS first, 1 AS present FROM ` + s.table(chs
 // (c), the created of the newest row (nc) and when the newest was written (u).
 func (s deliveryStore) markersSQL() string {
 	return `SELECT sink, min(created) AS c, argMax(created, updated) AS nc, max(updated) AS u, 1 AS present
-FROM ` + s.table(chstore.TableDelivery) + `
+FROM ` + s.table(schema.TableDelivery) + `
 WHERE hunt_id = '' AND fire = toDateTime(0, 'UTC') AND status = '` + StatusEnabled + `' AND sink IN {sinks:Array(String)}
 GROUP BY sink`
 }
@@ -260,11 +259,11 @@ func (s deliveryStore) plan(ctx context.Context, w work, sinks []string, status,
 	for i, sk := range sinks {
 		keys[i] = IdempotencyKey(w.HuntID, w.Fire, sk)
 	}
-	q := `INSERT INTO ` + s.table(chstore.TableDelivery) + ` (` + deliveryCols + `)
+	q := `INSERT INTO ` + s.table(schema.TableDelivery) + ` (` + deliveryCols + `)
 SELECT {h:String}, toDateTime({f:Int64}, 'UTC'), c.1, toUUID({r:String}), c.2, {st:String}, 0, '', now64(3), now64(6),
        toDateTime64(0, 6, 'UTC'), toUUID('` + nilUUID + `'), {owner:String}, toDateTime64(0, 3, 'UTC'), now64(6)
 FROM (SELECT arrayJoin(arrayZip({sinks:Array(String)}, {keys:Array(String)})) AS c)
-WHERE c.1 NOT IN (SELECT sink FROM ` + s.table(chstore.TableDelivery) + `
+WHERE c.1 NOT IN (SELECT sink FROM ` + s.table(schema.TableDelivery) + `
                   WHERE hunt_id = {h:String} AND fire = toDateTime({f:Int64}, 'UTC'))`
 	return s.conn.Exec(writeCtx(ctx), q, clickhouse.Named("h", w.HuntID), clickhouse.Named("f", w.Fire),
 		clickhouse.Named("r", w.RunID.String()), clickhouse.Named("st", status), clickhouse.Named("owner", owner),
@@ -276,7 +275,7 @@ WHERE c.1 NOT IN (SELECT sink FROM ` + s.table(chstore.TableDelivery) + `
 // holder died). It counts the attempt. A tie at the top does not stop a claim: two claims
 // that tied both lost (held refuses ties), and only a newer row can settle the key again.
 func (s deliveryStore) claim(ctx context.Context, keys []key, claimID uuid.UUID, owner string, lease time.Duration) error {
-	q := `INSERT INTO ` + s.table(chstore.TableDelivery) + ` (` + deliveryCols + `)
+	q := `INSERT INTO ` + s.table(schema.TableDelivery) + ` (` + deliveryCols + `)
 SELECT hunt_id, fire, sink, run_id, idempotency_key, 'delivering', attempts + 1, last_error, next_attempt, created, delivered,
        toUUID({claim:String}), {owner:String}, now64(3) + toIntervalMillisecond({lease_ms:Int64}), now64(6)
 FROM (` + s.newestSQL(keysWhere) + `)
@@ -333,7 +332,7 @@ WHERE claim_id = toUUID({claim:String}) AND NOT tied AND status = 'delivering' A
 // fencedCopy inserts a copy of h's newest row with the given changes, only while that row is
 // still h's claim, not tied, delivering and live on the server clock.
 func (s deliveryStore) fencedCopy(ctx context.Context, h held, status, lastError, nextAttempt, delivered, leaseUntil string, extra ...any) error {
-	q := `INSERT INTO ` + s.table(chstore.TableDelivery) + ` (` + deliveryCols + `)
+	q := `INSERT INTO ` + s.table(schema.TableDelivery) + ` (` + deliveryCols + `)
 SELECT hunt_id, fire, sink, run_id, idempotency_key, ` + status + `, attempts, ` + lastError + `, ` + nextAttempt + `, created,
        ` + delivered + `, claim_id, owner, ` + leaseUntil + `, now64(6)
 FROM (` + s.newestSQL(keysWhere) + `)
@@ -377,7 +376,7 @@ type finding struct {
 
 // findings reads the committed run's findings of a fire, once each, ordered by finding_id.
 func (s deliveryStore) findings(ctx context.Context, huntID string, fire int64, runID uuid.UUID) ([]finding, error) {
-	rows, err := s.conn.Query(ctx, `SELECT finding_id, finding FROM `+s.table(chstore.TableFindings)+`
+	rows, err := s.conn.Query(ctx, `SELECT finding_id, finding FROM `+s.table(schema.TableFindings)+`
 WHERE hunt_id = {h:String} AND fire = toDateTime({f:Int64}, 'UTC') AND run_id = toUUID({r:String})
 ORDER BY finding_id LIMIT 1 BY finding_id`,
 		clickhouse.Named("h", huntID), clickhouse.Named("f", fire), clickhouse.Named("r", runID.String()))
@@ -416,7 +415,7 @@ func (s deliveryStore) suppressedKeys(ctx context.Context, huntID string, fire i
 	if len(keys) == 0 {
 		return out, nil
 	}
-	rows, err := s.conn.Query(ctx, `SELECT DISTINCT suppress_key FROM `+s.table(chstore.TableSuppress)+`
+	rows, err := s.conn.Query(ctx, `SELECT DISTINCT suppress_key FROM `+s.table(schema.TableSuppress)+`
 WHERE hunt_id = {h:String} AND suppress_key IN {keys:Array(String)}
   AND fire >= toDateTime({from:Int64}, 'UTC') AND fire < toDateTime({f:Int64}, 'UTC')`,
 		clickhouse.Named("h", huntID), clickhouse.Named("keys", keys),
@@ -440,7 +439,7 @@ func (s deliveryStore) recordSuppress(ctx context.Context, huntID string, fire i
 	if len(keys) == 0 {
 		return nil
 	}
-	return s.conn.Exec(writeCtx(ctx), `INSERT INTO `+s.table(chstore.TableSuppress)+` (hunt_id, suppress_key, fire, recorded)
+	return s.conn.Exec(writeCtx(ctx), `INSERT INTO `+s.table(schema.TableSuppress)+` (hunt_id, suppress_key, fire, recorded)
 SELECT {h:String}, arrayJoin({keys:Array(String)}), toDateTime({f:Int64}, 'UTC'), now64(6)`,
 		clickhouse.Named("h", huntID), clickhouse.Named("keys", keys), clickhouse.Named("f", fire))
 }

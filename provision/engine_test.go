@@ -13,9 +13,9 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/schedule"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // chDB (clickhouse-local) has no writable access storage: its default user may not create
@@ -177,7 +177,7 @@ func TestHuntsApplyTwiceOnEngine(t *testing.T) {
 	dropUserAtCleanup(t, db, user)
 	if onRealServer() {
 		t.Cleanup(func() {
-			_ = db.Conn.Exec(context.Background(), "DROP SETTINGS PROFILE IF EXISTS "+chstore.QuoteIdent(user+"_profile"))
+			_ = db.Conn.Exec(context.Background(), "DROP SETTINGS PROFILE IF EXISTS "+schema.QuoteIdent(user+"_profile"))
 		})
 	}
 	p, err := Generate(Options{Role: RoleHunts, Database: db.Name, User: user, SourceDatabases: []string{src.Name}, MaxExecutionTime: 60})
@@ -220,7 +220,7 @@ func TestHuntsApplyTwiceOnEngine(t *testing.T) {
 // the user is created so that a failing test leaves none behind.
 func dropUserAtCleanup(t *testing.T, db *chtest.DB, user string) {
 	if onRealServer() {
-		t.Cleanup(func() { _ = db.Conn.Exec(context.Background(), "DROP USER IF EXISTS "+chstore.QuoteIdent(user)) })
+		t.Cleanup(func() { _ = db.Conn.Exec(context.Background(), "DROP USER IF EXISTS "+schema.QuoteIdent(user)) })
 	}
 }
 
@@ -245,7 +245,7 @@ func checkScalerIdentity(t *testing.T, ctx context.Context, db *chtest.DB, user,
 	if err := conn.QueryRow(ctx, "SELECT value FROM "+db.Name+"."+BacklogView).Scan(&v); err != nil {
 		t.Fatalf("scaler cannot read the view: %v", err)
 	}
-	if err := chstore.CheckLayout(ctx, conn, db.Name); err != nil {
+	if err := schema.CheckLayout(ctx, conn, db.Name); err != nil {
 		t.Fatalf("the shim's layout check as the scaler: %v", err)
 	}
 	if err := conn.QueryRow(ctx, "SELECT count() FROM "+db.Name+".hunt_schedule").Scan(&v); err == nil {

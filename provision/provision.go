@@ -39,8 +39,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/schedule"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // BacklogView is the view the scaler identity reads. The suffix versions its meaning: one row,
@@ -210,7 +210,7 @@ func Generate(o Options) (*Plan, error) {
 		p.hunts()
 	}
 	if o.RotatePassword {
-		p.add(KindUser, "ALTER USER %s%s IDENTIFIED WITH sha256_password BY '%s'", chstore.QuoteIdent(o.User), p.onCluster(), PasswordPlaceholder)
+		p.add(KindUser, "ALTER USER %s%s IDENTIFIED WITH sha256_password BY '%s'", schema.QuoteIdent(o.User), p.onCluster(), PasswordPlaceholder)
 	}
 	return p, nil
 }
@@ -223,7 +223,7 @@ func (p *Plan) onCluster() string {
 	if p.Options.Cluster == "" {
 		return ""
 	}
-	return " ON CLUSTER " + chstore.QuoteIdent(p.Options.Cluster)
+	return " ON CLUSTER " + schema.QuoteIdent(p.Options.Cluster)
 }
 
 // BacklogViewSelect is the body of the backlog view: the due count of the schedule package
@@ -239,15 +239,15 @@ func BacklogViewSelect(database string) string {
 func BacklogViewSQL(database, cluster string) string {
 	on := ""
 	if cluster != "" {
-		on = " ON CLUSTER " + chstore.QuoteIdent(cluster)
+		on = " ON CLUSTER " + schema.QuoteIdent(cluster)
 	}
 	return fmt.Sprintf("CREATE OR REPLACE VIEW %s.%s%s\nDEFINER = CURRENT_USER SQL SECURITY DEFINER\nAS %s",
-		chstore.QuoteIdent(database), chstore.QuoteIdent(BacklogView), on, BacklogViewSelect(database))
+		schema.QuoteIdent(database), schema.QuoteIdent(BacklogView), on, BacklogViewSelect(database))
 }
 
 func (p *Plan) scaler() {
 	o := p.Options
-	db, user, profile := chstore.QuoteIdent(o.Database), chstore.QuoteIdent(o.User), chstore.QuoteIdent(o.User+"_profile")
+	db, user, profile := schema.QuoteIdent(o.Database), schema.QuoteIdent(o.User), schema.QuoteIdent(o.User+"_profile")
 	settings := fmt.Sprintf("readonly = 1, max_execution_time = %d", o.MaxExecutionTime)
 	// The view itself comes from `hunt-runner schema` (BacklogViewSQL); granting on it before it
 	// exists is allowed, so the order of schema and provision does not matter.
@@ -256,73 +256,66 @@ func (p *Plan) scaler() {
 	p.add(KindUser, "CREATE USER IF NOT EXISTS %s%s IDENTIFIED WITH sha256_password BY '%s'\nDEFAULT DATABASE %s SETTINGS PROFILE %s",
 		user, p.onCluster(), PasswordPlaceholder, db, profile)
 	p.add(KindUser, "ALTER USER %s%s DEFAULT DATABASE %s SETTINGS PROFILE %s", user, p.onCluster(), db, profile)
-	// hunt_schema is the one table it reads: the shim refuses a database of another layout
-	// (chstore.CheckLayout).
-	p.add(KindGrant, "GRANT%s SELECT ON %s.%s, SELECT ON %s.%s TO %s WITH REPLACE OPTION", p.onCluster(),
-		db, chstore.QuoteIdent(BacklogView), db, chstore.QuoteIdent(chstore.TableSchema), user)
+	// Besides the view, it reads what schema.Grants lists for it: hunt_schema only, as the shim
+	// refuses a database of another layout (schema.CheckLayout).
+	privs := []string{"SELECT ON " + db + "." + schema.QuoteIdent(BacklogView)}
+	privs = append(privs, tablePrivileges(o.Database, schema.IdentityScaler)...)
+	p.add(KindGrant, "GRANT%s %s TO %s WITH REPLACE OPTION", p.onCluster(), strings.Join(privs, ", "), user)
 }
 
 // runnerSystemTables are the system tables the runner reads: system.databases (the connection
 // check) and system.replicas (replica delay, bounding the claim settle).
 var runnerSystemTables = []string{"databases", "replicas"}
 
-// Which coordination tables each role writes; the runner reads the rest.
-var (
-	// The runner's notification dispatcher (run --notify-config) writes the delivery and
-	// suppression tables; cmd's TestRunnerRoleGrantsEveryTableRunWrites derives this list from
-	// what a real run inserts into.
-	runnerWrites = []string{chstore.TableLease, chstore.TableWatermark, chstore.TableState, chstore.TableRun, chstore.TableFindings,
-		chstore.TableHeartbeat, chstore.TableDelivery, chstore.TableSuppress}
-	materialiserWrites = []string{chstore.TableSchedule, chstore.TablePublish, chstore.TableRequest}
-)
-
 // user creates the role's user, with its default database; its password is set only at
 // creation (or by RotatePassword).
 func (p *Plan) user(defaultDB, profile string) {
 	o := p.Options
-	user := chstore.QuoteIdent(o.User)
+	user := schema.QuoteIdent(o.User)
 	settings := ""
 	if profile != "" {
-		settings = " SETTINGS PROFILE " + chstore.QuoteIdent(profile)
+		settings = " SETTINGS PROFILE " + schema.QuoteIdent(profile)
 	}
 	p.add(KindUser, "CREATE USER IF NOT EXISTS %s%s IDENTIFIED WITH sha256_password BY '%s'\nDEFAULT DATABASE %s%s",
-		user, p.onCluster(), PasswordPlaceholder, chstore.QuoteIdent(defaultDB), settings)
-	p.add(KindUser, "ALTER USER %s%s DEFAULT DATABASE %s%s", user, p.onCluster(), chstore.QuoteIdent(defaultDB), settings)
+		user, p.onCluster(), PasswordPlaceholder, schema.QuoteIdent(defaultDB), settings)
+	p.add(KindUser, "ALTER USER %s%s DEFAULT DATABASE %s%s", user, p.onCluster(), schema.QuoteIdent(defaultDB), settings)
 }
 
 // grant replaces the user's privileges with exactly privs, in one step, whatever it held.
 func (p *Plan) grant(privs []string) {
-	p.add(KindGrant, "GRANT%s\n  %s\nTO %s WITH REPLACE OPTION", p.onCluster(), strings.Join(privs, ",\n  "), chstore.QuoteIdent(p.Options.User))
+	p.add(KindGrant, "GRANT%s\n  %s\nTO %s WITH REPLACE OPTION", p.onCluster(), strings.Join(privs, ",\n  "), schema.QuoteIdent(p.Options.User))
+}
+
+// tablePrivileges are the privileges on hunt-runner's tables that schema.Grants gives id: the
+// one list of which identity reads and writes which table. The runner's notification
+// dispatcher (run --notify-config) writes the delivery and suppression tables; cmd's
+// TestRunnerRoleGrantsEveryTableRunWrites checks the list against what a real run inserts into.
+func tablePrivileges(database string, id schema.Identity) []string {
+	var privs []string
+	for _, a := range schema.Grants(id) {
+		grant := "SELECT"
+		if a.Insert {
+			grant = "SELECT, INSERT"
+		}
+		privs = append(privs, fmt.Sprintf("%s ON %s.%s", grant, schema.QuoteIdent(database), schema.QuoteIdent(a.Table)))
+	}
+	return privs
 }
 
 func (p *Plan) runner() {
 	o := p.Options
-	db := chstore.QuoteIdent(o.Database)
 	p.user(o.Database, "")
-	var privs []string
-	for _, t := range chstore.TableNames() {
-		grant := "SELECT"
-		if slices.Contains(runnerWrites, t) {
-			grant = "SELECT, INSERT"
-		}
-		privs = append(privs, fmt.Sprintf("%s ON %s.%s", grant, db, chstore.QuoteIdent(t)))
-	}
+	privs := tablePrivileges(o.Database, schema.IdentityRunner)
 	for _, t := range runnerSystemTables {
-		privs = append(privs, fmt.Sprintf("SELECT ON system.%s", chstore.QuoteIdent(t)))
+		privs = append(privs, fmt.Sprintf("SELECT ON system.%s", schema.QuoteIdent(t)))
 	}
 	p.grant(privs)
 }
 
 func (p *Plan) materialiser() {
 	o := p.Options
-	db := chstore.QuoteIdent(o.Database)
 	p.user(o.Database, "")
-	var privs []string
-	for _, t := range materialiserWrites {
-		privs = append(privs, fmt.Sprintf("SELECT, INSERT ON %s.%s", db, chstore.QuoteIdent(t)))
-	}
-	// materialise refuses a database of another layout (chstore.CheckLayout).
-	privs = append(privs, fmt.Sprintf("SELECT ON %s.%s", db, chstore.QuoteIdent(chstore.TableSchema)), "SELECT ON system.`databases`")
+	privs := append(tablePrivileges(o.Database, schema.IdentityMaterialiser), "SELECT ON system.`databases`")
 	p.grant(privs)
 }
 
@@ -335,12 +328,12 @@ func (p *Plan) hunts() {
 	settings := fmt.Sprintf("readonly = 2 CONST, allow_ddl = 0 CONST, allow_introspection_functions = 0 CONST, "+
 		"max_execution_time = %d MAX %d, max_memory_usage = %d MAX %d",
 		o.MaxExecutionTime, o.MaxExecutionTime, o.MaxMemoryUsage, o.MaxMemoryUsage)
-	p.add(KindProfile, "CREATE SETTINGS PROFILE IF NOT EXISTS %s%s SETTINGS %s", chstore.QuoteIdent(profile), p.onCluster(), settings)
-	p.add(KindProfile, "ALTER SETTINGS PROFILE %s%s SETTINGS %s", chstore.QuoteIdent(profile), p.onCluster(), settings)
+	p.add(KindProfile, "CREATE SETTINGS PROFILE IF NOT EXISTS %s%s SETTINGS %s", schema.QuoteIdent(profile), p.onCluster(), settings)
+	p.add(KindProfile, "ALTER SETTINGS PROFILE %s%s SETTINGS %s", schema.QuoteIdent(profile), p.onCluster(), settings)
 	p.user(o.SourceDatabases[0], profile)
 	var privs []string
 	for _, src := range o.SourceDatabases {
-		privs = append(privs, fmt.Sprintf("SELECT ON %s.*", chstore.QuoteIdent(src)))
+		privs = append(privs, fmt.Sprintf("SELECT ON %s.*", schema.QuoteIdent(src)))
 	}
 	p.grant(privs)
 }

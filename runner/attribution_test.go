@@ -8,11 +8,12 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/attrib"
 	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/store"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // comment is a log_comment as the tests decode it: every key of the schema.
@@ -40,7 +41,7 @@ const attributedQuery = "SELECT toString(getSetting('log_comment')) AS lc, JSONE
 func TestAttributionOfEveryRunStatement(t *testing.T) {
 	e := newEnv(t)
 	const id = `q"uo'te\back`
-	h := Hunt{ID: id, Interval: 3600, Offset: e.mid(3600), Query: attributedQuery, ConfigHash: "rev-0123abcd"}
+	h := hunt.Hunt{ID: id, Interval: 3600 * time.Second, Offset: sec(e.mid(3600)), Query: attributedQuery, Hash: "rev-0123abcd"}
 	fire := e.latest(h)
 	e.setWatermark(id, fire-3600)
 	from, to := fire-4800, fire-4200 // inside the two hours of events, before the live watermark: one chunk
@@ -48,13 +49,13 @@ func TestAttributionOfEveryRunStatement(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := chstore.BackfillKey(id, bid)
+	key := schema.BackfillKey(id, bid)
 	log := &chtest.Server{URL: strings.TrimSuffix(e.db.URL, "/")}
 	var mark uint64
 	if l := log.StatementLog(t); len(l) > 0 {
 		mark = l[len(l)-1].Seq
 	}
-	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
+	r := e.runner("pod-a", testSet("x", h), nil)
 	e.tickUntil(r, "the live fire and the backfill chunk to commit", func() bool {
 		live, _ := e.watermarkOf(id)
 		bf, _ := e.watermarkOf(key)
@@ -83,7 +84,7 @@ func TestAttributionOfEveryRunStatement(t *testing.T) {
 	if len(runs) != 2 {
 		t.Fatalf("committed runs %v, want the live fire and one backfill chunk", runs)
 	}
-	wantKind := map[string]string{string(store.KindScheduled): "live", string(store.KindBackfill): "backfill"}
+	wantKind := map[string]string{string(hunt.KindScheduled): "live", string(hunt.KindBackfill): "backfill"}
 	check := func(what, raw, runID string) {
 		t.Helper()
 		var c comment
@@ -92,7 +93,7 @@ func TestAttributionOfEveryRunStatement(t *testing.T) {
 		}
 		ru, ok := runs[runID]
 		want := comment{App: "hunt-runner", HuntID: id, Fire: time.Unix(ru.fire, 0).UTC().Format(time.RFC3339), RunID: runID,
-			Revision: "rev-0123abcd", Kind: wantKind[ru.kind], RunnerID: "pod-a", HuntSet: DefaultHuntSet}
+			Revision: "rev-0123abcd", Kind: wantKind[ru.kind], RunnerID: "pod-a", HuntSet: hunt.HuntSetDefault}
 		if !ok || c != want {
 			t.Errorf("%s: log_comment %+v, want %+v", what, c, want)
 		}
@@ -139,7 +140,7 @@ func TestAttributionOfEveryRunStatement(t *testing.T) {
 			check("hunt SELECT as received", sel.Settings["log_comment"], rid)
 		}
 		ins, ok := byID[attrib.QueryID(uuid.MustParse(rid), "findings-1")]
-		if !ok || !strings.Contains(ins.SQL, chstore.TableFindings) {
+		if !ok || !strings.Contains(ins.SQL, schema.TableFindings) {
 			t.Errorf("no findings insert with query_id %s", attrib.QueryID(uuid.MustParse(rid), "findings-1"))
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/store"
@@ -70,7 +71,7 @@ func (r *Runner) heldBackfills() int {
 
 // planBackfills returns the next chunk of up to room backfills, oldest request first, for hunts
 // that are loaded and not paused, whose key is free, not in backoff and not held here.
-func (r *Runner) planBackfills(snap store.Snapshot, set *HuntSet, room int) []dueFire {
+func (r *Runner) planBackfills(snap store.Snapshot, set *hunt.Set, room int) []dueFire {
 	if len(snap.Backfills) == 0 || room <= 0 {
 		return nil
 	}
@@ -83,7 +84,7 @@ func (r *Runner) planBackfills(snap store.Snapshot, set *HuntSet, room int) []du
 		if len(out) >= room {
 			break
 		}
-		h := set.find(b.HuntID)
+		h := enabledHunt(set, b.HuntID)
 		if h == nil || snap.Hunts[b.HuntID].PausedAt(snap.Now) || r.isHeld(b.Key()) {
 			continue
 		}
@@ -101,11 +102,10 @@ func (r *Runner) planBackfills(snap store.Snapshot, set *HuntSet, room int) []du
 	return out
 }
 
-// find returns the loaded hunt id, or nil (Hunts is sorted by id).
-func (s *HuntSet) find(id string) *Hunt {
-	i := sort.Search(len(s.Hunts), func(i int) bool { return s.Hunts[i].ID >= id })
-	if i < len(s.Hunts) && s.Hunts[i].ID == id {
-		return &s.Hunts[i]
+// enabledHunt returns the loaded hunt id if it is enabled (the runner runs no other), or nil.
+func enabledHunt(s *hunt.Set, id string) *hunt.Hunt {
+	if h, ok := s.Get(id); ok && h.Enabled {
+		return h
 	}
 	return nil
 }
@@ -126,7 +126,7 @@ func stateOf(snap store.Snapshot, d dueFire) store.HuntState {
 // backfillWindow is a chunk's window: from where its claim's verify read saw the backfill's
 // progress (its range start before any chunk committed) to the chunk's end. No catch-up cap
 // applies: the chunk size is the operator's.
-func backfillWindow(h *Hunt, b *backfillChunk, l lease.Lease, end int64) window {
+func backfillWindow(h *hunt.Hunt, b *backfillChunk, l lease.Lease, end int64) window {
 	start := b.From
 	if l.HasWatermark {
 		start = l.Watermark
@@ -141,17 +141,17 @@ func backfillWindow(h *Hunt, b *backfillChunk, l lease.Lease, end int64) window 
 func (r *Runner) recordBackfill(ctx context.Context, log logger, span trace.Span, j *job, run store.Run, rep RunReport) {
 	h := j.hunt
 	switch rep.Status {
-	case StatusSucceeded: // the commit spent the lease: nothing to release
+	case hunt.RunSucceeded: // the commit spent the lease: nothing to release
 		if j.state.ConsecutiveFailures != 0 || j.state.HasRetryAfter {
-			r.setState(ctx, log, store.State{HuntID: j.key(), Status: StatusSucceeded, LastFire: j.fire})
+			r.setState(ctx, log, store.State{HuntID: j.key(), Status: hunt.RunSucceeded, LastFire: j.fire})
 		}
 		log.Info("backfill chunk succeeded", "backfill_id", j.backfill.ID, "findings", rep.Rows,
 			"window_start", rep.WindowStart, "window_end", rep.WindowEnd, "duration_seconds", rep.Duration.Seconds())
-	case StatusFailed:
+	case hunt.RunFailed:
 		failures := j.state.ConsecutiveFailures + 1 // as this pod expects; the server derives it
-		d := backoffDelay(r.opts.Tick, h.Interval, failures)
-		base, limit := backoffRule(r.opts.Tick, h.Interval)
-		r.setState(ctx, log, store.State{HuntID: j.key(), Status: StatusFailed,
+		d := backoffDelay(r.opts.Tick, h.IntervalSeconds(), failures)
+		base, limit := backoffRule(r.opts.Tick, h.IntervalSeconds())
+		r.setState(ctx, log, store.State{HuntID: j.key(), Status: hunt.RunFailed,
 			LastError: run.Error, LastFire: j.fire, BackoffBase: base, BackoffCap: limit})
 		r.release(ctx, log, j)
 		run.Finished = time.Now().UTC()
@@ -160,12 +160,12 @@ func (r *Runner) recordBackfill(ctx context.Context, log logger, span trace.Span
 		span.RecordError(logSafe(rep.Err))
 		log.Error("backfill chunk failed", "backfill_id", j.backfill.ID, "error", rep.Err,
 			"consecutive_failures", failures, "backoff", d.String())
-	case StatusLost:
+	case hunt.RunLost:
 		run.Finished = time.Now().UTC()
 		r.recordRun(ctx, log, run)
 		span.SetStatus(codes.Error, "lost")
 		log.Warn("backfill chunk lost its lease; nothing committed", "backfill_id", j.backfill.ID, "error", rep.Err)
-	case StatusCancelled:
+	case hunt.RunCancelled:
 		span.SetStatus(codes.Error, "cancelled")
 		log.Warn("backfill chunk cancelled by shutdown; nothing committed, the lease will expire", "backfill_id", j.backfill.ID)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/attrib"
 	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
@@ -79,16 +80,16 @@ func BenchmarkClaimOneByOne(b *testing.B) {
 }
 
 func benchRunner(b *testing.B, e *env, n int) *Runner {
-	var hunts []Hunt
+	var hunts []hunt.Hunt
 	for i := range n {
-		hunts = append(hunts, Hunt{ID: fmt.Sprintf("h%04d", i), Interval: 3600, Offset: int64(i % 3600), Query: eventsQuery})
+		hunts = append(hunts, hunt.Hunt{ID: fmt.Sprintf("h%04d", i), Interval: 3600 * time.Second, Offset: sec(int64(i % 3600)), Query: eventsQuery})
 	}
 	coord, err := lease.New(e.db.Conn, lease.Options{Owner: "bench", Database: e.db.Name})
 	if err != nil {
 		b.Fatal(err)
 	}
-	set := &HuntSet{Hash: "x", Hunts: hunts}
-	r, err := New(e.db.Conn, coord, store.New(e.db.Conn, e.db.Name), func() *HuntSet { return set },
+	set := testSet("x", hunts...)
+	r, err := New(e.db.Conn, coord, store.New(e.db.Conn, e.db.Name), func() *hunt.Set { return set },
 		Options{Owner: "bench", Database: e.db.Name, MaxQueued: n})
 	if err != nil {
 		b.Fatal(err)
@@ -144,15 +145,8 @@ func BenchmarkMemory10kHunts(b *testing.B) {
 	b.ReportMetric(float64(heap)/(1<<20), "MiB-live")
 }
 
-// hs converts a configsrc set the way cmd/hunt-runner's adapter does.
-func hs(s *configsrc.Set) *HuntSet {
-	out := &HuntSet{Hash: s.Hash}
-	for _, h := range s.Hunts {
-		out.Hunts = append(out.Hunts, Hunt{ID: h.ID, Interval: int64(h.Interval / time.Second), Offset: int64(h.Offset / time.Second),
-			Delay: h.Delay, MaxCatchup: h.MaxCatchup, Timeout: h.Timeout, Query: h.Query, Severity: h.Severity, Labels: h.Labels})
-	}
-	return out
-}
+// hs is the runner's view of a loaded set, as cmd/hunt-runner hands it over.
+func hs(s *configsrc.Set) *hunt.Set { return &s.Set }
 
 func liveHeap() uint64 {
 	runtime.GC()
@@ -194,7 +188,7 @@ func BenchmarkThroughput(b *testing.B) {
 // before the clock starts.
 func engineLimit(b *testing.B, e *env, n int, d time.Duration) float64 {
 	r := benchRunner(b, e, 0)
-	h := &Hunt{ID: "limit", Interval: 1, Query: trivialQuery}
+	h := &hunt.Hunt{ID: "limit", Interval: 1 * time.Second, Query: trivialQuery}
 	wm := store.New(e.db.Conn, e.db.Name)
 	const perGoroutine = 2_000 // more fires than a goroutine commits in d (about 500 at 100 fires/s)
 	claim := uuid.New()
@@ -234,23 +228,23 @@ FROM numbers(%[4]d)`, perGoroutine, e.now, claim, n*perGoroutine))
 // trivial queries until the returned stop function is called.
 func startRunner(b *testing.B, e *env, n int, interval func(int) int64) (ids map[string]int, stop func()) {
 	e.exec("TRUNCATE TABLE hunt_lease")
-	var hunts []Hunt
+	var hunts []hunt.Hunt
 	ids = map[string]int{}
 	run := time.Now().UnixNano()
 	for i := range n {
-		hunts = append(hunts, Hunt{ID: fmt.Sprintf("tp%04d-%d", i, run), Interval: interval(i), Offset: int64(i) % interval(i), Query: trivialQuery})
+		hunts = append(hunts, hunt.Hunt{ID: fmt.Sprintf("tp%04d-%d", i, run), Interval: sec(interval(i)), Offset: sec(int64(i) % interval(i)), Query: trivialQuery})
 		ids[hunts[i].ID] = i
 	}
 	coord, err := lease.New(e.db.Conn, lease.Options{Owner: "bench", Database: e.db.Name})
 	if err != nil {
 		b.Fatal(err)
 	}
-	set := &HuntSet{Hash: "x", Hunts: hunts}
+	set := testSet("x", hunts...)
 	opts := Options{Owner: "bench", Database: e.db.Name}
 	if os.Getenv("BENCH_LOG") != "" { // the runner's debug log, to see why a figure moved
 		opts.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	r, err := New(e.db.Conn, coord, store.New(e.db.Conn, e.db.Name), func() *HuntSet { return set }, opts)
+	r, err := New(e.db.Conn, coord, store.New(e.db.Conn, e.db.Name), func() *hunt.Set { return set }, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -315,12 +309,12 @@ func longestWithoutCommit(b *testing.B, faults []ctl.FaultRule, d time.Duration)
 	if len(faults) > 0 {
 		e.srv.SetFaults(b, faults...)
 	}
-	var hunts []Hunt
+	var hunts []hunt.Hunt
 	for i := range 16 {
 		iv := int64(5 + i%4)
-		hunts = append(hunts, Hunt{ID: fmt.Sprintf("late%02d", i), Interval: iv, Offset: int64(i) % iv, Query: trivialQuery})
+		hunts = append(hunts, hunt.Hunt{ID: fmt.Sprintf("late%02d", i), Interval: sec(iv), Offset: sec(int64(i) % iv), Query: trivialQuery})
 	}
-	set := &HuntSet{Hash: "x", Hunts: hunts}
+	set := testSet("x", hunts...)
 	ctx, cancel := context.WithCancel(e.ctx)
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -329,7 +323,7 @@ func longestWithoutCommit(b *testing.B, faults []ctl.FaultRule, d time.Duration)
 		if err != nil {
 			b.Fatal(err)
 		}
-		r, err := New(e.db.Conn, coord, store.New(e.db.Conn, e.db.Name), func() *HuntSet { return set },
+		r, err := New(e.db.Conn, coord, store.New(e.db.Conn, e.db.Name), func() *hunt.Set { return set },
 			Options{Owner: owner, Database: e.db.Name, Lease: 20 * time.Second, Settle: 300 * time.Millisecond, Tick: time.Second})
 		if err != nil {
 			b.Fatal(err)

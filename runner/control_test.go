@@ -7,20 +7,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/store"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 func (e *env) store() *store.Store { return store.New(e.db.Conn, e.db.Name) }
 
 // publish writes hunt_schedule rows for hs, as materialise would, so the due count sees them.
-func (e *env) publish(hs ...Hunt) {
+func (e *env) publish(hs ...hunt.Hunt) {
 	e.t.Helper()
 	for _, h := range hs {
 		e.exec("INSERT INTO hunt_schedule (hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated) SELECT ?, ?, ?, 1, 'h', now64(6)",
-			h.ID, h.Interval, h.Offset)
+			h.ID, h.IntervalSeconds(), h.OffsetSeconds())
 	}
 }
 
@@ -81,9 +82,9 @@ func (e *env) startRunners(rs ...envRunner) (stop func()) {
 func TestPauseResumeAcrossTwoRunners(t *testing.T) {
 	e := newEnv(t)
 	off := e.mid(3600)
-	pa := Hunt{ID: "paused-a", Interval: 3600, Offset: off, Query: eventsQuery}
-	pb := Hunt{ID: "paused-b", Interval: 3600, Offset: off, Query: eventsQuery}
-	live := Hunt{ID: "live", Interval: 3600, Offset: off, Query: eventsQuery}
+	pa := hunt.Hunt{ID: "paused-a", Interval: 3600 * time.Second, Offset: sec(off), Query: eventsQuery}
+	pb := hunt.Hunt{ID: "paused-b", Interval: 3600 * time.Second, Offset: sec(off), Query: eventsQuery}
+	live := hunt.Hunt{ID: "live", Interval: 3600 * time.Second, Offset: sec(off), Query: eventsQuery}
 	e.publish(pa, pb, live)
 	wm := e.store()
 	for _, id := range []string{pa.ID, pb.ID} {
@@ -94,8 +95,8 @@ func TestPauseResumeAcrossTwoRunners(t *testing.T) {
 	if n := e.dueCount(); n != 1 {
 		t.Fatalf("due count %d with two of three hunts paused, want 1", n)
 	}
-	a := e.runner("pod-a", &HuntSet{Hash: "a", Hunts: []Hunt{live, pa}}, func(o *Options) { o.Tick = 200 * time.Millisecond })
-	b := e.runner("pod-b", &HuntSet{Hash: "b", Hunts: []Hunt{live, pb}}, func(o *Options) { o.Tick = 200 * time.Millisecond })
+	a := e.runner("pod-a", testSet("a", live, pa), func(o *Options) { o.Tick = 200 * time.Millisecond })
+	b := e.runner("pod-b", testSet("b", live, pb), func(o *Options) { o.Tick = 200 * time.Millisecond })
 	stop := e.startRunners(a, b)
 	defer stop()
 	e.waitFor("the live hunt to commit", func() bool { _, ok := e.watermarkOf(live.ID); return ok })
@@ -115,7 +116,7 @@ func TestPauseResumeAcrossTwoRunners(t *testing.T) {
 	stop()
 	for id, owner := range map[string]string{pa.ID: "pod-a", pb.ID: "pod-b"} {
 		runs := e.runs(id)
-		if len(runs) != 1 || runs[0].Status != StatusSucceeded {
+		if len(runs) != 1 || runs[0].Status != hunt.RunSucceeded {
 			t.Errorf("%s runs %+v, want one success", id, runs)
 		}
 		if n := e.count("SELECT count() FROM hunt_runs WHERE hunt_id = ? AND owner = ?", id, owner); n != 1 {
@@ -130,8 +131,8 @@ func TestPauseResumeAcrossTwoRunners(t *testing.T) {
 func TestPauseInFlightFinishesAndResumeRecordsGap(t *testing.T) {
 	e := newEnv(t)
 	wm := e.store()
-	busy := Hunt{ID: "busy", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery}
-	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{busy}}, nil)
+	busy := hunt.Hunt{ID: "busy", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)), Query: eventsQuery}
+	r := e.runner("pod-a", testSet("x", busy), nil)
 	release := holdRuns(t, r.Runner)
 	e.tickUntil(r, "the fire to be won", func() bool { return len(r.queue) == 1 })
 	if err := wm.Pause(e.ctx, store.Pause{HuntID: busy.ID, By: "test"}); err != nil {
@@ -139,11 +140,11 @@ func TestPauseInFlightFinishesAndResumeRecordsGap(t *testing.T) {
 	}
 	release()
 	r.wg.Wait()
-	if runs := e.runs(busy.ID); len(runs) != 1 || runs[0].Status != StatusSucceeded {
+	if runs := e.runs(busy.ID); len(runs) != 1 || runs[0].Status != hunt.RunSucceeded {
 		t.Fatalf("runs %+v: the fire won before the pause must finish", runs)
 	}
 
-	gappy := Hunt{ID: "gappy", Interval: 60, Offset: 7, Query: eventsQuery, MaxCatchup: 5 * time.Minute, MaxFindings: MaxFindingsCeiling}
+	gappy := hunt.Hunt{ID: "gappy", Interval: 60 * time.Second, Offset: 7 * time.Second, Query: eventsQuery, MaxCatchup: 5 * time.Minute, MaxFindings: hunt.MaxFindingsCeiling}
 	e.publish(gappy)
 	fire := e.latest(gappy)
 	e.setWatermark(gappy.ID, fire-3600)
@@ -153,7 +154,7 @@ func TestPauseInFlightFinishesAndResumeRecordsGap(t *testing.T) {
 	if n := e.dueCount(); n != 0 {
 		t.Fatalf("due count %d, want 0 while paused", n)
 	}
-	g := e.runner("pod-b", &HuntSet{Hash: "y", Hunts: []Hunt{gappy}}, nil)
+	g := e.runner("pod-b", testSet("y", gappy), nil)
 	e.tickAndWait(g)
 	if runs := e.runs(gappy.ID); len(runs) != 0 {
 		t.Fatalf("a paused hunt ran: %+v", runs)
@@ -162,7 +163,7 @@ func TestPauseInFlightFinishesAndResumeRecordsGap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := g.planner.plan(snap, &HuntSet{Hunts: []Hunt{gappy}}, time.Time{}, nil); p.Paused != 1 || len(p.Due) != 0 {
+	if p := g.planner.plan(snap, testSet("", gappy), time.Time{}, nil); p.Paused != 1 || len(p.Due) != 0 {
 		t.Fatalf("plan %+v, want the hunt counted as paused", p)
 	}
 	if err := wm.Resume(e.ctx, gappy.ID, "test"); err != nil {
@@ -175,9 +176,9 @@ func TestPauseInFlightFinishesAndResumeRecordsGap(t *testing.T) {
 	var gap, ok runRow
 	for _, rr := range e.runs(gappy.ID) {
 		switch rr.Status {
-		case StatusGap:
+		case hunt.RunGap:
 			gap = rr
-		case StatusSucceeded:
+		case hunt.RunSucceeded:
 			ok = rr
 		}
 	}
@@ -186,13 +187,13 @@ func TestPauseInFlightFinishesAndResumeRecordsGap(t *testing.T) {
 	}
 
 	// A pause whose end has passed holds no more.
-	ended := Hunt{ID: "ended", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery}
+	ended := hunt.Hunt{ID: "ended", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)), Query: eventsQuery}
 	var now uint32
 	e.scan(&now, "SELECT toUnixTimestamp(now())")
 	e.exec("INSERT INTO hunt_pause (hunt_id, paused, paused_until, paused_by, updated) SELECT 'ended', 1, toDateTime64(?, 3, 'UTC'), 'test', now64(6)", int64(now)-1)
-	e.tickUntil(e.runner("pod-c", &HuntSet{Hash: "z", Hunts: []Hunt{ended}}, nil), "the hunt whose pause ended to run",
+	e.tickUntil(e.runner("pod-c", testSet("z", ended), nil), "the hunt whose pause ended to run",
 		func() bool { return len(e.runs(ended.ID)) > 0 })
-	if runs := e.runs(ended.ID); len(runs) != 1 || runs[0].Status != StatusSucceeded {
+	if runs := e.runs(ended.ID); len(runs) != 1 || runs[0].Status != hunt.RunSucceeded {
 		t.Fatalf("runs %+v: a pause that ran out must not hold the hunt", runs)
 	}
 }
@@ -241,8 +242,8 @@ func tiles(t *testing.T, cs []chunkRow, from, to, chunk int64) {
 // touches the hunt's own lease or watermark.
 func TestBackfillAcrossTwoRunners(t *testing.T) {
 	e := newEnv(t)
-	bf := Hunt{ID: "bf", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
-	live := Hunt{ID: "live", Interval: 2, Offset: 1, Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
+	bf := hunt.Hunt{ID: "bf", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)), Query: eventsQuery, MaxFindings: hunt.MaxFindingsCeiling}
+	live := hunt.Hunt{ID: "live", Interval: 2 * time.Second, Offset: 1 * time.Second, Query: eventsQuery, MaxFindings: hunt.MaxFindingsCeiling}
 	liveWM := e.latest(bf)
 	e.setWatermark(bf.ID, liveWM)
 	from, to := e.now-6600, e.now-650 // 10 chunks, the last 550s
@@ -250,8 +251,8 @@ func TestBackfillAcrossTwoRunners(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key := chstore.BackfillKey(bf.ID, id)
-	hs := &HuntSet{Hash: "x", Hunts: []Hunt{bf, live}}
+	key := schema.BackfillKey(bf.ID, id)
+	hs := testSet("x", bf, live)
 	mod := func(o *Options) { o.Tick = 200 * time.Millisecond }
 	stop := e.startRunners(e.runner("pod-a", hs, mod), e.runner("pod-b", hs, mod))
 	defer stop()
@@ -302,7 +303,7 @@ func TestBackfillAcrossTwoRunners(t *testing.T) {
 // Cancelling a backfill lets the chunk in flight finish and claims no further chunk.
 func TestBackfillCancel(t *testing.T) {
 	e := newEnv(t)
-	bf := Hunt{ID: "bf", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
+	bf := hunt.Hunt{ID: "bf", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)), Query: eventsQuery, MaxFindings: hunt.MaxFindingsCeiling}
 	e.setWatermark(bf.ID, e.latest(bf))
 	from := e.now - 6000
 	wm := e.store()
@@ -310,7 +311,7 @@ func TestBackfillCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{bf}}, nil)
+	r := e.runner("pod-a", testSet("x", bf), nil)
 	// One chunk per tick at most (a quarter of four slots).
 	e.tickUntil(r, "two chunks", func() bool { return len(e.chunks(bf.ID)) >= 2 })
 	if cs := e.chunks(bf.ID); len(cs) != 2 {
@@ -331,7 +332,7 @@ func TestBackfillCancel(t *testing.T) {
 	cs := e.chunks(bf.ID)
 	tiles(t, cs, from, from+3*600, 600)
 	var fire int64
-	e.scan(&fire, "SELECT argMax(toInt64(fire), claimed) FROM hunt_lease WHERE hunt_id = ?", chstore.BackfillKey(bf.ID, id))
+	e.scan(&fire, "SELECT argMax(toInt64(fire), claimed) FROM hunt_lease WHERE hunt_id = ?", schema.BackfillKey(bf.ID, id))
 	if fire != from+3*600 {
 		t.Errorf("newest claim under the key is for %d, want the third chunk's end %d", fire, from+3*600)
 	}
@@ -342,18 +343,18 @@ func TestBackfillCancel(t *testing.T) {
 func TestBackfillBelowLiveFires(t *testing.T) {
 	e := newEnv(t)
 	off := e.mid(3600)
-	var hunts []Hunt
+	var hunts []hunt.Hunt
 	for i := range 3 {
-		h := Hunt{ID: fmt.Sprintf("b%d", i), Interval: 3600, Offset: off, Query: eventsQuery}
+		h := hunt.Hunt{ID: fmt.Sprintf("b%d", i), Interval: 3600 * time.Second, Offset: sec(off), Query: eventsQuery}
 		e.setWatermark(h.ID, e.latest(h))
 		if _, err := e.store().RequestBackfill(e.ctx, store.BackfillRequest{HuntID: h.ID, From: e.now - 3600, To: e.now - 600, Chunk: 600, By: "test"}); err != nil {
 			t.Fatal(err)
 		}
 		hunts = append(hunts, h)
 	}
-	lives := []Hunt{{ID: "l0", Interval: 3600, Offset: off, Query: eventsQuery}, {ID: "l1", Interval: 3600, Offset: off, Query: eventsQuery}}
+	lives := []hunt.Hunt{{ID: "l0", Interval: 3600 * time.Second, Offset: sec(off), Query: eventsQuery}, {ID: "l1", Interval: 3600 * time.Second, Offset: sec(off), Query: eventsQuery}}
 	// Four slots and four queued: room for all, but a quarter of the slots is one chunk.
-	a := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: append(append([]Hunt{}, hunts...), lives...)},
+	a := e.runner("pod-a", testSet("x", append(append([]hunt.Hunt{}, hunts...), lives...)...),
 		func(o *Options) { o.Concurrency, o.MaxQueued = 4, 4 })
 	holdRuns(t, a.Runner)
 	e.tickUntil(a, "two live fires and a chunk", func() bool { return len(a.queue) >= 3 })
@@ -366,9 +367,9 @@ func TestBackfillBelowLiveFires(t *testing.T) {
 		t.Fatalf("queue %v, want the two live fires then one backfill chunk", kinds)
 	}
 	// One slot and one queued, both taken by live fires: no chunk is claimed.
-	l2 := Hunt{ID: "l2", Interval: 3600, Offset: off, Query: eventsQuery}
-	l3 := Hunt{ID: "l3", Interval: 3600, Offset: off, Query: eventsQuery}
-	b := e.runner("pod-b", &HuntSet{Hash: "y", Hunts: append(append([]Hunt{}, hunts...), l2, l3)},
+	l2 := hunt.Hunt{ID: "l2", Interval: 3600 * time.Second, Offset: sec(off), Query: eventsQuery}
+	l3 := hunt.Hunt{ID: "l3", Interval: 3600 * time.Second, Offset: sec(off), Query: eventsQuery}
+	b := e.runner("pod-b", testSet("y", append(append([]hunt.Hunt{}, hunts...), l2, l3)...),
 		func(o *Options) { o.Concurrency, o.MaxQueued = 1, 1 })
 	holdRuns(t, b.Runner)
 	e.tickUntil(b, "the two live fires", func() bool { return len(b.queue) >= 2 })
@@ -392,7 +393,7 @@ func TestBackfillBelowLiveFires(t *testing.T) {
 func TestBackfillPausedAndBesideLiveFires(t *testing.T) {
 	e := newEnv(t)
 	wm := e.store()
-	bf := Hunt{ID: "bf", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery}
+	bf := hunt.Hunt{ID: "bf", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)), Query: eventsQuery}
 	e.setWatermark(bf.ID, e.latest(bf))
 	if _, err := wm.RequestBackfill(e.ctx, store.BackfillRequest{HuntID: bf.ID, From: e.now - 3600, To: e.now - 600, Chunk: 600, By: "test"}); err != nil {
 		t.Fatal(err)
@@ -400,7 +401,7 @@ func TestBackfillPausedAndBesideLiveFires(t *testing.T) {
 	if err := wm.Pause(e.ctx, store.Pause{HuntID: bf.ID, By: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	hs := &HuntSet{Hash: "x", Hunts: []Hunt{bf}}
+	hs := testSet("x", bf)
 	r := e.runner("pod-a", hs, nil)
 	holdRuns(t, r.Runner)
 	defer func() {
@@ -438,7 +439,7 @@ func TestBackfillPausedAndBesideLiveFires(t *testing.T) {
 func TestBackfillFailureBacksOffTheKey(t *testing.T) {
 	e := newEnv(t)
 	// Fails on windows older than 50 minutes: the backfill's, not the live fire's.
-	h := Hunt{ID: "picky", Interval: 3600, Offset: e.mid(3600),
+	h := hunt.Hunt{ID: "picky", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)),
 		Query: "SELECT throwIf(toDateTime({window_start:DateTime64(3)}) < now() - INTERVAL 50 MINUTE, 'too old') AS x, n FROM events " +
 			"WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}"}
 	e.setWatermark(h.ID, e.latest(h))
@@ -447,7 +448,7 @@ func TestBackfillFailureBacksOffTheKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, func(o *Options) { o.Tick = time.Minute })
+	r := e.runner("pod-a", testSet("x", h), func(o *Options) { o.Tick = time.Minute })
 	e.tickUntil(r, "the chunk to fail", func() bool {
 		return e.count("SELECT count() FROM hunt_runs WHERE hunt_id = 'picky' AND kind = 'backfill'") > 0
 	})

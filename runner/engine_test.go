@@ -15,13 +15,14 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/internal/serve"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/store"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // env is one fresh database with the coordination schema and an events table whose rows are
@@ -52,7 +53,7 @@ func setupEnv(t testing.TB, db *chtest.DB) *env {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
-	if _, err := chstore.Apply(ctx, db.Conn, db.Name, chstore.TopologySingle, ""); err != nil {
+	if _, err := schema.Apply(ctx, db.Conn, db.Name, schema.TopologySingle, ""); err != nil {
 		t.Fatalf("apply schema: %v", err)
 	}
 	e := &env{t: t, db: db, ctx: ctx}
@@ -104,7 +105,7 @@ type envRunner struct {
 	coord *lease.Coordinator
 }
 
-func (e *env) runner(owner string, set *HuntSet, mod func(*Options)) envRunner {
+func (e *env) runner(owner string, set *hunt.Set, mod func(*Options)) envRunner {
 	e.t.Helper()
 	// The schedule is pinned at the setup instant (e.now): the fires a test expects, and the
 	// windows its runs read, are the same however long a loaded machine takes to get there.
@@ -117,7 +118,7 @@ func (e *env) runner(owner string, set *HuntSet, mod func(*Options)) envRunner {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	r, err := New(e.db.Conn, coord, store.New(e.db.Conn, e.db.Name), func() *HuntSet { return set }, opts)
+	r, err := New(e.db.Conn, coord, store.New(e.db.Conn, e.db.Name), func() *hunt.Set { return set }, opts)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -135,7 +136,9 @@ func (e *env) tickAndWait(r envRunner) {
 }
 
 // latest is h's latest fire on the pinned schedule.
-func (e *env) latest(h Hunt) int64 { return schedule.LatestFire(e.now, h.Interval, h.Offset) }
+func (e *env) latest(h hunt.Hunt) int64 {
+	return schedule.LatestFire(e.now, h.IntervalSeconds(), h.OffsetSeconds())
+}
 
 func (e *env) watermarkOf(id string) (int64, bool) {
 	e.t.Helper()
@@ -161,7 +164,8 @@ func (e *env) setWatermark(id string, wm int64) {
 
 type runRow struct {
 	Fire, Start, End int64
-	Status, Error    string
+	Status           hunt.RunStatus
+	Error            string
 	Rows             uint64
 }
 
@@ -177,10 +181,11 @@ func (e *env) runs(id string) []runRow {
 	for rows.Next() {
 		var f, s, en uint32
 		var r runRow
-		if err := rows.Scan(&f, &s, &en, &r.Status, &r.Error, &r.Rows); err != nil {
+		var status string // the driver scans into plain strings only
+		if err := rows.Scan(&f, &s, &en, &status, &r.Error, &r.Rows); err != nil {
 			e.t.Fatal(err)
 		}
-		r.Fire, r.Start, r.End = int64(f), int64(s), int64(en)
+		r.Fire, r.Start, r.End, r.Status = int64(f), int64(s), int64(en), hunt.RunStatus(status)
 		out = append(out, r)
 	}
 	return out
@@ -188,16 +193,16 @@ func (e *env) runs(id string) []runRow {
 
 func TestRunnerRunsCommitsAndBacksOff(t *testing.T) {
 	e := newEnv(t)
-	good := Hunt{ID: "logins", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery, Severity: "high",
-		Labels: map[string]string{"team": "secops"}, Delay: 2 * time.Minute, MaxFindings: MaxFindingsCeiling}
-	broken := Hunt{ID: "broken", Interval: 3600, Offset: e.mid(3600),
+	good := hunt.Hunt{ID: "logins", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)), Query: eventsQuery, Severity: "high",
+		Labels: map[string]string{"team": "secops"}, Delay: 2 * time.Minute, MaxFindings: hunt.MaxFindingsCeiling}
+	broken := hunt.Hunt{ID: "broken", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)),
 		Query: "SELECT throwIf(number = 0, 'boom') AS x FROM numbers(1) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}
-	hs := &HuntSet{Hash: "set-1", Hunts: []Hunt{broken, good}}
+	hs := testSet("set-1", broken, good)
 	tel, err := serve.NewTelemetry(e.ctx, serve.TelemetryOptions{Service: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := NewMetrics(tel.Meter, 400*time.Millisecond)
+	m, err := NewMetrics(tel.Meter, 400*time.Millisecond, WithPerHunt(10)) // the loaded set's hunts are itemised by the tick
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +249,7 @@ func TestRunnerRunsCommitsAndBacksOff(t *testing.T) {
 		t.Fatalf("severity %q labels %v", sev, labels)
 	}
 	runs := e.runs("logins")
-	if len(runs) != 1 || runs[0].Status != StatusSucceeded || runs[0].Rows != want || runs[0].Start != fire-3600 || runs[0].End != fire {
+	if len(runs) != 1 || runs[0].Status != hunt.RunSucceeded || runs[0].Rows != want || runs[0].Start != fire-3600 || runs[0].End != fire {
 		t.Fatalf("logins runs %+v, want one succeeded over [%d, %d) with %d rows", runs, fire-3600, fire, want)
 	}
 
@@ -253,7 +258,7 @@ func TestRunnerRunsCommitsAndBacksOff(t *testing.T) {
 		t.Fatal("a failed run advanced the watermark")
 	}
 	br := e.runs("broken")
-	if len(br) != 1 || br[0].Status != StatusFailed || !strings.Contains(br[0].Error, "boom") {
+	if len(br) != 1 || br[0].Status != hunt.RunFailed || !strings.Contains(br[0].Error, "boom") {
 		t.Fatalf("broken runs %+v", br)
 	}
 	snap, err := store.New(e.db.Conn, e.db.Name).Snapshot(e.ctx)
@@ -261,7 +266,7 @@ func TestRunnerRunsCommitsAndBacksOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := snap.Hunts["broken"]
-	if st.Status != StatusFailed || st.ConsecutiveFailures != 1 || !strings.Contains(st.LastError, "boom") {
+	if st.Status != hunt.RunFailed || st.ConsecutiveFailures != 1 || !strings.Contains(st.LastError, "boom") {
 		t.Fatalf("broken state %+v", st)
 	}
 	if st.HasLease && st.LeaseUntil.After(snap.Now) {
@@ -290,8 +295,10 @@ func TestRunnerRunsCommitsAndBacksOff(t *testing.T) {
 	mu.Unlock()
 	body := scrape(t, tel)
 	for _, want := range []string{
-		`hunt_runner_runs_total{hunt_id="logins",outcome="succeeded"} 1`,
-		`hunt_runner_runs_total{hunt_id="broken",outcome="failed"} 1`,
+		`hunt_runner_runs_total{hunt_id="logins",kind="scheduled",outcome="succeeded"} 1`,
+		`hunt_runner_runs_total{hunt_id="broken",kind="scheduled",outcome="failed"} 1`,
+		`hunt_runner_run_duration_seconds_count{kind="scheduled",outcome="succeeded"} 1`,
+		`hunt_runner_metrics_hunts_omitted 0`,
 		`hunt_runner_claims_total{outcome="won"} 2`,
 		`hunt_runner_loaded_set_info{hash="set-1"} 1`,
 		`hunt_runner_behind_seconds{hunt_id="logins"} 0`,
@@ -316,10 +323,10 @@ func scrape(t *testing.T, tel *serve.Telemetry) string {
 
 func TestRunnerGapAfterLongOutage(t *testing.T) {
 	e := newEnv(t)
-	h := Hunt{ID: "gappy", Interval: 60, Offset: 7, Query: eventsQuery, MaxCatchup: 5 * time.Minute, MaxFindings: MaxFindingsCeiling}
+	h := hunt.Hunt{ID: "gappy", Interval: 60 * time.Second, Offset: 7 * time.Second, Query: eventsQuery, MaxCatchup: 5 * time.Minute, MaxFindings: hunt.MaxFindingsCeiling}
 	fire := e.latest(h)
 	e.setWatermark("gappy", fire-3600)
-	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
+	r := e.runner("pod-a", testSet("x", h), nil)
 	// The first claim may be lost on a loaded machine (acknowledged past the settle): wait for
 	// a later tick's claim to commit rather than assume the first wins.
 	e.tickUntil(r, "the run after the outage to commit", func() bool {
@@ -334,9 +341,9 @@ func TestRunnerGapAfterLongOutage(t *testing.T) {
 	var gap, ok runRow
 	for _, rr := range runs {
 		switch rr.Status {
-		case StatusGap:
+		case hunt.RunGap:
 			gap = rr
-		case StatusSucceeded:
+		case hunt.RunSucceeded:
 			ok = rr
 		}
 	}
@@ -356,7 +363,7 @@ func TestRunnerGapAfterLongOutage(t *testing.T) {
 
 func TestRunnerRunNowRequest(t *testing.T) {
 	e := newEnv(t)
-	h := Hunt{ID: "asked", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery}
+	h := hunt.Hunt{ID: "asked", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)), Query: eventsQuery}
 	fire := e.latest(h)
 	e.setWatermark("asked", fire)
 	wm := store.New(e.db.Conn, e.db.Name)
@@ -366,10 +373,10 @@ func TestRunnerRunNowRequest(t *testing.T) {
 	if err := wm.Request(e.ctx, "asked", req, "test"); err != nil {
 		t.Fatal(err)
 	}
-	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
+	r := e.runner("pod-a", testSet("x", h), nil)
 	e.tickAndWait(r)
 	runs := e.runs("asked")
-	if len(runs) != 1 || runs[0].Status != StatusSucceeded || runs[0].Start != fire || runs[0].End != req || runs[0].Fire != req {
+	if len(runs) != 1 || runs[0].Status != hunt.RunSucceeded || runs[0].Start != fire || runs[0].End != req || runs[0].Fire != req {
 		t.Fatalf("runs %+v, want one over [%d, %d)", runs, fire, req)
 	}
 	if wm, _ := e.watermarkOf("asked"); wm != req {
@@ -385,9 +392,9 @@ func TestRunnerRunNowRequest(t *testing.T) {
 // records `lost`.
 func TestRunnerLostLeaseCommitsNothing(t *testing.T) {
 	e := newEnv(t)
-	h := Hunt{ID: "slow", Interval: 3600, Offset: e.mid(3600),
+	h := hunt.Hunt{ID: "slow", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)),
 		Query: "SELECT sleepEachRow(0.5) AS s, number FROM numbers(4) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}
-	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, func(o *Options) { o.Lease = 3 * time.Second })
+	r := e.runner("pod-a", testSet("x", h), func(o *Options) { o.Lease = 3 * time.Second })
 	release := holdRuns(t, r.Runner)
 	if err := r.tick(e.ctx); err != nil {
 		t.Fatal(err)
@@ -401,7 +408,7 @@ func TestRunnerLostLeaseCommitsNothing(t *testing.T) {
 	release()
 	r.wg.Wait()
 	runs := e.runs("slow")
-	if len(runs) != 1 || runs[0].Status != StatusLost {
+	if len(runs) != 1 || runs[0].Status != hunt.RunLost {
 		t.Fatalf("runs %+v, want one lost", runs)
 	}
 	if _, ok := e.watermarkOf("slow"); ok {
@@ -415,11 +422,11 @@ func TestTwoRunnersEachFireOnce(t *testing.T) {
 		t.Skip("-short")
 	}
 	e := newEnv(t)
-	var hunts []Hunt
+	var hunts []hunt.Hunt
 	for i := range 200 {
-		hunts = append(hunts, Hunt{ID: fmt.Sprintf("h%03d", i), Interval: 3600, Offset: (e.mid(3600) + int64(i)) % 3600, Query: eventsQuery})
+		hunts = append(hunts, hunt.Hunt{ID: fmt.Sprintf("h%03d", i), Interval: 3600 * time.Second, Offset: sec((e.mid(3600) + int64(i)) % 3600), Query: eventsQuery})
 	}
-	hs := &HuntSet{Hash: "x", Hunts: hunts}
+	hs := testSet("x", hunts...)
 	ctx, cancel := context.WithCancel(e.ctx)
 	var wg sync.WaitGroup
 	for _, owner := range []string{"pod-a", "pod-b"} {
@@ -480,11 +487,11 @@ func TestTickRoundTripsFlat(t *testing.T) {
 }
 
 func tickRoundTrips(t testing.TB, e *env, n int) int64 {
-	var hunts []Hunt
+	var hunts []hunt.Hunt
 	for i := range n {
-		hunts = append(hunts, Hunt{ID: fmt.Sprintf("h%04d", i), Interval: 3600, Offset: int64(i % 3600), Query: eventsQuery})
+		hunts = append(hunts, hunt.Hunt{ID: fmt.Sprintf("h%04d", i), Interval: 3600 * time.Second, Offset: sec(int64(i % 3600)), Query: eventsQuery})
 	}
-	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: hunts}, func(o *Options) { o.MaxQueued = n })
+	r := e.runner("pod-a", testSet("x", hunts...), func(o *Options) { o.MaxQueued = n })
 	holdRuns(t, r.Runner)
 	r.hb.last = time.Now() // the heartbeat is beside the tick, once per 30 s: not a round trip of it
 	before := chtest.Queries(t, e.db.URL)
@@ -519,7 +526,7 @@ func (w tWriter) Write(p []byte) (int, error) {
 // run's window stay as they were.
 func TestCommittedViewHidesUncommittedAttempts(t *testing.T) {
 	e := newEnv(t)
-	h := Hunt{ID: "crashy", Interval: 600, Offset: e.mid(600), Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
+	h := hunt.Hunt{ID: "crashy", Interval: 600 * time.Second, Offset: sec(e.mid(600)), Query: eventsQuery, MaxFindings: hunt.MaxFindingsCeiling}
 	fire := e.latest(h)
 	committed := uuid.New()
 	// A committed run of fire-1200 with one finding; a crashed attempt at fire-600 left a finding.
@@ -528,7 +535,7 @@ func TestCommittedViewHidesUncommittedAttempts(t *testing.T) {
 	e.exec(fmt.Sprintf("INSERT INTO hunt_findings (hunt_id, fire, finding_id, finding, run_id, found) VALUES "+
 		"('crashy', toDateTime(%d, 'UTC'), 1, 'orphan', generateUUIDv4(), now64(6)), "+
 		"('crashy', toDateTime(%d, 'UTC'), 2, 'committed', '%s', now64(6))", fire-600, fire-1200, committed))
-	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
+	r := e.runner("pod-a", testSet("x", h), nil)
 	e.tickAndWait(r)
 	// A late insert of another attempt of the fire just committed, same rows, newer `found`.
 	e.exec("INSERT INTO hunt_findings (hunt_id, fire, finding_id, finding, run_id, found) "+
@@ -549,9 +556,9 @@ func TestCommittedViewHidesUncommittedAttempts(t *testing.T) {
 // deterministic), and its record counts the rest.
 func TestRunnerCapsFindings(t *testing.T) {
 	e := newEnv(t)
-	h := Hunt{ID: "flood", Interval: 3600, Offset: e.mid(3600), MaxFindings: 100,
+	h := hunt.Hunt{ID: "flood", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)), MaxFindings: 100,
 		Query: "SELECT number AS n FROM numbers(5000) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}
-	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
+	r := e.runner("pod-a", testSet("x", h), nil)
 	e.tickAndWait(r)
 	if n := e.count("SELECT count() FROM hunt_findings_committed WHERE hunt_id = 'flood'"); n != 100 {
 		t.Fatalf("stored %d findings, want the cap of 100", n)
@@ -573,15 +580,15 @@ func TestRunnerCapsFindings(t *testing.T) {
 // record: the run is failed, and the next attempt after the fault commits once.
 func TestCommitAndRecordAreOne(t *testing.T) {
 	e := newEnv(t)
-	h := Hunt{ID: "atomic", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
+	h := hunt.Hunt{ID: "atomic", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)), Query: eventsQuery, MaxFindings: hunt.MaxFindingsCeiling}
 	e.exec("ALTER TABLE hunt_watermark ADD CONSTRAINT refuse CHECK hunt_id != 'atomic'")
-	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
+	r := e.runner("pod-a", testSet("x", h), nil)
 	e.tickAndWait(r)
 	if _, ok := e.watermarkOf("atomic"); ok {
 		t.Fatal("a refused commit moved the watermark")
 	}
 	runs := e.runs("atomic")
-	if len(runs) != 1 || runs[0].Status != StatusFailed {
+	if len(runs) != 1 || runs[0].Status != hunt.RunFailed {
 		t.Fatalf("runs %+v, want one failed and no succeeded", runs)
 	}
 	if n := e.count("SELECT count() FROM hunt_findings_committed WHERE hunt_id = 'atomic'"); n != 0 {
@@ -617,9 +624,9 @@ func TestRunnerShutdownGrace(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			h := Hunt{ID: "slow", Interval: 3600, Offset: e.mid(3600), Query: slow}
+			h := hunt.Hunt{ID: "slow", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)), Query: slow}
 			started := make(chan struct{})
-			r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, func(o *Options) { o.Grace = tc.grace })
+			r := e.runner("pod-a", testSet("x", h), func(o *Options) { o.Grace = tc.grace })
 			ctx, cancel := context.WithCancel(e.ctx)
 			done := make(chan error, 1)
 			go func() { done <- r.Start(ctx) }()
@@ -667,10 +674,10 @@ func (r *Runner) metricsInFlight() int {
 // settings back into its finding.
 func TestRunnerQuerySettings(t *testing.T) {
 	e := newEnv(t)
-	h := Hunt{ID: "settings", Interval: 3600, Offset: e.mid(3600), Timeout: 42 * time.Second, Query: "SELECT toString(getSetting('max_execution_time')) AS met, " +
+	h := hunt.Hunt{ID: "settings", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)), Timeout: 42 * time.Second, Query: "SELECT toString(getSetting('max_execution_time')) AS met, " +
 		"toString(getSetting('log_comment')) AS lc, toString(getSetting('readonly')) AS ro " +
 		"FROM numbers(1) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)};"}
-	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
+	r := e.runner("pod-a", testSet("x", h), nil)
 	e.tickAndWait(r)
 	fire := e.latest(h)
 	var finding string
@@ -713,12 +720,12 @@ func (p pausedClaimer) Claim(ctx context.Context, fires []lease.Fire) (lease.Res
 // snapshot's watermark: the committed windows tile and every event is found exactly once.
 func TestWindowStartsAtTheVerifiedWatermark(t *testing.T) {
 	e := newEnv(t)
-	h := Hunt{ID: "paused", Interval: 600, Offset: e.mid(600), Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
+	h := hunt.Hunt{ID: "paused", Interval: 600 * time.Second, Offset: sec(e.mid(600)), Query: eventsQuery, MaxFindings: hunt.MaxFindingsCeiling}
 	f2 := e.latest(h)
 	f1, w0 := f2-600, f2-1800
 	e.setWatermark("paused", w0)
-	b := e.runner("pod-b", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
-	a := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
+	b := e.runner("pod-b", testSet("x", h), nil)
+	a := e.runner("pod-a", testSet("x", h), nil)
 	var once sync.Once
 	a.claimer = pausedClaimer{Claimer: a.claimer, during: func() {
 		once.Do(func() {
@@ -743,7 +750,7 @@ func TestWindowStartsAtTheVerifiedWatermark(t *testing.T) {
 	runs := e.runs("paused")
 	var ok []runRow
 	for _, r := range runs {
-		if r.Status == StatusSucceeded {
+		if r.Status == hunt.RunSucceeded {
 			ok = append(ok, r)
 		}
 	}
@@ -787,8 +794,8 @@ func (e *env) firedCount(name string) int {
 // B commits; exactly one commit, and its findings are exact.
 func TestLateCommitAfterExpiryIsRefused(t *testing.T) {
 	e := newPrivateEnv(t)
-	h := Hunt{ID: "late", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
-	hs := &HuntSet{Hash: "x", Hunts: []Hunt{h}}
+	h := hunt.Hunt{ID: "late", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)), Query: eventsQuery, MaxFindings: hunt.MaxFindingsCeiling}
+	hs := testSet("x", h)
 	e.srv.SetFaults(t,
 		ctl.FaultRule{Name: "commit", Kind: ctl.KindInsert, Match: matchCommit, Effect: ctl.DelayStart, Delay: 2 * time.Minute},
 		ctl.FaultRule{Name: "renew", Kind: ctl.KindInsert, Match: matchRenew, Effect: ctl.FailBefore, Code: 242})
@@ -811,7 +818,7 @@ func TestLateCommitAfterExpiryIsRefused(t *testing.T) {
 	<-bDone
 
 	mu.Lock()
-	if len(reports) != 1 || reports[0].Status != StatusLost {
+	if len(reports) != 1 || reports[0].Status != hunt.RunLost {
 		t.Errorf("A's outcome %+v, want lost", reports)
 	}
 	mu.Unlock()
@@ -834,8 +841,8 @@ func TestLateCommitAfterExpiryIsRefused(t *testing.T) {
 // exactly; A's rows landed but are never visible.
 func TestLateFindingsOfALostAttemptStayInvisible(t *testing.T) {
 	e := newPrivateEnv(t)
-	h := Hunt{ID: "slowins", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
-	hs := &HuntSet{Hash: "x", Hunts: []Hunt{h}}
+	h := hunt.Hunt{ID: "slowins", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)), Query: eventsQuery, MaxFindings: hunt.MaxFindingsCeiling}
+	hs := testSet("x", h)
 	e.srv.SetFaults(t,
 		ctl.FaultRule{Name: "findings", Kind: ctl.KindInsert, Match: matchFindings, Times: 1, Effect: ctl.DelayStart, Delay: 2 * time.Minute},
 		ctl.FaultRule{Name: "renew", Kind: ctl.KindInsert, Match: matchRenew, Effect: ctl.FailBefore, Code: 242})
@@ -864,13 +871,13 @@ func TestLateFindingsOfALostAttemptStayInvisible(t *testing.T) {
 // The runner owes the fires of its schedule clock (Options.ScheduleClock), not the server's.
 func TestRunnerFollowsTheScheduleClock(t *testing.T) {
 	e := newEnv(t)
-	h := Hunt{ID: "ahead", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery}
+	h := hunt.Hunt{ID: "ahead", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)), Query: eventsQuery}
 	ahead := e.now + 2*3600
-	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, func(o *Options) {
+	r := e.runner("pod-a", testSet("x", h), func(o *Options) {
 		o.ScheduleClock = func(time.Time) time.Time { return time.Unix(ahead, 0) }
 	})
 	e.tickAndWait(r)
-	want := schedule.LatestFire(ahead, h.Interval, h.Offset)
+	want := schedule.LatestFire(ahead, h.IntervalSeconds(), h.OffsetSeconds())
 	if wm, ok := e.watermarkOf(h.ID); !ok || wm != want {
 		t.Fatalf("watermark %d (%v), want %d: the latest fire two hours ahead, on the schedule clock", wm, ok, want)
 	}
@@ -880,10 +887,10 @@ func TestRunnerFollowsTheScheduleClock(t *testing.T) {
 // while the committed fire's lease is still live, and nothing is released.
 func TestCommitFreesTheHunt(t *testing.T) {
 	e := newEnv(t)
-	h := Hunt{ID: "quick", Interval: 60, Offset: e.mid(60), Query: eventsQuery}
+	h := hunt.Hunt{ID: "quick", Interval: 60 * time.Second, Offset: sec(e.mid(60)), Query: eventsQuery}
 	var sched atomic.Int64
 	sched.Store(e.now)
-	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, func(o *Options) {
+	r := e.runner("pod-a", testSet("x", h), func(o *Options) {
 		o.Lease = time.Minute
 		o.ScheduleClock = func(time.Time) time.Time { return time.Unix(sched.Load(), 0) }
 	})
@@ -892,10 +899,10 @@ func TestCommitFreesTheHunt(t *testing.T) {
 	if wm, _ := e.watermarkOf(h.ID); wm != first {
 		t.Fatalf("watermark %d, want the first fire %d", wm, first)
 	}
-	sched.Add(h.Interval)
+	sched.Add(h.IntervalSeconds())
 	e.tickAndWait(r)
-	if wm, _ := e.watermarkOf(h.ID); wm != first+h.Interval {
-		t.Fatalf("watermark %d after the next fire came, want %d: the committed fire's live lease held the hunt", wm, first+h.Interval)
+	if wm, _ := e.watermarkOf(h.ID); wm != first+h.IntervalSeconds() {
+		t.Fatalf("watermark %d after the next fire came, want %d: the committed fire's live lease held the hunt", wm, first+h.IntervalSeconds())
 	}
 	if n := e.count("SELECT count() FROM hunt_lease WHERE hunt_id = ? AND lease_until <= claimed + INTERVAL 1 SECOND", h.ID); n != 0 {
 		t.Fatalf("%d release rows, want none: a commit frees the hunt by itself", n)
@@ -949,14 +956,14 @@ func TestCommitWaitsForARenewalInFlight(t *testing.T) {
 	// A 2.5 s query against renewals every 2 s: the first renewal starts while the query runs
 	// and is held until a commit is sent, or for 2 s. With the commit waiting for it, it is
 	// held the 2 s; a commit sent while it is held releases it at once, and returns after it.
-	h := Hunt{ID: "renewed", Interval: 3600, Offset: e.mid(3600),
+	h := hunt.Hunt{ID: "renewed", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)),
 		Query: "SELECT sleepEachRow(0.5) AS s, number FROM numbers(5) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}
-	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, func(o *Options) { o.Lease = 6 * time.Second })
+	r := e.runner("pod-a", testSet("x", h), func(o *Options) { o.Lease = 6 * time.Second })
 	commits := &commitTimes{StateStore: r.store, sent: make(chan struct{})}
 	renewals := &slowRenewals{Claimer: r.claimer, hold: 2 * time.Second, committed: commits.sent}
 	r.claimer, r.store = renewals, commits
 	e.tickAndWait(r)
-	if runs := e.runs(h.ID); len(runs) != 1 || runs[0].Status != StatusSucceeded {
+	if runs := e.runs(h.ID); len(runs) != 1 || runs[0].Status != hunt.RunSucceeded {
 		t.Fatalf("runs %+v, want one success", runs)
 	}
 	chtest.Eventually(t, 10*time.Second, "the renewal held during the run to return", func() bool {
@@ -983,19 +990,19 @@ func TestCommitWaitsForARenewalInFlight(t *testing.T) {
 // commit records the new interval for the run after it.
 func TestRunnerShortenedIntervalLeavesNoGap(t *testing.T) {
 	e := newEnv(t)
-	h := Hunt{ID: "shortened", Interval: 60, Offset: 7, Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
+	h := hunt.Hunt{ID: "shortened", Interval: 60 * time.Second, Offset: 7 * time.Second, Query: eventsQuery, MaxFindings: hunt.MaxFindingsCeiling}
 	fire := e.latest(h)
 	// The last hourly fire committed 50 minutes ago: more than the new interval's default cap
 	// (24 minutes), well inside the old one's.
 	e.exec("INSERT INTO hunt_watermark (hunt_id, watermark, claim_id, updated, interval_seconds) "+
 		"SELECT ?, toDateTime(?, 'UTC'), generateUUIDv4(), now64(6), 3600", "shortened", fire-3000)
-	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
+	r := e.runner("pod-a", testSet("x", h), nil)
 	e.tickUntil(r, "the first run under the new interval to commit", func() bool {
 		wm, _ := e.watermarkOf("shortened")
 		return wm > fire-3000
 	})
 	runs := e.runs("shortened")
-	if len(runs) != 1 || runs[0].Status != StatusSucceeded || runs[0].Start != fire-3000 {
+	if len(runs) != 1 || runs[0].Status != hunt.RunSucceeded || runs[0].Start != fire-3000 {
 		t.Fatalf("runs %+v, want one success from %d and no gap", runs, fire-3000)
 	}
 	var inForce uint32
@@ -1009,20 +1016,33 @@ func TestRunnerShortenedIntervalLeavesNoGap(t *testing.T) {
 // in a form the server parses for DateTime as for DateTime64, so the documented form runs.
 func TestRunnerDateTimeWindowParameters(t *testing.T) {
 	e := newEnv(t)
-	h := Hunt{ID: "seconds", Interval: 60, Offset: 7, MaxFindings: MaxFindingsCeiling,
+	h := hunt.Hunt{ID: "seconds", Interval: 60 * time.Second, Offset: 7 * time.Second, MaxFindings: hunt.MaxFindingsCeiling,
 		Query: "SELECT host, n FROM events WHERE ts >= {window_start:DateTime} AND ts < {window_end:DateTime('UTC')}"}
 	fire := e.latest(h)
 	e.setWatermark("seconds", fire-60)
-	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
+	r := e.runner("pod-a", testSet("x", h), nil)
 	e.tickUntil(r, "the DateTime hunt to commit", func() bool {
 		wm, _ := e.watermarkOf("seconds")
 		return wm > fire-60
 	})
 	runs := e.runs("seconds")
-	if len(runs) != 1 || runs[0].Status != StatusSucceeded {
+	if len(runs) != 1 || runs[0].Status != hunt.RunSucceeded {
 		t.Fatalf("runs %+v, want one success", runs)
 	}
 	if got, want := e.count("SELECT count() FROM hunt_findings_committed WHERE hunt_id = 'seconds'"), e.eventsIn(runs[0].Start, runs[0].End, 0); got != want {
 		t.Fatalf("findings %d, want %d", got, want)
 	}
+}
+
+// sec is n seconds: tests count the schedule grid in seconds, as the runner does.
+func sec(n int64) time.Duration { return time.Duration(n) * time.Second }
+
+// testSet is the loaded set of hunts, every one enabled, with the set hash pinned to hash.
+func testSet(hash string, hunts ...hunt.Hunt) *hunt.Set {
+	for i := range hunts {
+		hunts[i].Enabled = true
+	}
+	s := hunt.NewSet(hunts, "test", "")
+	s.Hash = hash
+	return s
 }

@@ -14,10 +14,11 @@ import (
 	"github.com/go-faster/city"
 	"github.com/google/uuid"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/attrib"
 	"github.com/hunt-runner/hunt-runner/lease"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // EpochParam renders an instant as the value of a window parameter. Epoch seconds are read the
@@ -53,19 +54,19 @@ type findingCaps struct {
 	rowBytes   int64
 }
 
-func (r *Runner) capsFor(h *Hunt) findingCaps {
-	return findingCaps{rows: h.maxFindings(), findingMax: r.opts.MaxFindingBytes, runMax: r.opts.MaxRunFindingsBytes, rowBytes: h.rowBytes()}
+func (r *Runner) capsFor(h *hunt.Hunt) findingCaps {
+	return findingCaps{rows: h.MaxFindings, findingMax: r.opts.MaxFindingBytes, runMax: r.opts.MaxRunFindingsBytes, rowBytes: rowBytes(h)}
 }
 
 // comment is the log_comment of a statement of run runID of h (internal/attrib).
-func (r *Runner) comment(h *Hunt, fire int64, runID uuid.UUID, kind attrib.Kind) attrib.Comment {
-	return attrib.Comment{HuntID: h.ID, Fire: time.Unix(fire, 0), RunID: runID, Revision: h.ConfigHash,
+func (r *Runner) comment(h *hunt.Hunt, fire int64, runID uuid.UUID, kind attrib.Kind) attrib.Comment {
+	return attrib.Comment{HuntID: h.ID, Fire: time.Unix(fire, 0), RunID: runID, Revision: h.Hash,
 		Kind: kind, RunnerID: r.opts.Owner, HuntSet: r.opts.HuntSet}
 }
 
 // statement is what a run of h over w sends: configsrc.FindingsQuery, its parameters and its
 // settings. `cost --estimate` explains exactly this (Statement).
-func (r *Runner) statement(h *Hunt, fire int64, runID uuid.UUID, w window, kind attrib.Kind) (string, clickhouse.Parameters, clickhouse.Settings) {
+func (r *Runner) statement(h *hunt.Hunt, fire int64, runID uuid.UUID, w window, kind attrib.Kind) (string, clickhouse.Parameters, clickhouse.Settings) {
 	caps := r.capsFor(h)
 	// The byte caps are parameters of the statement, not max_result_bytes with
 	// result_overflow_mode='break': that setting is also applied on the shards running parts
@@ -80,7 +81,7 @@ func (r *Runner) statement(h *Hunt, fire int64, runID uuid.UUID, w window, kind 
 		"window_end":                   EpochParam(w.DataEnd),
 	}
 	settings := clickhouse.Settings{
-		"max_execution_time": int(h.timeout() / time.Second),
+		"max_execution_time": int(h.Timeout / time.Second),
 		"log_comment":        r.comment(h, fire, runID, kind).String(),
 	}
 	return configsrc.FindingsQuery(h.Query), params, settings
@@ -90,8 +91,8 @@ func (r *Runner) statement(h *Hunt, fire int64, runID uuid.UUID, w window, kind 
 // parsed) over the window w, on the hunts connection, and returns at most max_findings
 // distinct rows as JSON documents, bounded in bytes (findingCaps). The hunt only reads: the
 // runner writes its findings (storeFindings).
-func (r *Runner) query(ctx context.Context, h *Hunt, fire int64, runID uuid.UUID, w window, kind attrib.Kind) (found, error) {
-	timeout := h.timeout()
+func (r *Runner) query(ctx context.Context, h *hunt.Hunt, fire int64, runID uuid.UUID, w window, kind attrib.Kind) (found, error) {
+	timeout := h.Timeout
 	caps := r.capsFor(h)
 	// Client-side limit a little past the server's. Not a context deadline: clickhouse-go
 	// turns any deadline it sees into its own max_execution_time, overriding the hunt's, so the
@@ -166,7 +167,7 @@ func readFindings(rows driver.Rows, caps findingCaps) (found, error) {
 // own identity. They are visible through hunt_findings_committed only once the run commits;
 // the deduplication token (the run id) makes a retry of the same insert a no-op on replicated
 // tables, and the table's key collapses it on any other.
-func (r *Runner) storeFindings(ctx context.Context, h *Hunt, fire int64, runID uuid.UUID, docs []string, kind attrib.Kind) error {
+func (r *Runner) storeFindings(ctx context.Context, h *hunt.Hunt, fire int64, runID uuid.UUID, docs []string, kind attrib.Kind) error {
 	if len(docs) == 0 {
 		return nil
 	}
@@ -192,7 +193,7 @@ const (
 	findingsRetryWait = 50 * time.Millisecond
 )
 
-func (r *Runner) insertFindings(ctx context.Context, h *Hunt, fire int64, runID uuid.UUID, docs []string, kind attrib.Kind, attempt int) error {
+func (r *Runner) insertFindings(ctx context.Context, h *hunt.Hunt, fire int64, runID uuid.UUID, docs []string, kind attrib.Kind, attempt int) error {
 	labels := h.Labels
 	if labels == nil {
 		labels = map[string]string{}
@@ -201,7 +202,7 @@ func (r *Runner) insertFindings(ctx context.Context, h *Hunt, fire int64, runID 
 		"async_insert": 0, "insert_deduplication_token": "findings:" + runID.String(),
 		"log_comment": r.comment(h, fire, runID, kind).String()}),
 		clickhouse.WithQueryID(attrib.QueryID(runID, fmt.Sprintf("findings-%d", attempt))))
-	ctx, insert := chstore.Insert(ctx, r.opts.Database, chstore.TableFindings,
+	ctx, insert := schema.Insert(ctx, r.opts.Database, schema.TableFindings,
 		"hunt_id", "fire", "finding_id", "finding", "severity", "labels", "run_id", "found")
 	batch, err := r.conn.PrepareBatch(ctx, insert)
 	if err != nil {

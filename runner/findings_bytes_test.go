@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
 // heapDuring runs f and reports what the process allocated meanwhile (TotalAlloc, which no
@@ -53,9 +55,9 @@ func heapDuring(f func()) (allocated, peak uint64) {
 // the runner allocates a small multiple of what it stores, not the 120 MB the hunt produced.
 func TestFindingsOverTheByteCapAreTruncated(t *testing.T) {
 	e := newEnv(t)
-	h := Hunt{ID: "megabytes", Interval: 3600, Offset: e.mid(3600),
+	h := hunt.Hunt{ID: "megabytes", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)),
 		Query: "SELECT number AS n, repeat('x', 1000000) AS blob FROM numbers(120) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}
-	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
+	r := e.runner("pod-a", testSet("x", h), nil)
 	allocated, peak := heapDuring(func() { e.tickAndWait(r) })
 	t.Logf("120 findings of 1 MB: the runner allocated %.1f MiB during the run, live heap peaked %.1f MiB above its start",
 		float64(allocated)/(1<<20), float64(peak)/(1<<20))
@@ -92,14 +94,14 @@ func TestFindingsOverTheByteCapAreTruncated(t *testing.T) {
 func TestFindingsStopAtTheRunByteCap(t *testing.T) {
 	e := newEnv(t)
 	const runCap = 1 << 20
-	h := Hunt{ID: "many", Interval: 3600, Offset: e.mid(3600), MaxFindings: MaxFindingsCeiling, Labels: map[string]string{"team": "a"},
+	h := hunt.Hunt{ID: "many", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)), MaxFindings: hunt.MaxFindingsCeiling, Labels: map[string]string{"team": "a"},
 		Query: "SELECT number AS n, repeat('y', 4000) AS pad FROM numbers(5000) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}
-	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, func(o *Options) { o.MaxRunFindingsBytes = runCap })
+	r := e.runner("pod-a", testSet("x", h), func(o *Options) { o.MaxRunFindingsBytes = runCap })
 	allocated, peak := heapDuring(func() { e.tickAndWait(r) })
 	t.Logf("5000 findings of 4 KB under a 1 MiB run cap: the runner allocated %.1f MiB, live heap peaked %.1f MiB above its start",
 		float64(allocated)/(1<<20), float64(peak)/(1<<20))
 	stored := e.count("SELECT count() FROM hunt_findings_committed WHERE hunt_id = 'many'")
-	bytes := e.count("SELECT sum(length(finding)) + count() * " + strconv.FormatInt(h.rowBytes(), 10) + " FROM hunt_findings_committed WHERE hunt_id = 'many'")
+	bytes := e.count("SELECT sum(length(finding)) + count() * " + strconv.FormatInt(rowBytes(&h), 10) + " FROM hunt_findings_committed WHERE hunt_id = 'many'")
 	if stored == 0 || bytes > runCap+DefaultMaxFindingBytes {
 		t.Fatalf("stored %d findings of %d bytes, want some and at most the cap %d plus one finding", stored, bytes, runCap)
 	}

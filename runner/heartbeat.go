@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/store"
 )
 
@@ -12,9 +13,6 @@ import (
 // the tick, and at 30 s it is four missed beats. One single-row insert per runner per 30 s is
 // negligible next to the claims.
 const HeartbeatEvery = 30 * time.Second
-
-// DefaultHuntSet is the hunt set a runner reports when --hunt-set is not given.
-const DefaultHuntSet = "default"
 
 // Heartbeater records a runner's heartbeat (store.Store implements it). A StateStore that
 // does not implement it records none.
@@ -34,7 +32,7 @@ type heartbeatState struct {
 // failure is only counted and logged at debug (the next beat retries; status shows the gap).
 // At most one beat is in flight; it ends with ctx or after max(HeartbeatEvery, 5s), when the
 // next beat is due anyway.
-func (r *Runner) heartbeat(ctx context.Context, set *HuntSet) {
+func (r *Runner) heartbeat(ctx context.Context, set *hunt.Set) {
 	hb, ok := r.store.(Heartbeater)
 	if !ok {
 		return
@@ -50,7 +48,7 @@ func (r *Runner) heartbeat(ctx context.Context, set *HuntSet) {
 	}
 	r.hb.inFlight, r.hb.last = true, now
 	beat := store.Heartbeat{Owner: r.opts.Owner, Version: r.opts.Version, HuntSet: r.opts.HuntSet,
-		SetHash: set.Hash, Hunts: len(set.Hunts), Started: r.hb.started, Beat: now}
+		SetHash: set.Hash, Hunts: len(set.Enabled()), Started: r.hb.started, Beat: now}
 	r.wg.Add(1) // a drain waits for it, so nothing writes after Start returns
 	r.mu.Unlock()
 	go func() {

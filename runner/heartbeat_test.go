@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/internal/serve"
@@ -48,10 +49,9 @@ func TestHeartbeatFreshAndFailureHarmless(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := &HuntSet{Hash: "set-hb", Hunts: []Hunt{
-		{ID: "a", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery},
-		{ID: "b", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery},
-	}}
+	set := testSet("set-hb",
+		hunt.Hunt{ID: "a", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)), Query: eventsQuery, Enabled: true},
+		hunt.Hunt{ID: "b", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)), Query: eventsQuery, Enabled: true})
 	r := e.runner("pod-hb", set, func(o *Options) {
 		o.Tick, o.HeartbeatEvery, o.Version, o.Metrics = 100*time.Millisecond, 100*time.Millisecond, "v1.2.3-test", m
 	})
@@ -68,7 +68,7 @@ func TestHeartbeatFreshAndFailureHarmless(t *testing.T) {
 
 	chtest.Eventually(t, time.Minute, "the heartbeat appears", func() bool { return e.beat("pod-hb").n > 0 })
 	first := e.beat("pod-hb")
-	if first.version != "v1.2.3-test" || first.set != DefaultHuntSet || first.hash != "set-hb" || first.hunts != 2 ||
+	if first.version != "v1.2.3-test" || first.set != hunt.HuntSetDefault || first.hash != "set-hb" || first.hunts != 2 ||
 		first.started.IsZero() || first.started.After(first.lastTick.Add(time.Minute)) {
 		t.Fatalf("heartbeat %+v, want version v1.2.3-test, set default, hash set-hb, 2 hunts", first)
 	}
@@ -151,11 +151,11 @@ func TestHeartbeatEvery(t *testing.T) {
 	if err := o.setDefaults(); err != nil {
 		t.Fatal(err)
 	}
-	if o.HuntSet != DefaultHuntSet || o.HeartbeatEvery != HeartbeatEvery {
+	if o.HuntSet != hunt.HuntSetDefault || o.HeartbeatEvery != HeartbeatEvery {
 		t.Errorf("defaults: hunt set %q, heartbeat every %v", o.HuntSet, o.HeartbeatEvery)
 	}
 	e := newEnv(t)
-	r := e.runner("pod-once", &HuntSet{Hash: "h"}, func(o *Options) { o.HeartbeatEvery = time.Hour })
+	r := e.runner("pod-once", testSet("h"), func(o *Options) { o.HeartbeatEvery = time.Hour })
 	for range 3 {
 		e.tickAndWait(r) // waits for the beat too
 	}

@@ -12,23 +12,11 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/attrib"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/store"
-)
-
-// Run outcomes as written to hunt_run.status and the runs metric.
-const (
-	StatusSucceeded = "succeeded"
-	StatusFailed    = "failed"
-	StatusLost      = "lost"
-	StatusGap       = "gap"
-	// StatusCancelled is a run cut short by shutdown: nothing is written, the lease expires.
-	StatusCancelled = "cancelled"
-	// StatusUnknown is a run whose commit could not be confirmed or refuted within the commit
-	// budget (ClickHouse kept answering "unknown" or nothing): nothing more is written.
-	StatusUnknown = "unknown"
 )
 
 // RunReport describes one finished attempt (for Options.OnRun).
@@ -36,7 +24,7 @@ type RunReport struct {
 	HuntID      string
 	Fire        int64
 	RunID       uuid.UUID
-	Status      string
+	Status      hunt.RunStatus
 	Requested   bool
 	Backfill    string    // the backfill's id, for a backfill chunk
 	WindowStart time.Time // data window actually read (delay applied)
@@ -52,7 +40,7 @@ type RunReport struct {
 // job is one won fire: queued, then running, with its lease renewed from the moment it was won.
 type job struct {
 	r         *Runner
-	hunt      *Hunt
+	hunt      *hunt.Hunt
 	fire      int64
 	requested bool
 	backfill  *backfillChunk  // nil for a live fire
@@ -190,13 +178,13 @@ func (r *Runner) execute(j *job) {
 
 	startedLocal := time.Now()
 	run := store.Run{HuntID: h.ID, Fire: j.fire, RunID: runID, Owner: r.opts.Owner,
-		WindowStart: w.Start, WindowEnd: w.End, Started: startedLocal.UTC(), Kind: store.KindScheduled,
-		Interval: h.Interval}
+		WindowStart: w.Start, WindowEnd: w.End, Started: startedLocal.UTC(), Kind: hunt.KindScheduled,
+		Interval: h.IntervalSeconds()}
 	if j.requested {
-		run.Kind = store.KindRequest
+		run.Kind = hunt.KindRequest
 	}
 	if j.backfill != nil {
-		run.Kind = store.KindBackfill
+		run.Kind = hunt.KindBackfill
 	}
 	if w.hasGap() {
 		run.GapStart, run.GapEnd = w.GapStart, w.GapEnd
@@ -224,7 +212,7 @@ func (r *Runner) execute(j *job) {
 		run.Error = err.Error()
 	}
 	r.record(commitCtx, log, span, j, run, rep)
-	r.opts.Metrics.runDone(ctx, h.ID, rep.Status, rep.Duration, rep.Rows)
+	r.opts.Metrics.runDone(ctx, h.ID, run.Kind, rep.Status, rep.Duration, rep.Rows)
 	if r.opts.OnRun != nil {
 		r.opts.OnRun(rep)
 	}
@@ -256,16 +244,16 @@ var errLeaseLost = errors.New("lease lost during the run")
 // commit decides the run's outcome and, for a run that succeeded, commits it: one
 // compare-and-set insert that moves the watermark and is the run's audit row (Advance). Every
 // attempt, retries included, is made only while the lease is still trusted.
-func (r *Runner) commit(ctx context.Context, log logger, j *job, run store.Run, runErr error) (string, error) {
+func (r *Runner) commit(ctx context.Context, log logger, j *job, run store.Run, runErr error) (hunt.RunStatus, error) {
 	switch {
 	case j.isLost() || errors.Is(runErr, errLeaseLost):
-		return StatusLost, errLeaseLost
+		return hunt.RunLost, errLeaseLost
 	case runErr != nil && r.runCtx.Err() != nil:
-		return StatusCancelled, runErr // shutdown cut the run: commit nothing, the lease expires
+		return hunt.RunCancelled, runErr // shutdown cut the run: commit nothing, the lease expires
 	case runErr != nil:
-		return StatusFailed, runErr
+		return hunt.RunFailed, runErr
 	}
-	run.Status = StatusSucceeded
+	run.Status = hunt.RunSucceeded
 	// The lease is trusted from its last renewal on; the commit, retries included, must fit
 	// in what is left of it.
 	j.endRenewal()
@@ -298,18 +286,18 @@ func (r *Runner) commit(ctx context.Context, log logger, j *job, run store.Run, 
 	})
 	switch {
 	case err == nil:
-		return StatusSucceeded, nil
+		return hunt.RunSucceeded, nil
 	case errors.Is(err, store.ErrFenced), errors.Is(err, lease.ErrLost):
-		return StatusLost, fmt.Errorf("commit refused: %w", err)
+		return hunt.RunLost, fmt.Errorf("commit refused: %w", err)
 	case retryable(err):
 		// The budget ran out with the outcome still unknown: the commit may have landed, so
 		// nothing that says otherwise is written (no failure, no backoff, no release, no audit
 		// row). A landed commit spent the lease; otherwise it expires.
 		r.opts.Metrics.clickhouseError(ctx, "commit")
-		return StatusUnknown, fmt.Errorf("commit: %w", err)
+		return hunt.RunUnknown, fmt.Errorf("commit: %w", err)
 	default:
 		r.opts.Metrics.clickhouseError(ctx, "commit")
-		return StatusFailed, fmt.Errorf("commit: %w", err)
+		return hunt.RunFailed, fmt.Errorf("commit: %w", err)
 	}
 }
 
@@ -322,41 +310,41 @@ func (r *Runner) record(ctx context.Context, log logger, span trace.Span, j *job
 	}
 	h := j.hunt
 	switch rep.Status {
-	case StatusSucceeded: // the commit spent the lease: it frees the hunt without a release
+	case hunt.RunSucceeded: // the commit spent the lease: it frees the hunt without a release
 		if rep.GapEnd > rep.GapStart {
 			r.opts.Metrics.gap(ctx, h.ID)
 			log.Warn("gap: outage longer than max_catchup, skipped range recorded",
-				"gap_start", unixUTC(rep.GapStart), "gap_end", unixUTC(rep.GapEnd), "max_catchup_seconds", h.maxCatchupSeconds())
+				"gap_start", unixUTC(rep.GapStart), "gap_end", unixUTC(rep.GapEnd), "max_catchup_seconds", h.MaxCatchupSeconds())
 		}
 		// Overruns are counted here, by the one run that committed the fire, so the cluster
 		// counts each exactly once: the run overran when the hunt's next fire came due before
 		// it committed. A run longer than the interval itself can never keep up.
 		st := j.state
-		overran := !j.requested && schedule.LatestFire(r.opts.ScheduleClock(j.serverNow()).Unix(), h.Interval, h.Offset) > j.fire
-		aggressive := rep.Duration > time.Duration(h.Interval)*time.Second
+		overran := !j.requested && schedule.LatestFire(r.opts.ScheduleClock(j.serverNow()).Unix(), h.IntervalSeconds(), h.OffsetSeconds()) > j.fire
+		aggressive := rep.Duration > h.Interval
 		if overran {
 			r.opts.Metrics.overrun(ctx, h.ID)
 			log.Warn("overrun: the next fire came due before this run committed", "overrun_count_before", st.OverrunCount,
-				"duration_seconds", rep.Duration.Seconds(), "interval_seconds", h.Interval, "too_aggressive", aggressive)
+				"duration_seconds", rep.Duration.Seconds(), "interval_seconds", h.IntervalSeconds(), "too_aggressive", aggressive)
 		}
 		// hunt_state records health transitions: a healthy hunt staying healthy writes nothing
 		// (one round trip less per run); the commit row carries its progress. The overrun is
 		// counted by the server, once for this fire (store.State.Overran).
-		if overran || aggressive != st.TooAggressive || st.Status != StatusSucceeded || st.ConsecutiveFailures != 0 ||
+		if overran || aggressive != st.TooAggressive || st.Status != hunt.RunSucceeded || st.ConsecutiveFailures != 0 ||
 			st.LastError != "" || st.HasRetryAfter {
-			r.setState(ctx, log, store.State{HuntID: h.ID, Status: StatusSucceeded, LastFire: j.fire,
+			r.setState(ctx, log, store.State{HuntID: h.ID, Status: hunt.RunSucceeded, LastFire: j.fire,
 				Overran: overran, TooAggressive: aggressive})
 		}
 		r.planner.succeeded(h.ID)
 		log.Info("hunt run succeeded", "findings", rep.Rows, "findings_dropped", rep.Dropped,
 			"window_start", rep.WindowStart, "window_end", rep.WindowEnd, "duration_seconds", rep.Duration.Seconds())
-	case StatusFailed:
+	case hunt.RunFailed:
 		// The count and the backoff are derived on the server from the hunt's newest state row;
 		// these are what this pod's snapshot expects them to be, for the log.
 		failures := j.state.ConsecutiveFailures + 1
 		d := r.planner.failed(h, failures, r.opts.Clock())
-		base, limit := backoffRule(r.opts.Tick, h.Interval)
-		r.setState(ctx, log, store.State{HuntID: h.ID, Status: StatusFailed, LastError: run.Error, LastFire: j.fire,
+		base, limit := backoffRule(r.opts.Tick, h.IntervalSeconds())
+		r.setState(ctx, log, store.State{HuntID: h.ID, Status: hunt.RunFailed, LastError: run.Error, LastFire: j.fire,
 			BackoffBase: base, BackoffCap: limit, TooAggressive: j.state.TooAggressive})
 		r.release(ctx, log, j)
 		run.Finished = time.Now().UTC()
@@ -364,16 +352,16 @@ func (r *Runner) record(ctx context.Context, log logger, span trace.Span, j *job
 		span.SetStatus(codes.Error, "failed")
 		span.RecordError(logSafe(rep.Err))
 		log.Error("hunt run failed", "error", rep.Err, "consecutive_failures", failures, "backoff", d.String())
-	case StatusLost:
+	case hunt.RunLost:
 		// Someone else owns the fire now: no commit, no release, only the audit row.
 		run.Finished = time.Now().UTC()
 		r.recordRun(ctx, log, run)
 		span.SetStatus(codes.Error, "lost")
 		log.Warn("hunt run lost its lease; nothing committed", "error", rep.Err)
-	case StatusCancelled:
+	case hunt.RunCancelled:
 		span.SetStatus(codes.Error, "cancelled")
 		log.Warn("hunt run cancelled by shutdown; nothing committed, the lease will expire", "error", rep.Err)
-	case StatusUnknown:
+	case hunt.RunUnknown:
 		span.SetStatus(codes.Error, "unknown")
 		log.Error("hunt run's commit outcome stayed unknown; nothing more recorded (hunt_runs shows it if it landed)", "error", rep.Err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
 func TestOutageDelay(t *testing.T) {
@@ -51,8 +53,8 @@ func TestOptionsValidation(t *testing.T) {
 
 func TestReadyWindow(t *testing.T) {
 	now := time.Unix(1000, 0)
-	set := &HuntSet{Hash: "x"}
-	r := &Runner{opts: Options{Tick: time.Second, Clock: func() time.Time { return now }}, source: func() *HuntSet { return set }}
+	set := testSet("x")
+	r := &Runner{opts: Options{Tick: time.Second, Clock: func() time.Time { return now }}, source: func() *hunt.Set { return set }}
 	if r.Ready() == nil {
 		t.Fatal("ready before any snapshot")
 	}

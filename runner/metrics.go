@@ -2,36 +2,44 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
 // Metrics are the runner's OpenTelemetry instruments. A nil *Metrics records nothing, so tests
 // and callers that do not export metrics pass nil.
 //
-// Exported through the Prometheus exporter as (names after unit and _total suffixing):
+// Exported through the Prometheus exporter as (names after unit and _total suffixing). No
+// series carries hunt_id unless per-hunt series are opted into (WithPerHunt,
+// metrics_perhunt.go); then the ones marked [hunt_id] also have a series per itemised hunt:
 //
-//	hunt_runner_runs_total{hunt_id,outcome}            succeeded|failed|lost|cancelled
-//	hunt_runner_run_duration_seconds{hunt_id,outcome}
-//	hunt_runner_rows_written_total{hunt_id}            distinct findings of succeeded fires
-//	hunt_runner_claims_total{outcome}                   won|lost|already_run|error
-//	hunt_runner_behind_seconds{hunt_id}                 now − oldest owed fire (0 when caught up)
-//	hunt_runner_gaps_total{hunt_id}
-//	hunt_runner_findings_dropped_total{hunt_id}
-//	hunt_runner_findings_truncated_total{hunt_id}
-//	hunt_runner_overruns_total{hunt_id}
+//	hunt_runner_runs_total{outcome,kind}              [hunt_id] succeeded|failed|lost|cancelled|unknown; scheduled|request|backfill
+//	hunt_runner_run_duration_seconds{outcome,kind}    never per hunt (hunt_runs has every run's duration)
+//	hunt_runner_rows_written_total                    [hunt_id] distinct findings of succeeded fires
+//	hunt_runner_claims_total{outcome}                 won|lost|already_run|error
+//	hunt_runner_behind_seconds                        [hunt_id] the most behind planned hunt: now − its oldest owed fire
+//	hunt_runner_gaps_total                            [hunt_id]
+//	hunt_runner_findings_dropped_total                [hunt_id]
+//	hunt_runner_findings_truncated_total              [hunt_id]
+//	hunt_runner_overruns_total                        [hunt_id]
 //	hunt_runner_tick_duration_seconds
-//	hunt_runner_claim_insert_duration_seconds          the slowest claim insert of a tick, send → ack
-//	hunt_runner_clickhouse_errors_total{stage}          snapshot|claim|renew|run|commit|release|heartbeat|…
-//	hunt_runner_loaded_set_info{hash}                   1 for the loaded set's hash
-//	hunt_runner_published_set_mismatch                  1 while the loaded hash ≠ materialise's
+//	hunt_runner_claim_insert_duration_seconds         the slowest claim insert of a tick, send → ack
+//	hunt_runner_clickhouse_errors_total{stage}        snapshot|claim|renew|run|commit|release|heartbeat|…
+//	hunt_runner_loaded_set_info{hash}                 1 for the loaded set's hash
+//	hunt_runner_published_set_mismatch                1 while the loaded hash ≠ materialise's
 //	hunt_runner_replica_delay_seconds, hunt_runner_settle_seconds
 //	hunt_runner_runs_in_flight, hunt_runner_runs_queued
-//	hunt_runner_hunt_foreign{hunt_id,hunt_set}          1: not run, another hunt set publishes it
-//	hunt_runner_consistency_info{mode}                  1 for the coordination connection's mode
+//	hunt_runner_hunts_foreign{hunt_set}               loaded hunts not run: that other set publishes them
+//	hunt_runner_hunt_foreign{hunt_id,hunt_set}        per itemised hunt only: 1 while not run for that reason
+//	hunt_runner_hunts_loaded                          hunts of the loaded set
+//	hunt_runner_metrics_hunts_omitted                 loaded hunts without series of their own (all by default)
+//	hunt_runner_consistency_info{mode}                1 for the coordination connection's mode
 //	and the ops pack's health gauges (metrics_health.go)
 type Metrics struct {
 	runs, rows, claimsC, gaps, overruns, chErrors, dropped, truncated metric.Int64Counter
@@ -43,13 +51,21 @@ type Metrics struct {
 	consistency  string
 	runners      []*Runner
 
-	health healthGauges // the ops pack's gauges, fed by SetHuntHealth and Reloaded
+	health  healthGauges // the ops pack's gauges, fed by SetHuntHealth and Reloaded
+	perHunt perHunt      // which hunts have series of their own
 }
 
 // NewMetrics creates the instruments on meter. settle is exported as a gauge next to the
-// observed replica delay so an alert can compare them.
-func NewMetrics(meter metric.Meter, settle time.Duration) (*Metrics, error) {
+// observed replica delay so an alert can compare them. The meter's provider must allow
+// MetricsSeriesLimit series per instrument for the options given.
+func NewMetrics(meter metric.Meter, settle time.Duration, opts ...MetricsOption) (*Metrics, error) {
 	m := &Metrics{settle: settle}
+	for _, o := range opts {
+		o(m)
+	}
+	if m.perHunt.max < 0 || m.perHunt.max > MetricsPerHuntMax {
+		return nil, fmt.Errorf("per-hunt metrics for %d hunts: must be 0 to %d", m.perHunt.max, MetricsPerHuntMax)
+	}
 	var err error
 	counter := func(name, desc string) metric.Int64Counter {
 		if err != nil {
@@ -88,7 +104,7 @@ func NewMetrics(meter metric.Meter, settle time.Duration) (*Metrics, error) {
 		return nil, err
 	}
 	behind, err := meter.Int64ObservableGauge("hunt_runner_behind", metric.WithUnit("s"),
-		metric.WithDescription("Seconds since the oldest owed fire of each hunt became due (0 when caught up)."))
+		metric.WithDescription("Seconds since the oldest owed fire of the most behind hunt this pod plans became due (0 when caught up); with hunt_id, of that hunt."))
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +137,21 @@ func NewMetrics(meter metric.Meter, settle time.Duration) (*Metrics, error) {
 		return nil, err
 	}
 	foreign, err := meter.Int64ObservableGauge("hunt_runner_hunt_foreign",
-		metric.WithDescription("1 for each loaded hunt not run because another hunt set publishes it (hunt_set: that set)."))
+		metric.WithDescription("1 for each itemised hunt not run because another hunt set publishes it (hunt_set: that set)."))
+	if err != nil {
+		return nil, err
+	}
+	foreignN, err := meter.Int64ObservableGauge("hunt_runner_hunts_foreign",
+		metric.WithDescription("Loaded hunts not run because another hunt set publishes them (hunt_set: that set)."))
+	if err != nil {
+		return nil, err
+	}
+	loaded, err := meter.Int64ObservableGauge("hunt_runner_hunts_loaded", metric.WithDescription("Hunts of the loaded set."))
+	if err != nil {
+		return nil, err
+	}
+	omitted, err := meter.Int64ObservableGauge("hunt_runner_metrics_hunts_omitted",
+		metric.WithDescription("Loaded hunts without series of their own (--metrics-per-hunt): their runs count only in the totals."))
 	if err != nil {
 		return nil, err
 	}
@@ -139,11 +169,19 @@ func NewMetrics(meter metric.Meter, settle time.Duration) (*Metrics, error) {
 			o.ObserveInt64(consistency, 1, metric.WithAttributes(attribute.String("mode", m.consistency)))
 		}
 		m.mu.Unlock()
+		n, left := m.perHunt.counts()
+		o.ObserveInt64(loaded, int64(n))
+		o.ObserveInt64(omitted, int64(left))
 		for _, r := range runners {
 			b, setHash, pubHash, running, q := r.snapshotState()
+			most := int64(0)
 			for id, s := range b {
-				o.ObserveInt64(behind, s, metric.WithAttributes(attribute.String("hunt_id", id)))
+				most = max(most, s)
+				if m.perHunt.itemised(id) {
+					o.ObserveInt64(behind, s, metric.WithAttributes(attribute.String("hunt_id", id)))
+				}
 			}
+			o.ObserveInt64(behind, most)
 			if setHash != "" {
 				o.ObserveInt64(setInfo, 1, metric.WithAttributes(attribute.String("hash", setHash)))
 			}
@@ -154,12 +192,19 @@ func NewMetrics(meter metric.Meter, settle time.Duration) (*Metrics, error) {
 			o.ObserveInt64(mismatch, mm)
 			o.ObserveInt64(inFlight, int64(running))
 			o.ObserveInt64(queued, int64(q))
+			bySet := map[string]int64{}
 			for id, set := range r.foreignHunts() {
-				o.ObserveInt64(foreign, 1, metric.WithAttributes(attribute.String("hunt_id", id), attribute.String("hunt_set", set)))
+				bySet[set]++
+				if m.perHunt.itemised(id) {
+					o.ObserveInt64(foreign, 1, metric.WithAttributes(attribute.String("hunt_id", id), attribute.String("hunt_set", set)))
+				}
+			}
+			for set, k := range bySet {
+				o.ObserveInt64(foreignN, k, metric.WithAttributes(attribute.String("hunt_set", set)))
 			}
 		}
 		return nil
-	}, behind, setInfo, mismatch, delay, settleG, inFlight, queued, consistency, foreign)
+	}, behind, setInfo, mismatch, delay, settleG, inFlight, queued, consistency, foreign, foreignN, loaded, omitted)
 	if err != nil {
 		return nil, err
 	}
@@ -172,15 +217,16 @@ func (m *Metrics) observe(r *Runner) {
 	m.runners = append(m.runners, r)
 }
 
-func (m *Metrics) runDone(ctx context.Context, huntID, outcome string, d time.Duration, rows uint64) {
+// runDone counts one finished run of kind (hunt.KindScheduled, …) by its outcome.
+func (m *Metrics) runDone(ctx context.Context, huntID string, kind hunt.Kind, outcome hunt.RunStatus, d time.Duration, rows uint64) {
 	if m == nil {
 		return
 	}
-	attrs := metric.WithAttributes(attribute.String("hunt_id", huntID), attribute.String("outcome", outcome))
-	m.runs.Add(ctx, 1, attrs)
-	m.runDur.Record(ctx, d.Seconds(), attrs)
-	if outcome == StatusSucceeded {
-		m.rows.Add(ctx, int64(rows), metric.WithAttributes(attribute.String("hunt_id", huntID)))
+	kv := []attribute.KeyValue{attribute.String("outcome", outcome.String()), attribute.String("kind", kind.String())}
+	m.runs.Add(ctx, 1, m.perHunt.attrs(huntID, kv...))
+	m.runDur.Record(ctx, d.Seconds(), metric.WithAttributes(kv...))
+	if outcome == hunt.RunSucceeded {
+		m.rows.Add(ctx, int64(rows), m.perHunt.attrs(huntID))
 	}
 }
 
@@ -195,28 +241,28 @@ func (m *Metrics) findingsTruncated(ctx context.Context, huntID string, n uint64
 	if m == nil || n == 0 {
 		return
 	}
-	m.truncated.Add(ctx, int64(n), metric.WithAttributes(attribute.String("hunt_id", huntID)))
+	m.truncated.Add(ctx, int64(n), m.perHunt.attrs(huntID))
 }
 
 func (m *Metrics) findingsDropped(ctx context.Context, huntID string, n uint64) {
 	if m == nil {
 		return
 	}
-	m.dropped.Add(ctx, int64(n), metric.WithAttributes(attribute.String("hunt_id", huntID)))
+	m.dropped.Add(ctx, int64(n), m.perHunt.attrs(huntID))
 }
 
 func (m *Metrics) gap(ctx context.Context, huntID string) {
 	if m == nil {
 		return
 	}
-	m.gaps.Add(ctx, 1, metric.WithAttributes(attribute.String("hunt_id", huntID)))
+	m.gaps.Add(ctx, 1, m.perHunt.attrs(huntID))
 }
 
 func (m *Metrics) overrun(ctx context.Context, huntID string) {
 	if m == nil {
 		return
 	}
-	m.overruns.Add(ctx, 1, metric.WithAttributes(attribute.String("hunt_id", huntID)))
+	m.overruns.Add(ctx, 1, m.perHunt.attrs(huntID))
 }
 
 func (m *Metrics) clickhouseError(ctx context.Context, stage string) {

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -10,7 +11,7 @@ import (
 )
 
 // HuntHealth is one hunt's health as read from ClickHouse (status.Read), the same on every
-// pod: alerts aggregate it with max by (hunt_id). Lag counts a hunt that never committed from
+// pod: alerts aggregate its totals with max by (namespace). Lag counts a hunt that never committed from
 // its first owed fire, which the planner's hunt_runner_behind_seconds (the fires this pod
 // plans) does not know.
 type HuntHealth struct {
@@ -20,22 +21,35 @@ type HuntHealth struct {
 	ConsecutiveFailures uint32
 }
 
+// BehindIntervals is how many of its intervals a hunt's lag must exceed for
+// hunt_runner_hunts_behind to count it (the HuntBehind alert).
+const BehindIntervals = 2
+
 // Reload outcomes of hunt_runner_reloads_total.
 const (
 	ReloadOK    = "ok"    // the source was read (single files may still have problems)
 	ReloadError = "error" // the source could not be read; the previous set is kept
 )
 
-// healthGauges are the instruments the ops pack's alerts need beyond the loop's own:
+// healthGauges are the instruments the ops pack's alerts need beyond the loop's own. The
+// totals, always exported, over every hunt SetHuntHealth was given:
+//
+//	hunt_runner_hunts_failing                             hunts with at least one consecutive failure
+//	hunt_runner_consecutive_failures_max                  the most consecutive failures of any hunt
+//	hunt_runner_hunts_behind                              hunts owing a fire for more than BehindIntervals intervals
+//	hunt_runner_hunts_never_succeeded                     hunts owing a fire for more than an interval, never committed
+//	hunt_runner_lag_intervals_max                         the largest lag of any hunt, in that hunt's intervals
+//	hunt_runner_hunt_files_invalid                        problems in the hunt files loaded, offline and server-side
+//	hunt_runner_hunts_stale                               hunts held at their last good definition
+//	hunt_runner_reloads_total{outcome}                    ok|error
+//
+// and per itemised hunt only (WithPerHunt):
 //
 //	hunt_runner_hunt_interval_seconds{hunt_id}
 //	hunt_runner_hunt_lag_seconds{hunt_id}                 from the first owed fire when never committed
 //	hunt_runner_last_success_timestamp_seconds{hunt_id}  absent until the hunt's first success
 //	hunt_runner_never_succeeded{hunt_id}                  1 while an owed hunt has no success
 //	hunt_runner_consecutive_failures{hunt_id}
-//	hunt_runner_hunt_files_invalid                        problems in the hunt files loaded, offline and server-side
-//	hunt_runner_hunts_stale                               hunts held at their last good definition
-//	hunt_runner_reloads_total{outcome}                    ok|error
 type healthGauges struct {
 	reloads metric.Int64Counter
 
@@ -99,10 +113,40 @@ func (m *Metrics) registerHealth(meter metric.Meter) error {
 	if err != nil {
 		return err
 	}
+	failing, err := meter.Int64ObservableGauge("hunt_runner_hunts_failing",
+		metric.WithDescription("Hunts whose newest attempts failed: at least one consecutive failure (hunt_state)."))
+	if err != nil {
+		return err
+	}
+	failuresMax, err := meter.Int64ObservableGauge("hunt_runner_consecutive_failures_max",
+		metric.WithDescription("The most consecutive failures of any hunt (hunt_state)."))
+	if err != nil {
+		return err
+	}
+	behindN, err := meter.Int64ObservableGauge("hunt_runner_hunts_behind",
+		metric.WithDescription(fmt.Sprintf("Hunts whose oldest owed fire has been owed for more than %d of their intervals.", BehindIntervals)))
+	if err != nil {
+		return err
+	}
+	neverN, err := meter.Int64ObservableGauge("hunt_runner_hunts_never_succeeded",
+		metric.WithDescription("Hunts that have owed a fire for more than an interval and never committed a run."))
+	if err != nil {
+		return err
+	}
+	lagMax, err := meter.Float64ObservableGauge("hunt_runner_lag_intervals_max",
+		metric.WithDescription("The largest lag of any hunt, in that hunt's intervals (0 when every hunt is caught up)."))
+	if err != nil {
+		return err
+	}
 	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		g.mu.Lock()
 		defer g.mu.Unlock()
+		var t healthTotals
 		for id, h := range g.hunts {
+			t.add(h)
+			if !m.perHunt.itemised(id) {
+				continue
+			}
 			a := metric.WithAttributes(attribute.String("hunt_id", id))
 			o.ObserveInt64(interval, h.Interval, a)
 			o.ObserveInt64(lag, h.Lag, a)
@@ -117,6 +161,13 @@ func (m *Metrics) registerHealth(meter metric.Meter) error {
 			}
 			o.ObserveInt64(never, n, a)
 		}
+		if g.hunts != nil {
+			o.ObserveInt64(failing, t.failing)
+			o.ObserveInt64(failuresMax, t.failuresMax)
+			o.ObserveInt64(behindN, t.behind)
+			o.ObserveInt64(neverN, t.never)
+			o.ObserveFloat64(lagMax, t.lagMax)
+		}
 		if g.files != nil {
 			if f, ok := g.files(); ok {
 				o.ObserveInt64(invalid, int64(f.Invalid))
@@ -124,8 +175,31 @@ func (m *Metrics) registerHealth(meter metric.Meter) error {
 			}
 		}
 		return nil
-	}, interval, lag, lastSuccess, never, failures, invalid, stale)
+	}, interval, lag, lastSuccess, never, failures, invalid, stale, failing, failuresMax, behindN, neverN, lagMax)
 	return err
+}
+
+// healthTotals are the totals of the hunt-health gauges.
+type healthTotals struct {
+	failing, failuresMax, behind, never int64
+	lagMax                              float64
+}
+
+func (t *healthTotals) add(h HuntHealth) {
+	if h.ConsecutiveFailures > 0 {
+		t.failing++
+	}
+	t.failuresMax = max(t.failuresMax, int64(h.ConsecutiveFailures))
+	if h.Interval <= 0 {
+		return
+	}
+	if h.Lag > BehindIntervals*h.Interval {
+		t.behind++
+	}
+	if h.LastSuccess.IsZero() && h.Lag > h.Interval {
+		t.never++
+	}
+	t.lagMax = max(t.lagMax, float64(h.Lag)/float64(h.Interval))
 }
 
 // SetHuntHealth replaces the per-hunt health (hunts missing from h disappear from the gauges).

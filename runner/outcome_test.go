@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/store"
@@ -42,8 +43,8 @@ func TestAmbiguousCommitEndsAsItsRow(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := setupEnv(t, srv.NewDB(t))
 			e.srv = srv
-			h := Hunt{ID: "amb", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery, MaxFindings: MaxFindingsCeiling}
-			r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, nil)
+			h := hunt.Hunt{ID: "amb", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)), Query: eventsQuery, MaxFindings: hunt.MaxFindingsCeiling}
+			r := e.runner("pod-a", testSet("x", h), nil)
 			var mu sync.Mutex
 			var reports []RunReport
 			r.opts.OnRun = func(rep RunReport) { mu.Lock(); reports = append(reports, rep); mu.Unlock() }
@@ -55,7 +56,7 @@ func TestAmbiguousCommitEndsAsItsRow(t *testing.T) {
 				t.Fatal("the fault never fired")
 			}
 			mu.Lock()
-			if len(reports) != 1 || reports[0].Status != StatusSucceeded {
+			if len(reports) != 1 || reports[0].Status != hunt.RunSucceeded {
 				t.Errorf("outcomes %+v, want one success", reports)
 			}
 			mu.Unlock()
@@ -63,7 +64,7 @@ func TestAmbiguousCommitEndsAsItsRow(t *testing.T) {
 			if n := e.count("SELECT count() FROM hunt_watermark WHERE hunt_id = 'amb'"); n != 1 {
 				t.Errorf("%d commit rows, want 1", n)
 			}
-			if runs := e.runs("amb"); len(runs) != 1 || runs[0].Status != StatusSucceeded {
+			if runs := e.runs("amb"); len(runs) != 1 || runs[0].Status != hunt.RunSucceeded {
 				t.Errorf("hunt_runs %+v, want one succeeded and nothing else", runs)
 			}
 			if n := e.count("SELECT count() FROM hunt_state WHERE hunt_id = 'amb' AND (status = 'failed' OR consecutive_failures > 0 OR toUnixTimestamp64Milli(retry_after) > 0)"); n != 0 {
@@ -87,15 +88,15 @@ func TestLateStateRowKeepsTheNextFiresFailure(t *testing.T) {
 	e := newPrivateEnv(t)
 	var sched atomic.Int64
 	sched.Store(e.now)
-	h := Hunt{ID: "flip", Interval: 60, Offset: e.mid(60)}
+	h := hunt.Hunt{ID: "flip", Interval: 60 * time.Second, Offset: sec(e.mid(60))}
 	fire := e.latest(h)
 	// Fire N's window succeeds, fire N+1's fails.
 	h.Query = fmt.Sprintf("SELECT throwIf({window_end:DateTime64(3)} > toDateTime64(%d, 3, 'UTC'), 'boom') AS x FROM numbers(1) "+
 		"WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}", fire)
-	hs := &HuntSet{Hash: "x", Hunts: []Hunt{h}}
+	hs := testSet("x", h)
 	e.setWatermark(h.ID, fire-60)
 	// An earlier failure, so that A's success is a health transition and writes a state row.
-	if err := e.store().SetState(e.ctx, store.State{HuntID: h.ID, Status: StatusFailed, LastError: "earlier", LastFire: fire - 60}); err != nil {
+	if err := e.store().SetState(e.ctx, store.State{HuntID: h.ID, Status: hunt.RunFailed, LastError: "earlier", LastFire: fire - 60}); err != nil {
 		t.Fatal(err)
 	}
 	e.srv.SetFaults(t, ctl.FaultRule{Name: "held", Kind: ctl.KindInsert, Match: `INSERT INTO \S*hunt_state`, Times: 1,
@@ -138,7 +139,7 @@ func TestLateStateRowKeepsTheNextFiresFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := snap.Hunts[h.ID]
-	if st.Status != StatusFailed || st.LastFire != fire+60 || st.ConsecutiveFailures == 0 || !st.HasRetryAfter {
+	if st.Status != hunt.RunFailed || st.LastFire != fire+60 || st.ConsecutiveFailures == 0 || !st.HasRetryAfter {
 		t.Fatalf("state %+v after A's late row of fire N, want fire N+1's failure with its backoff", st)
 	}
 }

@@ -8,7 +8,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // Ownership: a hunt id belongs to the hunt set whose publication of it is live (the newest
@@ -23,7 +24,7 @@ import (
 func (r *Runner) foreignOwners(ctx context.Context, ids []string) (map[string]string, error) {
 	q := "SELECT hunt_id, hunt_set FROM (SELECT hunt_id, argMax(hunt_set, updated) AS hunt_set, " +
 		"argMax(enabled = 1 AND interval_seconds > 0, updated) AS live FROM " +
-		chstore.QuoteIdent(r.opts.Database) + "." + chstore.TableSchedule +
+		schema.QuoteIdent(r.opts.Database) + "." + schema.TableSchedule +
 		" WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id) WHERE live AND hunt_set != {set:String}"
 	rows, err := r.conn.Query(ctx, q, clickhouse.Named("ids", ids), clickhouse.Named("set", r.opts.HuntSet))
 	if err != nil {
@@ -44,7 +45,7 @@ func (r *Runner) foreignOwners(ctx context.Context, ids []string) (map[string]st
 // ownDue drops the fires of hunts another set publishes, logging each such hunt once (again
 // only if its owner changes) and exporting them as hunt_runner_hunt_foreign. When the owners
 // cannot be read nothing is claimed this tick: claiming unchecked is what must never happen.
-func (r *Runner) ownDue(ctx context.Context, loaded *HuntSet, due []dueFire) ([]dueFire, error) {
+func (r *Runner) ownDue(ctx context.Context, loaded *hunt.Set, due []dueFire) ([]dueFire, error) {
 	ids := make([]string, 0, len(due))
 	for _, d := range due {
 		ids = append(ids, d.Hunt.ID)
@@ -70,7 +71,7 @@ func (r *Runner) ownDue(ctx context.Context, loaded *HuntSet, due []dueFire) ([]
 		}
 	}
 	for id := range r.foreign {
-		if loaded.find(id) == nil { // no longer loaded: nothing left to refuse
+		if enabledHunt(loaded, id) == nil { // no longer loaded: nothing left to refuse
 			delete(r.foreign, id)
 		}
 	}

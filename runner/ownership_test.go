@@ -6,19 +6,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/serve"
 )
 
 // publishAs writes id's hunt_schedule row as set's materialise would (live, or a tombstone).
-func (e *env) publishAs(set string, h Hunt, live bool) {
+func (e *env) publishAs(set string, h hunt.Hunt, live bool) {
 	e.t.Helper()
 	enabled := 0
 	if live {
 		enabled = 1
 	}
 	e.exec("INSERT INTO hunt_schedule (hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated, hunt_set) SELECT ?, ?, ?, ?, 'h', now64(6), ?",
-		h.ID, h.Interval, h.Offset, enabled, set)
+		h.ID, h.IntervalSeconds(), h.OffsetSeconds(), enabled, set)
 }
 
 // Two hunt sets share a database. team-b's runner loads a file with an id team-a publishes: it
@@ -27,10 +28,10 @@ func (e *env) publishAs(set string, h Hunt, live bool) {
 // hunt, whose fire team-b left alone.
 func TestRunnerNeverClaimsAnotherSetsHunt(t *testing.T) {
 	e := newEnv(t)
-	hunt := func(id string) Hunt {
-		return Hunt{ID: id, Interval: 3600, Offset: e.mid(3600), Query: eventsQuery}
+	mk := func(id string) hunt.Hunt {
+		return hunt.Hunt{ID: id, Interval: 3600 * time.Second, Offset: sec(e.mid(3600)), Query: eventsQuery}
 	}
-	mine, retired, shared, unpublished := hunt("mine"), hunt("retired"), hunt("shared"), hunt("unpublished")
+	mine, retired, shared, unpublished := mk("mine"), mk("retired"), mk("shared"), mk("unpublished")
 	e.publishAs("team-b", mine, true)
 	e.publishAs("team-a", retired, true)
 	e.publishAs("team-a", retired, false) // team-a retired it: free to take over
@@ -45,7 +46,7 @@ func TestRunnerNeverClaimsAnotherSetsHunt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := e.runner("pod-b", &HuntSet{Hash: "b", Hunts: []Hunt{mine, retired, shared, unpublished}}, func(o *Options) {
+	b := e.runner("pod-b", testSet("b", mine, retired, shared, unpublished), func(o *Options) {
 		o.HuntSet, o.Metrics = "team-b", m
 		o.Logger = slog.New(slog.NewJSONHandler(&logs, nil))
 	})
@@ -68,11 +69,11 @@ func TestRunnerNeverClaimsAnotherSetsHunt(t *testing.T) {
 	if !strings.Contains(logs.String(), `"published_by":"team-a"`) {
 		t.Errorf("the refusal does not name the owning set:\n%s", logs.String())
 	}
-	if body := scrape(t, tel); !strings.Contains(body, `hunt_runner_hunt_foreign{hunt_id="shared",hunt_set="team-a"`) {
+	if body := scrape(t, tel); !strings.Contains(body, `hunt_runner_hunts_foreign{hunt_set="team-a"} 1`) {
 		t.Errorf("metrics lack the refused hunt:\n%s", body)
 	}
 
-	a := e.runner("pod-a", &HuntSet{Hash: "a", Hunts: []Hunt{shared}}, func(o *Options) { o.HuntSet = "team-a" })
+	a := e.runner("pod-a", testSet("a", shared), func(o *Options) { o.HuntSet = "team-a" })
 	e.tickAndWait(a)
 	if wm, ok := e.watermarkOf("shared"); !ok || wm != e.latest(shared) {
 		t.Fatalf("team-a's runner did not commit its hunt: watermark %d/%v, runs %+v", wm, ok, e.runs("shared"))
@@ -83,9 +84,9 @@ func TestRunnerNeverClaimsAnotherSetsHunt(t *testing.T) {
 // could take another set's hunt), and the next tick that can read it claims.
 func TestRunnerClaimsNothingWhenOwnershipIsUnknown(t *testing.T) {
 	e := newPrivateEnv(t)
-	h := Hunt{ID: "mine", Interval: 3600, Offset: e.mid(3600), Query: eventsQuery}
+	h := hunt.Hunt{ID: "mine", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)), Query: eventsQuery}
 	e.publishAs("team-b", h, true)
-	r := e.runner("pod-b", &HuntSet{Hash: "b", Hunts: []Hunt{h}}, func(o *Options) { o.HuntSet = "team-b" })
+	r := e.runner("pod-b", testSet("b", h), func(o *Options) { o.HuntSet = "team-b" })
 	e.srv.SetFaults(t, ctl.FaultRule{Name: "owners", Match: `argMax\(hunt_set`, Effect: ctl.FailBefore})
 	e.tickAndWait(r)
 	if n := e.count("SELECT count() FROM hunt_lease WHERE hunt_id = 'mine'"); n != 0 {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/store"
 )
@@ -47,10 +48,10 @@ func TestPlanAgreesWithSchedulePredicate(t *testing.T) {
 						}
 					}
 				}
-				hunts := make([]Hunt, len(states))
+				hunts := make([]hunt.Hunt, len(states))
 				snapStates := make(map[string]hs, len(states))
 				for i, st := range states {
-					hunts[i] = hunt(fmt.Sprintf("h%d", i), iv, off)
+					hunts[i] = testHunt(fmt.Sprintf("h%d", i), iv, off)
 					snapStates[hunts[i].ID] = st
 				}
 				p := newPlanner(time.Second).plan(snap(now, snapStates), set(hunts...), time.Time{}, nil)
@@ -106,9 +107,9 @@ func ptr[T any](v T) *T { return &v }
 // evaluating the due SQL at retry_after rather than by waiting for it.
 func TestPersistedBackoffOnTheEngine(t *testing.T) {
 	e := newEnv(t)
-	broken := Hunt{ID: "broken", Interval: 3600, Offset: 0,
+	broken := hunt.Hunt{ID: "broken", Interval: 3600 * time.Second, Offset: 0,
 		Query: "SELECT throwIf(number = 0, 'boom') AS x FROM numbers(1) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}
-	hs := &HuntSet{Hash: "set-1", Hunts: []Hunt{broken}}
+	hs := testSet("set-1", broken)
 	e.exec("INSERT INTO hunt_schedule (hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated) SELECT 'broken', 3600, 0, 1, 'h', now64(6)")
 	due := func(nowExpr string) uint64 { return e.count(schedule.DueCountSQL(e.db.Name, nowExpr)) }
 	if n := due("now()"); n != 1 {
@@ -117,7 +118,7 @@ func TestPersistedBackoffOnTheEngine(t *testing.T) {
 
 	a := e.runner("pod-a", hs, func(o *Options) { o.Tick = time.Minute })
 	e.tickAndWait(a)
-	if br := e.runs("broken"); len(br) != 1 || br[0].Status != StatusFailed {
+	if br := e.runs("broken"); len(br) != 1 || br[0].Status != hunt.RunFailed {
 		t.Fatalf("pod-a runs %+v, want one failed", br)
 	}
 	snap, err := store.New(e.db.Conn, e.db.Name).Snapshot(e.ctx)

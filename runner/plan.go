@@ -5,13 +5,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // dueFire is one fire the tick will try to claim.
 type dueFire struct {
-	Hunt      *Hunt
+	Hunt      *hunt.Hunt
 	Fire      int64
 	Requested bool           // a run-now request, not a scheduled fire
 	Overdue   int64          // seconds since the oldest fire this run settles became owed
@@ -72,16 +73,16 @@ func backoffDelay(tick time.Duration, interval int64, failures uint32) time.Dura
 // failed is the backoff after a hunt's failures-th consecutive failure. The caller persists it
 // as hunt_state.retry_after (server clock), which every pod, and the due count, honour. The
 // local clock argument is unused and kept for the caller's signature.
-func (p *planner) failed(h *Hunt, failures uint32, _ time.Time) time.Duration {
-	return backoffDelay(p.tick, h.Interval, failures)
+func (p *planner) failed(h *hunt.Hunt, failures uint32, _ time.Time) time.Duration {
+	return backoffDelay(p.tick, h.IntervalSeconds(), failures)
 }
 
 // succeeded is a no-op: the success's hunt_state row clears retry_after for every pod.
 func (p *planner) succeeded(string) {}
 
 // scheduleRow is h as the predicate sees it: a loaded hunt is enabled.
-func scheduleRow(h *Hunt) schedule.Row {
-	return schedule.Row{HuntID: h.ID, IntervalSeconds: uint32(h.Interval), PhaseOffset: uint32(h.Offset), Enabled: true}
+func scheduleRow(h *hunt.Hunt) schedule.Row {
+	return schedule.Row{HuntID: h.ID, IntervalSeconds: uint32(h.IntervalSeconds()), PhaseOffset: uint32(h.OffsetSeconds()), Enabled: true}
 }
 
 // scheduleState is the predicate's view of a snapshot entry. A hunt that never committed but
@@ -99,19 +100,19 @@ func scheduleState(st store.HuntState) schedule.State {
 // fire is owed, and how far behind; zero: the snapshot's time, see Options.ScheduleClock).
 // busy reports hunts this runner already holds (queued or running); it may be nil. The local
 // clock is not read.
-func (p *planner) plan(snap store.Snapshot, set *HuntSet, at time.Time, busy func(string) bool) plan {
+func (p *planner) plan(snap store.Snapshot, set *hunt.Set, at time.Time, busy func(string) bool) plan {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if at.IsZero() {
 		at = snap.Now
 	}
 	now, nowMs := at.Unix(), snap.Now.UnixMilli()
-	out := plan{Behind: make(map[string]int64, len(set.Hunts))}
-	loaded := make(map[string]struct{}, len(set.Hunts))
-	for i := range set.Hunts {
-		h := &set.Hunts[i]
+	hunts := set.Enabled()
+	out := plan{Behind: make(map[string]int64, len(hunts))}
+	loaded := make(map[string]struct{}, len(hunts))
+	for _, h := range hunts {
 		loaded[h.ID] = struct{}{}
-		if h.Interval <= 0 {
+		if h.IntervalSeconds() <= 0 {
 			continue
 		}
 		hs := snap.Hunts[h.ID]

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/store"
 )
@@ -21,10 +22,10 @@ func snap(now int64, hunts map[string]store.HuntState) store.Snapshot {
 	return store.Snapshot{Now: at(now), Hunts: hunts}
 }
 
-func set(hunts ...Hunt) *HuntSet { return &HuntSet{Hash: "h", Hunts: hunts} }
+func set(hunts ...hunt.Hunt) *hunt.Set { return testSet("h", hunts...) }
 
-func hunt(id string, interval, offset int64) Hunt {
-	return Hunt{ID: id, Interval: interval, Offset: offset, Query: "SELECT 1"}
+func testHunt(id string, interval, offset int64) hunt.Hunt {
+	return hunt.Hunt{ID: id, Interval: sec(interval), Offset: sec(offset), Query: "SELECT 1"}
 }
 
 func dueIDs(p plan) []string {
@@ -36,7 +37,7 @@ func dueIDs(p plan) []string {
 }
 
 func TestPlanDue(t *testing.T) {
-	h := hunt("a", 60, 46)
+	h := testHunt("a", 60, 46)
 	cases := []struct {
 		name      string
 		now       int64
@@ -98,7 +99,7 @@ func TestPlanDue(t *testing.T) {
 // The regression of the earlier runner's `now ≥ current` gate: ticks every 15 s for three
 // minutes on a hunt with offset 46 must run exactly three fires.
 func TestPlanBetweenTicksRunsEveryFire(t *testing.T) {
-	h := hunt("a", 60, 46)
+	h := testHunt("a", 60, 46)
 	p := newPlanner(15 * time.Second)
 	st := map[string]store.HuntState{"a": {Watermark: base - 74, HasWatermark: true}}
 	var fires []int64
@@ -116,7 +117,7 @@ func TestPlanBetweenTicksRunsEveryFire(t *testing.T) {
 }
 
 func TestPlanOverrunCountedOncePerFire(t *testing.T) {
-	h := hunt("a", 60, 0)
+	h := testHunt("a", 60, 0)
 	p := newPlanner(5 * time.Second)
 	// Fire base is owed while fire base-60 still holds a long lease.
 	st := map[string]store.HuntState{"a": {Watermark: base - 120, HasWatermark: true,
@@ -133,10 +134,10 @@ func TestPlanOverrunCountedOncePerFire(t *testing.T) {
 
 func TestPlanOrdersMostOverdueFirst(t *testing.T) {
 	hs := set(
-		hunt("c-fresh", 60, 0),      // owes base+60 only (watermark base)
-		hunt("b-old", 60, 0),        // watermark far back: oldest owed fire base-240
-		hunt("a-first-run", 60, 30), // never ran: owes base+30, and goes first
-		hunt("d-tie", 60, 0),        // same overdue as c-fresh: tie by id
+		testHunt("c-fresh", 60, 0),      // owes base+60 only (watermark base)
+		testHunt("b-old", 60, 0),        // watermark far back: oldest owed fire base-240
+		testHunt("a-first-run", 60, 30), // never ran: owes base+30, and goes first
+		testHunt("d-tie", 60, 0),        // same overdue as c-fresh: tie by id
 	)
 	now := base + 65
 	st := map[string]store.HuntState{
@@ -157,7 +158,7 @@ func TestPlanOrdersMostOverdueFirst(t *testing.T) {
 }
 
 func TestPlanSkipsBusyAndDisabledInterval(t *testing.T) {
-	p := newPlanner(5*time.Second).plan(snap(base+65, nil), set(hunt("a", 60, 0), hunt("b", 60, 0), hunt("zero", 0, 0)),
+	p := newPlanner(5*time.Second).plan(snap(base+65, nil), set(testHunt("a", 60, 0), testHunt("b", 60, 0), testHunt("zero", 0, 0)),
 		time.Unix(0, 0), func(id string) bool { return id == "a" })
 	if got := dueIDs(p); !reflect.DeepEqual(got, []string{"b"}) || p.Busy != 1 {
 		t.Fatalf("due %v busy %d", got, p.Busy)
@@ -193,7 +194,7 @@ func TestBackoffDelay(t *testing.T) {
 // as the pod that failed would, to the millisecond, and a success's row (no retry_after)
 // releases it everywhere.
 func TestPlanBackoff(t *testing.T) {
-	hs := set(hunt("a", 60, 0))
+	hs := set(testHunt("a", 60, 0))
 	now := base + 65
 	retry := at(now).Add(20 * time.Second)
 	inBackoff := map[string]store.HuntState{"a": {Watermark: base, HasWatermark: true, Status: "failed",
@@ -238,7 +239,7 @@ func TestPlanBackoff(t *testing.T) {
 // A hunt that never committed but keeps failing is behind from the fire its failures began at
 // (as far as the snapshot knows: the last failed fire), not from its latest fire.
 func TestPlanBehindNeverCommitted(t *testing.T) {
-	hs := set(hunt("a", 60, 0), hunt("new", 60, 0))
+	hs := set(testHunt("a", 60, 0), testHunt("new", 60, 0))
 	now := base + 65
 	st := map[string]store.HuntState{"a": {Status: "failed", ConsecutiveFailures: 8, LastFire: base - 240}}
 	pl := newPlanner(5*time.Second).plan(snap(now, st), hs, time.Time{}, nil)
@@ -250,7 +251,7 @@ func TestPlanBehindNeverCommitted(t *testing.T) {
 func TestRunWindow(t *testing.T) {
 	cases := []struct {
 		name               string
-		h                  Hunt
+		h                  hunt.Hunt
 		wm                 int64
 		hasWM              bool
 		fire               int64
@@ -258,23 +259,23 @@ func TestRunWindow(t *testing.T) {
 		gapStart, gapEnd   int64
 		dataStart, dataEnd time.Time
 	}{
-		{name: "first run covers one interval", h: Hunt{Interval: 60}, fire: base + 60,
+		{name: "first run covers one interval", h: hunt.Hunt{Interval: 60 * time.Second}, fire: base + 60,
 			start: base, end: base + 60, dataStart: at(base), dataEnd: at(base + 60)},
-		{name: "from the watermark", h: Hunt{Interval: 60}, wm: base - 120, hasWM: true, fire: base + 60,
+		{name: "from the watermark", h: hunt.Hunt{Interval: 60 * time.Second}, wm: base - 120, hasWM: true, fire: base + 60,
 			start: base - 120, end: base + 60, dataStart: at(base - 120), dataEnd: at(base + 60)},
-		{name: "delay shifts the data window only", h: Hunt{Interval: 60, Delay: 90 * time.Second}, wm: base, hasWM: true, fire: base + 60,
+		{name: "delay shifts the data window only", h: hunt.Hunt{Interval: 60 * time.Second, Delay: 90 * time.Second}, wm: base, hasWM: true, fire: base + 60,
 			start: base, end: base + 60, dataStart: at(base - 90), dataEnd: at(base - 30)},
-		{name: "default catch-up is 24 intervals", h: Hunt{Interval: 60}, wm: base - 3600, hasWM: true, fire: base,
+		{name: "default catch-up is 24 intervals", h: hunt.Hunt{Interval: 60 * time.Second}, wm: base - 3600, hasWM: true, fire: base,
 			start: base - 1440, end: base, gapStart: base - 3600, gapEnd: base - 1440, dataStart: at(base - 1440), dataEnd: at(base)},
-		{name: "explicit catch-up", h: Hunt{Interval: 60, MaxCatchup: 5 * time.Minute}, wm: base - 600, hasWM: true, fire: base,
+		{name: "explicit catch-up", h: hunt.Hunt{Interval: 60 * time.Second, MaxCatchup: 5 * time.Minute}, wm: base - 600, hasWM: true, fire: base,
 			start: base - 300, end: base, gapStart: base - 600, gapEnd: base - 300, dataStart: at(base - 300), dataEnd: at(base)},
-		{name: "window exactly max_catchup has no gap", h: Hunt{Interval: 60, MaxCatchup: 5 * time.Minute}, wm: base - 300, hasWM: true, fire: base,
+		{name: "window exactly max_catchup has no gap", h: hunt.Hunt{Interval: 60 * time.Second, MaxCatchup: 5 * time.Minute}, wm: base - 300, hasWM: true, fire: base,
 			start: base - 300, end: base, dataStart: at(base - 300), dataEnd: at(base)},
-		{name: "catch-up below one interval is raised to it", h: Hunt{Interval: 60, MaxCatchup: 10 * time.Second}, wm: base - 60, hasWM: true, fire: base,
+		{name: "catch-up below one interval is raised to it", h: hunt.Hunt{Interval: 60 * time.Second, MaxCatchup: 10 * time.Second}, wm: base - 60, hasWM: true, fire: base,
 			start: base - 60, end: base, dataStart: at(base - 60), dataEnd: at(base)},
-		{name: "off-grid watermark from a run-now request", h: Hunt{Interval: 60}, wm: base + 7, hasWM: true, fire: base + 60,
+		{name: "off-grid watermark from a run-now request", h: hunt.Hunt{Interval: 60 * time.Second}, wm: base + 7, hasWM: true, fire: base + 60,
 			start: base + 7, end: base + 60, dataStart: at(base + 7), dataEnd: at(base + 60)},
-		{name: "watermark past the fire gives an empty window", h: Hunt{Interval: 60}, wm: base + 90, hasWM: true, fire: base + 60,
+		{name: "watermark past the fire gives an empty window", h: hunt.Hunt{Interval: 60 * time.Second}, wm: base + 90, hasWM: true, fire: base + 60,
 			start: base + 60, end: base + 60, dataStart: at(base + 60), dataEnd: at(base + 60)},
 	}
 	for _, tc := range cases {
@@ -313,10 +314,10 @@ func TestPlanFollowsReload(t *testing.T) {
 		"b": {Watermark: base, HasWatermark: true},
 	}
 	now := base + 90
-	if got := dueIDs(p.plan(snap(now, st), set(hunt("a", 60, 0), hunt("b", 60, 0)), time.Time{}, nil)); !reflect.DeepEqual(got, []string{"a", "b"}) {
+	if got := dueIDs(p.plan(snap(now, st), set(testHunt("a", 60, 0), testHunt("b", 60, 0)), time.Time{}, nil)); !reflect.DeepEqual(got, []string{"a", "b"}) {
 		t.Fatalf("before reload: %v", got)
 	}
-	pl := p.plan(snap(now, st), set(hunt("a", 3600, 0)), time.Time{}, nil)
+	pl := p.plan(snap(now, st), set(testHunt("a", 3600, 0)), time.Time{}, nil)
 	if len(pl.Due) != 0 {
 		t.Fatalf("after reload (b removed, a now hourly and done): due %v", dueIDs(pl))
 	}
@@ -329,7 +330,7 @@ func TestPlanFollowsReload(t *testing.T) {
 // which fire is owed, and how far behind, follow the schedule instant; a lease is compared with
 // the server's clock that wrote it.
 func TestPlanReadsTheScheduleAtItsOwnInstant(t *testing.T) {
-	h := set(hunt("a", 60, 0))
+	h := set(testHunt("a", 60, 0))
 	server := base + 30 // the server's clock: the latest fire would be base
 	pinned := at(base + 3600 + 30)
 	pl := newPlanner(5*time.Second).plan(snap(server, nil), h, pinned, nil)

@@ -8,19 +8,9 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
-	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/attrib"
 )
-
-// HuntOf is the runner's view of a loaded hunt definition: the one conversion `run` and
-// `preview` share, so both run a hunt with the same limits.
-func HuntOf(h configsrc.Hunt) Hunt {
-	return Hunt{
-		ID: h.ID, Interval: int64(h.Interval / time.Second), Offset: int64(h.Offset / time.Second),
-		Delay: h.Delay, MaxCatchup: h.MaxCatchup, Timeout: h.Timeout, Query: h.Query,
-		Severity: h.Severity, Labels: h.Labels, ConfigHash: h.Hash, MaxFindings: h.MaxFindings,
-	}
-}
 
 // Findings is what one run of a hunt found: the distinct rows a fire would store (JSON
 // documents, at most the hunt's max_findings) and the result rows past that cap.
@@ -35,7 +25,8 @@ type Findings struct {
 // store. It writes nothing: `hunt-runner test` (kind attrib.Test) and `preview` (attrib.Preview)
 // use it, and the findings of a preview must be the findings a run commits. Each call is a
 // run of its own in the server's query log: a fresh run id, the host as the runner id.
-func Preview(ctx context.Context, conn driver.Conn, h Hunt, start, end time.Time, kind attrib.Kind) (Findings, error) {
+func Preview(ctx context.Context, conn driver.Conn, h hunt.Hunt, start, end time.Time, kind attrib.Kind) (Findings, error) {
+	h = h.WithDefaults() // a hunt built by hand runs with the limits a loaded one has
 	r, err := previewRunner(conn)
 	if err != nil {
 		return Findings{}, err
@@ -47,7 +38,8 @@ func Preview(ctx context.Context, conn driver.Conn, h Hunt, start, end time.Time
 // Statement is the statement a fire of h over the data window [start, end) sends, as Preview
 // sends it: the SQL, its parameters and its settings (log_comment of the given kind, for a run
 // of its own). `cost --estimate` explains it.
-func Statement(h Hunt, start, end time.Time, kind attrib.Kind) (string, clickhouse.Parameters, clickhouse.Settings, error) {
+func Statement(h hunt.Hunt, start, end time.Time, kind attrib.Kind) (string, clickhouse.Parameters, clickhouse.Settings, error) {
+	h = h.WithDefaults()
 	r, err := previewRunner(nil)
 	if err != nil {
 		return "", nil, nil, err

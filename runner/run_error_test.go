@@ -6,9 +6,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
 // lockedBuffer collects log output written from the run goroutines.
@@ -37,18 +40,18 @@ func TestRunErrorRowValuesStayInTheRecord(t *testing.T) {
 	const secret = "row-value-7f3a9c"
 	e.exec("CREATE TABLE leak (v String) ENGINE = MergeTree ORDER BY v")
 	e.exec("INSERT INTO leak VALUES ('" + secret + "')")
-	h := Hunt{ID: "folds", Interval: 3600, Offset: e.mid(3600),
+	h := hunt.Hunt{ID: "folds", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)),
 		Query: "SELECT toUInt32(v) AS n FROM leak WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}
 	var logs lockedBuffer
 	spans := tracetest.NewSpanRecorder()
-	r := e.runner("pod-a", &HuntSet{Hash: "x", Hunts: []Hunt{h}}, func(o *Options) {
+	r := e.runner("pod-a", testSet("x", h), func(o *Options) {
 		o.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		o.Tracer = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans)).Tracer("test")
 	})
 	e.tickAndWait(r)
 
 	runs := e.runs("folds")
-	if len(runs) != 1 || runs[0].Status != StatusFailed || !strings.Contains(runs[0].Error, secret) {
+	if len(runs) != 1 || runs[0].Status != hunt.RunFailed || !strings.Contains(runs[0].Error, secret) {
 		t.Fatalf("runs %+v, want one failed run whose record keeps the server's message", runs)
 	}
 	out := logs.String()

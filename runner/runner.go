@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/store"
 )
@@ -64,7 +65,7 @@ type Options struct {
 	Settle time.Duration
 
 	// Version and HuntSet go into the runner's heartbeat (heartbeat.go); HuntSet defaults to
-	// DefaultHuntSet. HeartbeatEvery is the least time between beats; default HeartbeatEvery.
+	// hunt.HuntSetDefault. HeartbeatEvery is the least time between beats; default HeartbeatEvery.
 	Version        string
 	HuntSet        string
 	HeartbeatEvery time.Duration
@@ -119,7 +120,7 @@ func (o *Options) setDefaults() error {
 		o.CheckEvery = 12
 	}
 	if o.HuntSet == "" {
-		o.HuntSet = DefaultHuntSet
+		o.HuntSet = hunt.HuntSetDefault
 	}
 	if o.HeartbeatEvery <= 0 {
 		o.HeartbeatEvery = HeartbeatEvery
@@ -395,7 +396,8 @@ func (r *Runner) tick(ctx context.Context) error {
 	r.behind = p.Behind
 	r.setHash = set.Hash
 	r.mu.Unlock()
-	span.SetAttributes(attribute.Int("hunts", len(set.Hunts)), attribute.Int("due", len(p.Due)),
+	r.opts.Metrics.huntsLoaded(r, set)
+	span.SetAttributes(attribute.Int("hunts", len(set.Enabled())), attribute.Int("due", len(p.Due)),
 		attribute.Int("leased", p.Leased), attribute.Int("backoff", p.BackOff))
 	if check {
 		r.checkPublished(ctx, set)
@@ -417,7 +419,7 @@ func (r *Runner) tick(ctx context.Context) error {
 	}
 
 	if len(p.Due) == 0 {
-		r.log.Debug("tick: nothing due", "hunts", len(set.Hunts), "leased", p.Leased, "backoff", p.BackOff, "busy", p.Busy)
+		r.log.Debug("tick: nothing due", "hunts", len(set.Enabled()), "leased", p.Leased, "backoff", p.BackOff, "busy", p.Busy)
 		return nil
 	}
 
@@ -480,7 +482,7 @@ func (r *Runner) tick(ctx context.Context) error {
 
 // checkPublished compares the loaded set's hash with the one materialise published and reads
 // the replica delay. Both are best effort: a failure is logged and counted, never fatal.
-func (r *Runner) checkPublished(ctx context.Context, set *HuntSet) {
+func (r *Runner) checkPublished(ctx context.Context, set *hunt.Set) {
 	if r.opts.PublishedHash != nil {
 		pub, err := r.opts.PublishedHash(ctx)
 		if err != nil {

@@ -3,6 +3,7 @@ package runner
 import (
 	"time"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/schedule"
 )
 
@@ -20,8 +21,8 @@ func (w window) hasGap() bool { return w.HasGap() }
 // runWindowAfter is the window of fire for h given the watermark its claim verified, committed
 // while the hunt's interval was inForce seconds (hunt_watermark.interval_seconds, carried by
 // the lease; 0 when unknown), with the catch-up cap of catchupCap.
-func runWindowAfter(h *Hunt, watermark int64, hasWatermark bool, inForce, fire int64) window {
-	s := schedule.RunSpan(watermark, hasWatermark, fire, h.Interval, catchupCap(h, inForce))
+func runWindowAfter(h *hunt.Hunt, watermark int64, hasWatermark bool, inForce, fire int64) window {
+	s := schedule.RunSpan(watermark, hasWatermark, fire, h.IntervalSeconds(), catchupCap(h, inForce))
 	return window{
 		Span:      s,
 		DataStart: time.Unix(s.Start, 0).UTC().Add(-h.Delay),
@@ -36,12 +37,12 @@ func runWindowAfter(h *Hunt, watermark int64, hasWatermark bool, inForce, fire i
 // that was in force when the watermark was written, plus one new interval (the change can land
 // just after an old fire was due), whenever that is the larger. Once a run commits under the
 // new interval, its own cap applies.
-func catchupCap(h *Hunt, inForce int64) int64 {
-	c := h.maxCatchupSeconds()
-	if inForce > h.Interval {
+func catchupCap(h *hunt.Hunt, inForce int64) int64 {
+	c := h.MaxCatchupSeconds()
+	if inForce > h.IntervalSeconds() {
 		old := *h
-		old.Interval = inForce
-		c = max(c, old.maxCatchupSeconds()+h.Interval)
+		old.Interval = time.Duration(inForce) * time.Second
+		c = max(c, old.MaxCatchupSeconds()+h.IntervalSeconds())
 	}
 	return c
 }

@@ -3,6 +3,8 @@ package runner
 import (
 	"testing"
 	"time"
+
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
 // Shortening an interval (1h to 1m) with no outage: the first run after the change covers the
@@ -11,7 +13,7 @@ import (
 // interval, the new cap applies again.
 func TestCatchupCapUsesTheIntervalInForce(t *testing.T) {
 	const hour, minute = 3600, 60
-	oneMinute := Hunt{Interval: minute}
+	oneMinute := hunt.Hunt{Interval: sec(minute)}
 	wm := base // the last hourly fire that committed
 	for _, fire := range []int64{wm + minute, wm + 35*minute, wm + hour, wm + hour + minute} {
 		w := runWindowAfter(&oneMinute, wm, true, hour, fire)
@@ -31,7 +33,7 @@ func TestCatchupCapUsesTheIntervalInForce(t *testing.T) {
 		t.Fatalf("two-day outage: window %+v, want a gap up to 24h1m before the fire", w.Span)
 	}
 	// An explicit max_catchup as long as the old interval leaves no gap either.
-	explicit := Hunt{Interval: minute, MaxCatchup: time.Hour}
+	explicit := hunt.Hunt{Interval: sec(minute), MaxCatchup: time.Hour}
 	if w := runWindowAfter(&explicit, wm, true, hour, wm+hour+30); w.HasGap() {
 		t.Fatalf("max_catchup 1h, 1h -> 1m: window %+v, want no gap", w.Span)
 	}
@@ -40,7 +42,7 @@ func TestCatchupCapUsesTheIntervalInForce(t *testing.T) {
 		t.Fatalf("watermark committed under 1m: window %+v, want the 24-minute cap", w.Span)
 	}
 	// A longer interval (1m -> 1h) keeps its own, larger cap.
-	oneHour := Hunt{Interval: hour}
+	oneHour := hunt.Hunt{Interval: sec(hour)}
 	if got := catchupCap(&oneHour, minute); got != 24*hour {
 		t.Fatalf("1m -> 1h cap %d, want %d", got, 24*hour)
 	}

@@ -8,8 +8,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // benchHunts is the size of the published schedule in BenchmarkDueSQL (issue 3); wmGens the
@@ -35,7 +35,7 @@ var (
 	liveForm   = sqlForm{"live", func(d, n string) string { return dueCore(formLive, d, n, "") }, dueSettings(formLive)}
 	finalForm  = sqlForm{"final", func(d, n string) string { return dueCore(formFinal, d, n, "") }, dueSettings(formFinal)}
 	argMaxForm = sqlForm{"argmax", func(d, n string) string {
-		db := chstore.QuoteIdent(d)
+		db := schema.QuoteIdent(d)
 		return joinedDue(db, "toInt64("+n+")", argMaxParts(db))
 	}, ""}
 	sqlForms = []sqlForm{liveForm, finalForm, argMaxForm}
@@ -45,9 +45,9 @@ var (
 // requests and backoff; here they are read the same way). The benchmark's baseline.
 func argMaxParts(db string) dueParts {
 	return dueParts{
-		sched: `SELECT hunt_id, i, p FROM (SELECT hunt_id, argMax(interval_seconds, updated) AS i, argMax(phase_offset, updated) AS p, argMax(enabled, updated) AS e FROM ` + db + `.` + chstore.TableSchedule + ` GROUP BY hunt_id) WHERE e = 1 AND i > 0`,
-		lease: `SELECT hunt_id, toUInt8(1) AS has_lease, toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) AS lu_ms, toInt64(argMax(fire, (claimed, claim_id))) AS lf FROM ` + db + `.` + chstore.TableLease + ` GROUP BY hunt_id`,
-		state: `SELECT hunt_id, toUInt8(1) AS has_st, toUnixTimestamp64Milli(argMax(retry_after, updated)) AS ra_ms FROM ` + db + `.` + chstore.TableState + ` GROUP BY hunt_id`,
+		sched: `SELECT hunt_id, i, p FROM (SELECT hunt_id, argMax(interval_seconds, updated) AS i, argMax(phase_offset, updated) AS p, argMax(enabled, updated) AS e FROM ` + db + `.` + schema.TableSchedule + ` GROUP BY hunt_id) WHERE e = 1 AND i > 0`,
+		lease: `SELECT hunt_id, toUInt8(1) AS has_lease, toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) AS lu_ms, toInt64(argMax(fire, (claimed, claim_id))) AS lf FROM ` + db + `.` + schema.TableLease + ` GROUP BY hunt_id`,
+		state: `SELECT hunt_id, toUInt8(1) AS has_st, toUnixTimestamp64Milli(argMax(retry_after, updated)) AS ra_ms FROM ` + db + `.` + schema.TableState + ` GROUP BY hunt_id`,
 	}
 }
 
@@ -60,8 +60,8 @@ func argMaxParts(db string) dueParts {
 // FINAL cheaper part-way through, by chance).
 func seedBacklog(ctx context.Context, b testing.TB, conn driver.Conn, database string, n int, now int64) {
 	b.Helper()
-	db := chstore.QuoteIdent(database)
-	for _, table := range []string{chstore.TableSchedule, chstore.TableWatermark, chstore.TableLease, chstore.TableState} {
+	db := schema.QuoteIdent(database)
+	for _, table := range []string{schema.TableSchedule, schema.TableWatermark, schema.TableLease, schema.TableState} {
 		if err := conn.Exec(ctx, "SYSTEM STOP MERGES "+db+"."+table); err != nil {
 			b.Fatalf("stop merges on %s: %v", table, err)
 		}
@@ -83,15 +83,15 @@ func seedBacklog(ctx context.Context, b testing.TB, conn driver.Conn, database s
 	intervals := []uint32{60, 300, 600, 3600, 86400}
 	id := func(i int) string { return fmt.Sprintf("hunt-%06d", i) }
 	t0 := time.Unix(now, 0).UTC()
-	send(chstore.TableSchedule, "hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated", n, func(i int) []any {
+	send(schema.TableSchedule, "hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated", n, func(i int) []any {
 		iv := intervals[i%len(intervals)]
 		return []any{id(i), iv, uint32(PhaseOffset(id(i), int64(iv), DefaultSpreadFraction)), uint8(1), "h", t0.Add(-time.Hour)}
 	})
-	send(chstore.TableSchedule, "hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated", n/20, func(i int) []any {
+	send(schema.TableSchedule, "hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated", n/20, func(i int) []any {
 		return []any{id(i * 20), uint32(0), uint32(0), uint8(0), "", t0.Add(-time.Minute)}
 	})
 	for gen := range wmGens {
-		send(chstore.TableWatermark, "hunt_id, watermark, claim_id, updated", n, func(i int) []any {
+		send(schema.TableWatermark, "hunt_id, watermark, claim_id, updated", n, func(i int) []any {
 			iv := int64(intervals[i%len(intervals)])
 			fire := LatestFire(now, iv, PhaseOffset(id(i), iv, DefaultSpreadFraction))
 			wm := fire - iv*int64(wmGens-1-gen) // the newest commit covers the latest fire for most hunts
@@ -102,7 +102,7 @@ func seedBacklog(ctx context.Context, b testing.TB, conn driver.Conn, database s
 		})
 	}
 	for gen := range 2 {
-		send(chstore.TableState, "hunt_id, status, consecutive_failures, updated, retry_after", n/10, func(i int) []any {
+		send(schema.TableState, "hunt_id, status, consecutive_failures, updated, retry_after", n/10, func(i int) []any {
 			retry := time.Unix(0, 0).UTC()
 			if gen == 1 && i%10 == 0 {
 				retry = t0.Add(time.Minute) // in backoff: 1% of hunts
@@ -111,7 +111,7 @@ func seedBacklog(ctx context.Context, b testing.TB, conn driver.Conn, database s
 			}
 			return []any{id(i * 10), "failed", uint32(gen + 1), t0.Add(time.Duration(gen-30) * time.Second), retry}
 		})
-		send(chstore.TableLease, "hunt_id, fire, owner, claim_id, claimed, lease_until", n, func(i int) []any {
+		send(schema.TableLease, "hunt_id, fire, owner, claim_id, claimed, lease_until", n, func(i int) []any {
 			until := t0.Add(-time.Duration(i%300) * time.Second)
 			if gen == 1 && i%100 == 0 {
 				until = t0.Add(5 * time.Minute) // a live lease: 1% of hunts running right now
@@ -119,7 +119,7 @@ func seedBacklog(ctx context.Context, b testing.TB, conn driver.Conn, database s
 			return []any{id(i), t0, "pod-a", uuid.New(), t0.Add(time.Duration(gen-20) * time.Second), until}
 		})
 	}
-	send(chstore.TableRequest, "hunt_id, requested_fire, request_id, requested_by, requested", 300, func(i int) []any {
+	send(schema.TableRequest, "hunt_id, requested_fire, request_id, requested_by, requested", 300, func(i int) []any {
 		return []any{id(i * 333), t0, uuid.New(), "bench", t0}
 	})
 }
@@ -128,7 +128,7 @@ func seedBacklog(ctx context.Context, b testing.TB, conn driver.Conn, database s
 // any due query pays for I/O and decoding. hunt_watermark is read as the due query reads it,
 // through its per-hunt max projection: every commit row is not a floor the query must pay.
 func scanSQL(database string) string {
-	db := chstore.QuoteIdent(database)
+	db := schema.QuoteIdent(database)
 	return fmt.Sprintf(`SELECT
   (SELECT sum(cityHash64(hunt_id, interval_seconds, phase_offset, enabled, updated)) FROM %[1]s.hunt_schedule)
 + (SELECT sum(cityHash64(hunt_id, wm)) FROM (SELECT hunt_id, max(watermark) AS wm FROM %[1]s.hunt_watermark GROUP BY hunt_id))

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"regexp"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // DefaultHuntSet is the hunt set of every command that is not given one, and of every row
@@ -40,7 +40,7 @@ func quoteSet(set string) string { return "'" + set + "'" }
 // HuntSets returns, for every hunt in hunt_schedule, the hunt set of its newest row
 // (tombstones included): the set that publishes it or last retired it.
 func HuntSets(ctx context.Context, q Querier, database string) (map[string]string, error) {
-	rows, err := q.Query(ctx, "SELECT hunt_id, hunt_set FROM "+chstore.QuoteIdent(database)+"."+chstore.TableSchedule+" FINAL")
+	rows, err := q.Query(ctx, "SELECT hunt_id, hunt_set FROM "+schema.QuoteIdent(database)+"."+schema.TableSchedule+" FINAL")
 	if err != nil {
 		return nil, fmt.Errorf("read the hunt sets: %w", err)
 	}

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // ErrEmptySet is returned by Materialise for a hunt set with no hunts at all, unless
@@ -315,7 +315,7 @@ func NewClickHouseStore(conn Conn, database string) *ClickHouseStore {
 }
 
 func (s *ClickHouseStore) table(name string) string {
-	return chstore.QuoteIdent(s.database) + "." + name
+	return schema.QuoteIdent(s.database) + "." + name
 }
 
 // Published implements Store. FINAL leaves the newest row per hunt (ReplacingMergeTree by
@@ -325,7 +325,7 @@ func (s *ClickHouseStore) Published(ctx context.Context, set string) (Published,
 	if err := queryOne(ctx, s.conn, "SELECT now64(6)", &p.Now); err != nil {
 		return p, err
 	}
-	rows, err := s.conn.Query(ctx, "SELECT hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated, hunt_set FROM "+s.table(chstore.TableSchedule)+" FINAL")
+	rows, err := s.conn.Query(ctx, "SELECT hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated, hunt_set FROM "+s.table(schema.TableSchedule)+" FINAL")
 	if err != nil {
 		return p, err
 	}
@@ -355,7 +355,7 @@ func (s *ClickHouseStore) Published(ctx context.Context, set string) (Published,
 // Publish implements Store.
 func (s *ClickHouseStore) Publish(ctx context.Context, rows []Row, rec Publication) error {
 	if len(rows) > 0 {
-		ictx, insert := chstore.Insert(ctx, s.database, chstore.TableSchedule,
+		ictx, insert := schema.Insert(ctx, s.database, schema.TableSchedule,
 			"hunt_id", "interval_seconds", "phase_offset", "enabled", "config_hash", "updated", "hunt_set")
 		b, err := s.conn.PrepareBatch(ictx, insert)
 		if err != nil {
@@ -371,7 +371,7 @@ func (s *ClickHouseStore) Publish(ctx context.Context, rows []Row, rec Publicati
 			return err
 		}
 	}
-	ictx, insert := chstore.Insert(ctx, s.database, chstore.TablePublish, "set_hash", "hunt_count", "source", "published", "hunt_set")
+	ictx, insert := schema.Insert(ctx, s.database, schema.TablePublish, "set_hash", "hunt_count", "source", "published", "hunt_set")
 	b, err := s.conn.PrepareBatch(ictx, insert)
 	if err != nil {
 		return err
@@ -397,7 +397,7 @@ func PublishedSetHash(ctx context.Context, q Querier, database, set string) (str
 	if err := ValidateHuntSet(set); err != nil {
 		return "", err
 	}
-	rows, err := q.Query(ctx, "SELECT set_hash FROM "+chstore.QuoteIdent(database)+"."+chstore.TablePublish+
+	rows, err := q.Query(ctx, "SELECT set_hash FROM "+schema.QuoteIdent(database)+"."+schema.TablePublish+
 		" WHERE hunt_set = "+quoteSet(set)+" ORDER BY published DESC LIMIT 1")
 	if err != nil {
 		return "", fmt.Errorf("read published set hash: %w", err)

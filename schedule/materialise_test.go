@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 func mustRow(t *testing.T, id string, interval time.Duration, hash string) Row {
@@ -25,10 +25,10 @@ func mustRow(t *testing.T, id string, interval time.Duration, hash string) Row {
 func tableCounts(t *testing.T, q Querier, database string) (schedule, publish uint64) {
 	t.Helper()
 	ctx := context.Background()
-	if err := queryOne(ctx, q, "SELECT count() FROM "+chstore.QuoteIdent(database)+".hunt_schedule", &schedule); err != nil {
+	if err := queryOne(ctx, q, "SELECT count() FROM "+schema.QuoteIdent(database)+".hunt_schedule", &schedule); err != nil {
 		t.Fatal(err)
 	}
-	if err := queryOne(ctx, q, "SELECT count() FROM "+chstore.QuoteIdent(database)+".hunt_publish", &publish); err != nil {
+	if err := queryOne(ctx, q, "SELECT count() FROM "+schema.QuoteIdent(database)+".hunt_publish", &publish); err != nil {
 		t.Fatal(err)
 	}
 	return schedule, publish
@@ -131,7 +131,7 @@ func TestMaterialiseTombstoneRowShape(t *testing.T) {
 	}
 	var interval, offset uint32
 	var enabled uint8
-	if err := queryOne(ctx, db.Conn, "SELECT interval_seconds, phase_offset, enabled FROM "+chstore.QuoteIdent(db.Name)+".hunt_schedule FINAL WHERE hunt_id = 'gone'", &interval, &offset, &enabled); err != nil {
+	if err := queryOne(ctx, db.Conn, "SELECT interval_seconds, phase_offset, enabled FROM "+schema.QuoteIdent(db.Name)+".hunt_schedule FINAL WHERE hunt_id = 'gone'", &interval, &offset, &enabled); err != nil {
 		t.Fatal(err)
 	}
 	if interval != 0 || offset != 0 || enabled != 0 {

@@ -12,8 +12,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // The parity test proves DueCountSQL (every form of it) and IsDue agree on the real engine.
@@ -272,8 +272,8 @@ func parityCases(wallNow time.Time) (hunts []parityHunt, nows []int64) {
 // row under a tombstone, or an older live lease under an expired one.
 func insertParity(ctx context.Context, t testing.TB, conn driver.Conn, database string, hunts []parityHunt) {
 	t.Helper()
-	db := chstore.QuoteIdent(database)
-	for _, table := range []string{chstore.TableSchedule, chstore.TableWatermark, chstore.TableLease, chstore.TableState, chstore.TablePause} {
+	db := schema.QuoteIdent(database)
+	for _, table := range []string{schema.TableSchedule, schema.TableWatermark, schema.TableLease, schema.TableState, schema.TablePause} {
 		if err := conn.Exec(ctx, "SYSTEM STOP MERGES "+db+"."+table); err != nil {
 			t.Fatalf("stop merges on %s: %v", table, err)
 		}
@@ -301,7 +301,7 @@ func insertParity(ctx context.Context, t testing.TB, conn driver.Conn, database 
 			h.schedule[k].Set = paritySets[(i+k)%len(paritySets)]
 		}
 	}
-	batch(chstore.TableSchedule, "hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated, hunt_set", func(b driver.Batch) error {
+	batch(schema.TableSchedule, "hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated, hunt_set", func(b driver.Batch) error {
 		for _, h := range hunts {
 			for _, r := range h.schedule {
 				if err := b.Append(r.HuntID, r.IntervalSeconds, r.PhaseOffset, boolToUInt8(r.Enabled), r.ConfigHash, r.updated, r.Set); err != nil {
@@ -314,7 +314,7 @@ func insertParity(ctx context.Context, t testing.TB, conn driver.Conn, database 
 	// One insert per commit generation, so that a hunt's later rows are in later parts.
 	for k := 0; ; k++ {
 		more := false
-		batch(chstore.TableWatermark, "hunt_id, watermark, claim_id, updated", func(b driver.Batch) error {
+		batch(schema.TableWatermark, "hunt_id, watermark, claim_id, updated", func(b driver.Batch) error {
 			for _, h := range hunts {
 				if k >= len(h.watermarks) {
 					continue
@@ -331,7 +331,7 @@ func insertParity(ctx context.Context, t testing.TB, conn driver.Conn, database 
 			break
 		}
 	}
-	batch(chstore.TableState, "hunt_id, status, updated, retry_after", func(b driver.Batch) error {
+	batch(schema.TableState, "hunt_id, status, updated, retry_after", func(b driver.Batch) error {
 		for _, h := range hunts {
 			for _, s := range h.states {
 				if err := b.Append(h.id, "failed", s.updated, time.UnixMilli(s.retryAfterMs).UTC()); err != nil {
@@ -341,7 +341,7 @@ func insertParity(ctx context.Context, t testing.TB, conn driver.Conn, database 
 		}
 		return nil
 	})
-	batch(chstore.TableLease, "hunt_id, fire, owner, claim_id, claimed, lease_until", func(b driver.Batch) error {
+	batch(schema.TableLease, "hunt_id, fire, owner, claim_id, claimed, lease_until", func(b driver.Batch) error {
 		for _, h := range hunts {
 			for _, l := range h.leases {
 				if err := b.Append(h.id, time.Unix(l.fire, 0).UTC(), "pod-a", l.claimID, l.claimed, time.UnixMilli(l.leaseUntilMs).UTC()); err != nil {
@@ -351,7 +351,7 @@ func insertParity(ctx context.Context, t testing.TB, conn driver.Conn, database 
 		}
 		return nil
 	})
-	batch(chstore.TableRequest, "hunt_id, requested_fire, request_id, requested_by, requested", func(b driver.Batch) error {
+	batch(schema.TableRequest, "hunt_id, requested_fire, request_id, requested_by, requested", func(b driver.Batch) error {
 		for _, h := range hunts {
 			for _, rf := range h.requests {
 				if err := b.Append(h.id, time.Unix(rf, 0).UTC(), uuid.New(), "test", time.Now().UTC()); err != nil {
@@ -361,7 +361,7 @@ func insertParity(ctx context.Context, t testing.TB, conn driver.Conn, database 
 		}
 		return nil
 	})
-	batch(chstore.TablePause, "hunt_id, paused, paused_until, updated", func(b driver.Batch) error {
+	batch(schema.TablePause, "hunt_id, paused, paused_until, updated", func(b driver.Batch) error {
 		for _, h := range hunts {
 			for _, p := range h.pauses {
 				if err := b.Append(h.id, boolToUInt8(p.paused), time.UnixMilli(p.untilMs).UTC(), p.updated); err != nil {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // Querier is the one method schedule needs to read ClickHouse; driver.Conn satisfies it.
@@ -45,7 +45,7 @@ const noRequest = "toInt64(-9223372036854775808)"
 // max … GROUP BY hunt_id is the shape the table's aggregate projection `latest` answers, so the
 // read costs one row per hunt and part, not one per commit.
 func newestWatermarkSQL(db string) string {
-	return `SELECT hunt_id, toUInt8(1) AS has_wm, toInt64(max(watermark)) AS wm FROM ` + db + `.` + chstore.TableWatermark + ` GROUP BY hunt_id`
+	return `SELECT hunt_id, toUInt8(1) AS has_wm, toInt64(max(watermark)) AS wm FROM ` + db + `.` + schema.TableWatermark + ` GROUP BY hunt_id`
 }
 
 // dueCore returns a query yielding one row per due hunt with columns
@@ -63,7 +63,7 @@ func newestWatermarkSQL(db string) string {
 // merged newest row (FINAL), like enabled, so a hunt taken over by another set is counted in
 // the set that holds it now.
 func dueCore(form dueForm, database, nowExpr, set string) string {
-	db := chstore.QuoteIdent(database)
+	db := schema.QuoteIdent(database)
 	now := "toInt64(" + nowExpr + ")"
 	if form == formLive {
 		return liveDue(db, now, set)
@@ -83,9 +83,9 @@ func finalParts(db, set string) dueParts {
 		inSet = " AND hunt_set = " + quoteSet(set)
 	}
 	return dueParts{
-		sched: `SELECT hunt_id, interval_seconds AS i, phase_offset AS p FROM ` + db + `.` + chstore.TableSchedule + ` FINAL WHERE enabled = 1 AND interval_seconds > 0` + inSet,
-		lease: `SELECT hunt_id, toUInt8(1) AS has_lease, toUnixTimestamp64Milli(lease_until) AS lu_ms, toInt64(fire) AS lf FROM ` + db + `.` + chstore.TableLease + ` ORDER BY hunt_id, claimed DESC, claim_id DESC LIMIT 1 BY hunt_id`,
-		state: `SELECT hunt_id, toUInt8(1) AS has_st, toUnixTimestamp64Milli(retry_after) AS ra_ms FROM ` + db + `.` + chstore.TableState + ` FINAL`,
+		sched: `SELECT hunt_id, interval_seconds AS i, phase_offset AS p FROM ` + db + `.` + schema.TableSchedule + ` FINAL WHERE enabled = 1 AND interval_seconds > 0` + inSet,
+		lease: `SELECT hunt_id, toUInt8(1) AS has_lease, toUnixTimestamp64Milli(lease_until) AS lu_ms, toInt64(fire) AS lf FROM ` + db + `.` + schema.TableLease + ` ORDER BY hunt_id, claimed DESC, claim_id DESC LIMIT 1 BY hunt_id`,
+		state: `SELECT hunt_id, toUInt8(1) AS has_st, toUnixTimestamp64Milli(retry_after) AS ra_ms FROM ` + db + `.` + schema.TableState + ` FINAL`,
 	}
 }
 
@@ -99,14 +99,14 @@ func fireSQL(now string) string {
 // to the merged newest row) pauses the hunt until resumed (paused_until 0) or until a
 // paused_until still ahead. Pauses are a row per hunt ever paused: a NOT IN set.
 func pausedSQL(db, now string) string {
-	return `SELECT hunt_id FROM ` + db + `.` + chstore.TablePause + ` FINAL WHERE paused = 1 AND (toUnixTimestamp64Milli(paused_until) = 0 OR toUnixTimestamp64Milli(paused_until) > ` + now + ` * 1000)`
+	return `SELECT hunt_id FROM ` + db + `.` + schema.TablePause + ` FINAL WHERE paused = 1 AND (toUnixTimestamp64Milli(paused_until) = 0 OR toUnixTimestamp64Milli(paused_until) > ` + now + ` * 1000)`
 }
 
 // joinedDue resolves every table per hunt with p and joins them all.
 func joinedDue(db, now string, p dueParts) string {
 	t := func(name string) string { return db + "." + name }
 	wm := newestWatermarkSQL(db)
-	req := fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS has_req, toInt64(max(requested_fire)) AS rf FROM %s GROUP BY hunt_id`, t(chstore.TableRequest))
+	req := fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS has_req, toInt64(max(requested_fire)) AS rf FROM %s GROUP BY hunt_id`, t(schema.TableRequest))
 	// A request is owed once its fire has come: no runner claims a fire beyond now.
 	owed := fmt.Sprintf(`(has_wm = 0 OR wm < fire OR (has_req = 1 AND rf > wm AND rf <= %s))`, now)
 	return fmt.Sprintf(`SELECT hunt_id, fire, has_wm, wm, has_lease, lu_ms, has_req, rf FROM (
@@ -137,7 +137,7 @@ func liveDue(db, now, set string) string {
 	held := fmt.Sprintf(`SELECT hunt_id, toUInt8(1) AS held, toInt64(argMax(fire, (claimed, claim_id))) AS lf FROM %[1]s
       WHERE hunt_id IN (SELECT hunt_id FROM %[1]s WHERE toUnixTimestamp64Milli(lease_until) > %[2]s * 1000)
       GROUP BY hunt_id
-      HAVING toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) > %[2]s * 1000`, t(chstore.TableLease), now)
+      HAVING toUnixTimestamp64Milli(argMax(lease_until, (claimed, claim_id))) > %[2]s * 1000`, t(schema.TableLease), now)
 	// backoff: the hunt's newest hunt_state row has retry_after > now. Found like held: only
 	// hunts with such a row are candidates, then resolved by updated. hunt_state holds at
 	// most a row per hunt that ever changed health; as a NOT IN set this pass cost less
@@ -145,11 +145,11 @@ func liveDue(db, now, set string) string {
 	backoff := fmt.Sprintf(`SELECT hunt_id FROM %[1]s
       WHERE hunt_id IN (SELECT hunt_id FROM %[1]s WHERE toUnixTimestamp64Milli(retry_after) > %[2]s * 1000)
       GROUP BY hunt_id
-      HAVING toUnixTimestamp64Milli(argMax(retry_after, updated)) > %[2]s * 1000`, t(chstore.TableState), now)
+      HAVING toUnixTimestamp64Milli(argMax(retry_after, updated)) > %[2]s * 1000`, t(schema.TableState), now)
 	// Pending requests are a few hundred rows: one scalar pair of arrays, looked up with
 	// transform, costs less than a join stream. The miss value is below every watermark
 	// (toInt64 of a DateTime is >= 0), so a hunt without a request is never owed by it.
-	reqs := fmt.Sprintf(`(SELECT groupArray(hunt_id), groupArray(rf) FROM (SELECT hunt_id, toInt64(max(requested_fire)) AS rf FROM %s GROUP BY hunt_id))`, t(chstore.TableRequest))
+	reqs := fmt.Sprintf(`(SELECT groupArray(hunt_id), groupArray(rf) FROM (SELECT hunt_id, toInt64(max(requested_fire)) AS rf FROM %s GROUP BY hunt_id))`, t(schema.TableRequest))
 	return fmt.Sprintf(`WITH %[3]s AS reqs
 SELECT hunt_id, fire, has_wm, wm, toUInt8(0) AS has_lease, toInt64(0) AS lu_ms, toUInt8(rf0 != %[6]s) AS has_req, if(has_req = 1, rf0, 0) AS rf FROM (
   SELECT hunt_id, has_wm, wm, held, lf, %[4]s, transform(hunt_id, reqs.1, reqs.2, %[6]s) AS rf0

@@ -3,9 +3,9 @@ package shim
 import (
 	"fmt"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/provision"
 	"github.com/hunt-runner/hunt-runner/schedule"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // builtins are the queries whose SQL other packages own, so that the shim never carries a copy.
@@ -14,7 +14,7 @@ var builtins = map[string]builtinFunc{
 	// identity (`hunt-runner provision --role scaler`) may read. Its body is provision.BacklogViewSelect, i.e. the schedule
 	// package's due SQL, capped.
 	"backlog_view": func(db string) string {
-		return fmt.Sprintf("SELECT value FROM %s.%s", chstore.QuoteIdent(db), chstore.QuoteIdent(provision.BacklogView))
+		return fmt.Sprintf("SELECT value FROM %s.%s", schema.QuoteIdent(db), schema.QuoteIdent(provision.BacklogView))
 	},
 	// due_count runs the schedule package's due SQL directly (needs SELECT on the coordination
 	// tables): for development, tests, and servers where the view is not provisioned yet.

@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 //go:embed builtin.yaml
@@ -312,7 +313,7 @@ func resolveSQL(q *Query, s *querySpec, _ CatalogueOptions) error {
 		case !hasDB && s.Database != nil:
 			return fmt.Errorf("database is set but sql never uses %s", dbPlaceholder)
 		}
-		q.SQL = strings.ReplaceAll(sql, dbPlaceholder, chstore.QuoteIdent(q.Database))
+		q.SQL = strings.ReplaceAll(sql, dbPlaceholder, schema.QuoteIdent(q.Database))
 	default:
 		return errors.New("set sql or builtin")
 	}

@@ -19,9 +19,9 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/provision"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // logBuffer captures slog JSON lines for assertions on the holding log.
@@ -131,7 +131,7 @@ func (s *testShim) get(t testing.TB, path string, header ...string) reply {
 func coordination(t testing.TB, conn driver.Conn, db string, live ...string) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := chstore.Apply(ctx, conn, db, chstore.Topology("single"), ""); err != nil {
+	if _, err := schema.Apply(ctx, conn, db, schema.Topology("single"), ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := conn.Exec(ctx, provision.BacklogViewSQL(db, "")); err != nil {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/store"
 )
@@ -94,17 +95,17 @@ func fixture(t *testing.T) *fix {
 	return &fix{DB: db, at: time.Unix(int64(at), 0).UTC()}
 }
 
-func fixtureEntries() []Entry {
-	return []Entry{
-		{HuntID: "healthy", Interval: 60, Offset: 7, Enabled: true},
-		{HuntID: "failing", Interval: 60, Enabled: true},
-		{HuntID: "quiet", Interval: 3600, Enabled: false},
-		{HuntID: "fresh", Interval: 3600, Enabled: true}, // in the files, not yet materialised
-		{HuntID: "monthly", Interval: 2592000, Enabled: true},
+func fixtureEntries() []hunt.Hunt {
+	return []hunt.Hunt{
+		{ID: "healthy", Interval: time.Minute, Offset: 7 * time.Second, Enabled: true},
+		{ID: "failing", Interval: time.Minute, Enabled: true},
+		{ID: "quiet", Interval: time.Hour, Enabled: false},
+		{ID: "fresh", Interval: time.Hour, Enabled: true}, // in the files, not yet materialised
+		{ID: "monthly", Interval: 2592000 * time.Second, Enabled: true},
 	}
 }
 
-func read(t *testing.T, db *fix, entries []Entry) Report {
+func read(t *testing.T, db *fix, entries []hunt.Hunt) Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

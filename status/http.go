@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
 // Web serves the read-only HTTP API and the status page on the runner's --listen:
@@ -28,7 +30,7 @@ type Web struct {
 	Database string
 	// Entries is the runner's loaded hunt set; nil, or returning nil, uses the published
 	// schedule.
-	Entries func() []Entry
+	Entries func() []hunt.Hunt
 	// Files is the health of the runner's hunt files (banner, API "hunt_files", state
 	// "stale"); nil, or returning false, shows none.
 	Files func() (HuntFiles, bool)
@@ -129,7 +131,7 @@ func (w *Web) log() *slog.Logger {
 }
 
 func (w *Web) report(ctx context.Context) (Report, error) {
-	var entries []Entry
+	var entries []hunt.Hunt
 	if w.Entries != nil {
 		entries = w.Entries()
 	}

@@ -9,12 +9,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
-func serveFixture(t *testing.T, db *fix, entries []Entry) *httptest.Server {
+func serveFixture(t *testing.T, db *fix, entries []hunt.Hunt) *httptest.Server {
 	t.Helper()
 	w := &Web{Conn: db.Conn, Store: db.store(), Database: db.Name,
-		Entries: func() []Entry { return entries }}
+		Entries: func() []hunt.Hunt { return entries }}
 	srv := httptest.NewServer(w.Handler())
 	t.Cleanup(srv.Close)
 	return srv

@@ -3,6 +3,7 @@ package status
 import (
 	"sort"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/store"
 )
 
@@ -58,6 +59,6 @@ func backfillsOf(snap store.Snapshot, hunt string) []Backfill {
 	return out
 }
 
-func sortEntries(es []Entry) {
-	sort.Slice(es, func(i, j int) bool { return es[i].HuntID < es[j].HuntID })
+func sortEntries(es []hunt.Hunt) {
+	sort.Slice(es, func(i, j int) bool { return es[i].ID < es[j].ID })
 }

@@ -8,15 +8,16 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 func table(database, name string) string {
-	return chstore.QuoteIdent(database) + "." + chstore.QuoteIdent(name)
+	return schema.QuoteIdent(database) + "." + schema.QuoteIdent(name)
 }
 
 type publishedEntry struct {
-	Entry
+	hunt.Hunt // as hunt_schedule has it: id, interval, offset, enabled
 	// firstPublished is the oldest hunt_schedule row still stored for the hunt. Merges keep
 	// only the newest row, so after one it is the last change instead: good enough to date
 	// the first owed fire of a hunt that never ran, which is all it is used for.
@@ -25,14 +26,14 @@ type publishedEntry struct {
 
 // Published reads the newest hunt_schedule row of every hunt (tombstones included, as
 // disabled entries), sorted by id.
-func Published(ctx context.Context, conn driver.Conn, database string) ([]Entry, error) {
+func Published(ctx context.Context, conn driver.Conn, database string) ([]hunt.Hunt, error) {
 	m, err := readPublished(ctx, conn, database)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Entry, 0, len(m))
+	out := make([]hunt.Hunt, 0, len(m))
 	for _, p := range m {
-		out = append(out, p.Entry)
+		out = append(out, p.Hunt)
 	}
 	sortEntries(out)
 	return out, nil
@@ -40,7 +41,7 @@ func Published(ctx context.Context, conn driver.Conn, database string) ([]Entry,
 
 func readPublished(ctx context.Context, conn driver.Conn, database string) (map[string]publishedEntry, error) {
 	rows, err := conn.Query(ctx, "SELECT hunt_id, argMax(interval_seconds, updated), argMax(phase_offset, updated), "+
-		"argMax(enabled, updated), min(updated) FROM "+table(database, chstore.TableSchedule)+" GROUP BY hunt_id")
+		"argMax(enabled, updated), min(updated) FROM "+table(database, schema.TableSchedule)+" GROUP BY hunt_id")
 	if err != nil {
 		return nil, fmt.Errorf("read hunt_schedule: %w", err)
 	}
@@ -50,11 +51,11 @@ func readPublished(ctx context.Context, conn driver.Conn, database string) (map[
 		var e publishedEntry
 		var iv, off uint32
 		var en uint8
-		if err := rows.Scan(&e.HuntID, &iv, &off, &en, &e.firstPublished); err != nil {
+		if err := rows.Scan(&e.ID, &iv, &off, &en, &e.firstPublished); err != nil {
 			return nil, fmt.Errorf("read hunt_schedule: %w", err)
 		}
-		e.Interval, e.Offset, e.Enabled = int64(iv), int64(off), en == 1
-		out[e.HuntID] = e
+		e.Interval, e.Offset, e.Enabled = time.Duration(iv)*time.Second, time.Duration(off)*time.Second, en == 1
+		out[e.ID] = e
 	}
 	return out, rows.Err()
 }
@@ -95,7 +96,7 @@ func readRunSummaries(ctx context.Context, conn driver.Conn, database string) (m
     countIf(status = 'gap'),
     sumIf(rows_written, status = 'succeeded' AND finished > now64(6) - INTERVAL 1 DAY),
     sumIf(findings_dropped, status = 'succeeded' AND finished > now64(6) - INTERVAL 1 DAY)
-FROM ` + table(database, chstore.ViewRuns) + `
+FROM ` + table(database, schema.ViewRuns) + `
 WHERE finished > now64(6) - toIntervalSecond({window:UInt32}) AND kind != 'backfill'
 GROUP BY hunt_id`
 	rows, err := conn.Query(ctx, q, clickhouse.Named("window", uint32(RecentWindow/time.Second)))
@@ -138,7 +139,7 @@ type Run struct {
 func Runs(ctx context.Context, conn driver.Conn, database, hunt string, limit int) ([]Run, error) {
 	rows, err := conn.Query(ctx, `SELECT fire, toString(run_id), owner, status, toString(kind), window_start, window_end,
     rows_written, findings_dropped, started, finished, error
-FROM `+table(database, chstore.ViewRuns)+`
+FROM `+table(database, schema.ViewRuns)+`
 WHERE hunt_id = {h:String}
 ORDER BY finished DESC, status DESC
 LIMIT {n:UInt32}`, clickhouse.Named("h", hunt), clickhouse.Named("n", uint32(limit)))

@@ -9,8 +9,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // LiveWithin is how recent a runner's heartbeat must be for status to count it live. Runners
@@ -75,14 +74,14 @@ type beat struct {
 func readHeartbeats(ctx context.Context, conn driver.Conn, database string) ([]beat, time.Time, error) {
 	rows, err := conn.Query(ctx, `SELECT owner, argMax(version, last_tick), argMax(hunt_set, last_tick),
     argMax(set_hash, last_tick), argMax(hunts, last_tick), max(last_tick), argMax(started, last_tick), any(now64(3))
-FROM `+table(database, chstore.TableHeartbeat)+`
+FROM `+table(database, schema.TableHeartbeat)+`
 GROUP BY owner ORDER BY owner`)
 	if err != nil {
 		var ex *clickhouse.Exception
 		if errors.As(err, &ex) && ex.Code == 60 { // UNKNOWN_TABLE: `hunt-runner schema` not run since
 			return nil, time.Time{}, nil
 		}
-		return nil, time.Time{}, fmt.Errorf("read %s: %w", chstore.TableHeartbeat, err)
+		return nil, time.Time{}, fmt.Errorf("read %s: %w", schema.TableHeartbeat, err)
 	}
 	defer rows.Close()
 	var out []beat
@@ -90,7 +89,7 @@ GROUP BY owner ORDER BY owner`)
 	for rows.Next() {
 		var b beat
 		if err := rows.Scan(&b.owner, &b.version, &b.huntSet, &b.setHash, &b.hunts, &b.lastTick, &b.started, &now); err != nil {
-			return nil, time.Time{}, fmt.Errorf("read %s: %w", chstore.TableHeartbeat, err)
+			return nil, time.Time{}, fmt.Errorf("read %s: %w", schema.TableHeartbeat, err)
 		}
 		out = append(out, b)
 	}
@@ -135,10 +134,10 @@ func Runners(ctx context.Context, conn driver.Conn, store Snapshotter, database 
 		return RunnersReport{}, fmt.Errorf("runners: %w", err)
 	}
 	rows, err := conn.Query(ctx, `SELECT owner, max(seen), sum(run) FROM (
-    SELECT owner, claimed AS seen, 0 AS run FROM `+table(database, chstore.TableLease)+`
+    SELECT owner, claimed AS seen, 0 AS run FROM `+table(database, schema.TableLease)+`
     WHERE claimed > now64(6) - toIntervalSecond({w:UInt32})
     UNION ALL
-    SELECT owner, finished AS seen, 1 AS run FROM `+table(database, chstore.ViewRuns)+`
+    SELECT owner, finished AS seen, 1 AS run FROM `+table(database, schema.ViewRuns)+`
     WHERE finished > now64(6) - toIntervalSecond({w:UInt32}) AND status != 'gap' AND owner != ''
 ) GROUP BY owner ORDER BY owner`, clickhouse.Named("w", uint32(window/time.Second)))
 	if err != nil {

@@ -13,23 +13,10 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/store"
 )
-
-// Entry is the schedule of one hunt as status shows it: from the loaded hunt files, or from
-// the published hunt_schedule table.
-type Entry struct {
-	HuntID   string
-	Interval int64
-	Offset   int64
-	Enabled  bool
-	// From the hunt file, when the entries are loaded hunts (the published schedule has none).
-	Severity    string
-	Labels      map[string]string
-	Description string
-	Query       string
-}
 
 // Snapshotter is the coordination state status reads (store.Store implements it).
 type Snapshotter interface {
@@ -138,7 +125,7 @@ func rfcSec(s int64) string  { return rfc(time.Unix(s, 0)) }
 // entries the published schedule is the list. It costs four queries: the snapshot (which
 // carries pauses and pending backfills), the published schedule, one aggregate over
 // hunt_runs and one over the runners' heartbeats.
-func Read(ctx context.Context, conn driver.Conn, store Snapshotter, database string, entries []Entry) (Report, error) {
+func Read(ctx context.Context, conn driver.Conn, store Snapshotter, database string, entries []hunt.Hunt) (Report, error) {
 	snap, err := store.Snapshot(ctx)
 	if err != nil {
 		return Report{}, fmt.Errorf("status: %w", err)
@@ -148,9 +135,9 @@ func Read(ctx context.Context, conn driver.Conn, store Snapshotter, database str
 		return Report{}, fmt.Errorf("status: %w", err)
 	}
 	if entries == nil {
-		entries = make([]Entry, 0, len(published))
+		entries = make([]hunt.Hunt, 0, len(published))
 		for _, p := range published {
-			entries = append(entries, p.Entry)
+			entries = append(entries, p.Hunt)
 		}
 	}
 	runs, err := readRunSummaries(ctx, conn, database)
@@ -167,10 +154,10 @@ func Read(ctx context.Context, conn driver.Conn, store Snapshotter, database str
 		Runners: runners, RunnersLive: LiveRule, now: snap.Now}
 	seen := make(map[string]bool, len(entries))
 	for _, e := range entries {
-		seen[e.HuntID] = true
-		p, ok := published[e.HuntID]
+		seen[e.ID] = true
+		p, ok := published[e.ID]
 		// A disabled hunt is meant to be absent from (or tombstoned in) hunt_schedule.
-		out.Hunts = append(out.Hunts, build(snap, e, !ok && e.Enabled, p, runs[e.HuntID], pauses[e.HuntID]))
+		out.Hunts = append(out.Hunts, build(snap, e, !ok && e.Enabled, p, runs[e.ID], pauses[e.ID]))
 	}
 	// Hunts runners ran but nobody published (or that the given files no longer define):
 	// shown so that work nobody scheduled on purpose is visible. Retired hunts stay hidden.
@@ -189,9 +176,9 @@ func Read(ctx context.Context, conn driver.Conn, store Snapshotter, database str
 			continue
 		}
 		p, ok := published[id]
-		e := p.Entry
+		e := p.Hunt
 		if !ok {
-			e = Entry{HuntID: id}
+			e = hunt.Hunt{ID: id}
 		}
 		out.Hunts = append(out.Hunts, build(snap, e, !ok, p, runs[id], pauses[id]))
 	}
@@ -200,14 +187,14 @@ func Read(ctx context.Context, conn driver.Conn, store Snapshotter, database str
 }
 
 // build is one hunt's row from what was read.
-func build(snap store.Snapshot, e Entry, unpublished bool, pub publishedEntry, lr runSummary, pause *Pause) Hunt {
-	st := snap.Hunts[e.HuntID]
+func build(snap store.Snapshot, e hunt.Hunt, unpublished bool, pub publishedEntry, lr runSummary, pause *Pause) Hunt {
+	st := snap.Hunts[e.ID]
 	now := snap.Now.Unix()
-	hs := Hunt{HuntID: e.HuntID, Severity: e.Severity, Labels: e.Labels, Description: e.Description, Query: e.Query,
-		IntervalSeconds: e.Interval, OffsetSeconds: e.Offset, Enabled: e.Enabled,
+	hs := Hunt{HuntID: e.ID, Severity: e.Severity, Labels: e.Labels, Description: e.Description, Query: e.Query,
+		IntervalSeconds: e.IntervalSeconds(), OffsetSeconds: e.OffsetSeconds(), Enabled: e.Enabled,
 		Unpublished: unpublished, ConsecutiveFailures: st.ConsecutiveFailures, OverrunCount: st.OverrunCount,
 		TooAggressive: st.TooAggressive, Gaps: lr.gaps, FindingsLastDay: lr.findingsDay,
-		FindingsDroppedLastDay: lr.droppedDay, Paused: pause != nil, Pause: pause, Backfills: backfillsOf(snap, e.HuntID)}
+		FindingsDroppedLastDay: lr.droppedDay, Paused: pause != nil, Pause: pause, Backfills: backfillsOf(snap, e.ID)}
 	if st.HasWatermark {
 		hs.Watermark = rfcSec(st.Watermark)
 	}
@@ -218,13 +205,13 @@ func build(snap store.Snapshot, e Entry, unpublished bool, pub publishedEntry, l
 	if st.HasRequest {
 		hs.RequestedFire = rfcSec(st.RequestedFire)
 	}
-	if e.Enabled && e.Interval > 0 {
-		latest := schedule.LatestFire(now, e.Interval, e.Offset)
-		hs.LatestFire, hs.NextFire = rfcSec(latest), rfcSec(latest+e.Interval)
-		row := schedule.Row{HuntID: e.HuntID, IntervalSeconds: uint32(e.Interval), PhaseOffset: uint32(e.Offset), Enabled: true}
+	if iv, off := e.IntervalSeconds(), e.OffsetSeconds(); e.Enabled && iv > 0 {
+		latest := schedule.LatestFire(now, iv, off)
+		hs.LatestFire, hs.NextFire = rfcSec(latest), rfcSec(latest+iv)
+		row := schedule.Row{HuntID: e.ID, IntervalSeconds: uint32(iv), PhaseOffset: uint32(off), Enabled: true}
 		ss := st.ScheduleState()
 		ss.Paused = false // shown as its own state; Due below leaves paused hunts out
-		ss.FirstOwed, ss.HasFirstOwed = firstOwed(e, pub, lr)
+		ss.FirstOwed, ss.HasFirstOwed = firstOwed(&e, pub, lr)
 		hs.Due = !hs.Paused && schedule.IsDue(now, row, ss)
 		hs.BehindSeconds = schedule.Behind(now, row, ss)
 	}
@@ -250,14 +237,14 @@ func build(snap store.Snapshot, e Entry, unpublished bool, pub publishedEntry, l
 // firstOwed is the oldest fire a hunt that never committed is known to owe: its first failed
 // or lost attempt, or the first fire after it was first published, whichever is older. So a
 // hunt failing since it was published counts as behind from then, not from its latest fire.
-func firstOwed(e Entry, pub publishedEntry, lr runSummary) (int64, bool) {
+func firstOwed(e *hunt.Hunt, pub publishedEntry, lr runSummary) (int64, bool) {
 	var fire int64
 	ok := false
 	if lr.hasFailed {
 		fire, ok = lr.firstFailedFire, true
 	}
 	if !pub.firstPublished.IsZero() && pub.firstPublished.Unix() > 0 {
-		f := schedule.NextFire(pub.firstPublished.Unix()-1, e.Interval, e.Offset)
+		f := schedule.NextFire(pub.firstPublished.Unix()-1, e.IntervalSeconds(), e.OffsetSeconds())
 		if !ok || f < fire {
 			fire, ok = f, true
 		}
@@ -272,7 +259,7 @@ func stateOf(h Hunt, lr runSummary) string {
 		return StateDisabled
 	case h.Paused:
 		return StatePaused
-	case h.ConsecutiveFailures > 0 || (lr.hasLast && lr.status == store.StatusFailed):
+	case h.ConsecutiveFailures > 0 || (lr.hasLast && lr.status == hunt.RunFailed.String()):
 		return StateFailing
 	case h.Unpublished:
 		return StateUnpublished

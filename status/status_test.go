@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
 func mustGet(t *testing.T, rep Report, id string) Hunt {
@@ -20,7 +22,7 @@ func mustGet(t *testing.T, rep Report, id string) Hunt {
 // fires, not by the seconds since its latest fire (issue 15).
 func TestNeverSucceededHuntIsBehindFromItsFirstOwedFire(t *testing.T) {
 	db := fixture(t)
-	for name, entries := range map[string][]Entry{"hunt files": fixtureEntries(), "published schedule": nil} {
+	for name, entries := range map[string][]hunt.Hunt{"hunt files": fixtureEntries(), "published schedule": nil} {
 		rep := read(t, db, entries)
 		h := mustGet(t, rep, "failing")
 		if h.BehindSeconds < 7*60 {
@@ -58,7 +60,7 @@ func TestStatusReadsCommitsGapsAndFindings(t *testing.T) {
 // marked, and must still hide what materialise retired.
 func TestUnpublishedHuntsAreShownAndRetiredOnesHidden(t *testing.T) {
 	db := fixture(t)
-	for name, entries := range map[string][]Entry{"hunt files": fixtureEntries(), "published schedule": nil} {
+	for name, entries := range map[string][]hunt.Hunt{"hunt files": fixtureEntries(), "published schedule": nil} {
 		rep := read(t, db, entries)
 		g := mustGet(t, rep, "ghost")
 		if !g.Unpublished || g.State != StateUnpublished || g.Watermark == "" || g.OverrunCount != 3 || !g.TooAggressive {
@@ -85,8 +87,8 @@ func TestPublishedListsTombstonesAsDisabled(t *testing.T) {
 	}
 	got := []string{}
 	for _, e := range es {
-		got = append(got, e.HuntID)
-		if e.HuntID == "retired" && e.Enabled {
+		got = append(got, e.ID)
+		if e.ID == "retired" && e.Enabled {
 			t.Error("retired is enabled")
 		}
 	}

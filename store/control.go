@@ -9,8 +9,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
-
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // Backfill states (hunt_backfill.state). A backfill is finished when its key's watermark
@@ -42,7 +41,7 @@ func (s *Store) Pause(ctx context.Context, p Pause) error {
 	if !p.Until.IsZero() {
 		until = p.Until.UnixMilli()
 	}
-	q := `INSERT INTO ` + s.table(chstore.TablePause) + ` (hunt_id, paused, paused_until, reason, paused_by, updated)
+	q := `INSERT INTO ` + s.table(schema.TablePause) + ` (hunt_id, paused, paused_until, reason, paused_by, updated)
 SELECT {h:String}, 1, if({for_ms:Int64} > 0, now64(3) + toIntervalMillisecond({for_ms:Int64}),
        fromUnixTimestamp64Milli({until_ms:Int64}, 'UTC')), {reason:String}, {by:String}, now64(6)`
 	// Each pause is a new write: a token from its content would drop a pause repeated after a
@@ -61,7 +60,7 @@ func (s *Store) Resume(ctx context.Context, huntID, by string) error {
 	if huntID == "" {
 		return errors.New("watermark: resume: empty hunt id")
 	}
-	q := `INSERT INTO ` + s.table(chstore.TablePause) + ` (hunt_id, paused, paused_until, reason, paused_by, updated)
+	q := `INSERT INTO ` + s.table(schema.TablePause) + ` (hunt_id, paused, paused_until, reason, paused_by, updated)
 SELECT {h:String}, 0, toDateTime64(0, 3, 'UTC'), '', {by:String}, now64(6)`
 	if err := s.conn.Exec(insertCtx(ctx, "resume", uuid.NewString()), q, clickhouse.Named("h", huntID), clickhouse.Named("by", by)); err != nil {
 		return fmt.Errorf("watermark: resume %s: %w", huntID, err)
@@ -91,7 +90,7 @@ func (s *Store) RequestBackfill(ctx context.Context, r BackfillRequest) (string,
 		return "", fmt.Errorf("watermark: backfill %s: chunk %ds out of range", r.HuntID, r.Chunk)
 	}
 	id := NewBackfillID()
-	q := `INSERT INTO ` + s.table(chstore.TableBackfill) + ` (backfill_id, hunt_id, range_start, range_end, chunk_seconds,
+	q := `INSERT INTO ` + s.table(schema.TableBackfill) + ` (backfill_id, hunt_id, range_start, range_end, chunk_seconds,
     state, requested_by, requested, updated)
 SELECT {id:String}, {h:String}, toDateTime({from:Int64}, 'UTC'), toDateTime({to:Int64}, 'UTC'), {chunk:UInt32},
     {state:String}, {by:String}, now64(6), now64(6)`
@@ -112,7 +111,7 @@ var ErrNoBackfill = errors.New("no active backfill with that id")
 // never touches the live watermark). Chunks already committed stay committed.
 func (s *Store) CancelBackfill(ctx context.Context, id, by string) error {
 	var state string
-	err := s.conn.QueryRow(ctx, "SELECT argMax(state, updated) FROM "+s.table(chstore.TableBackfill)+
+	err := s.conn.QueryRow(ctx, "SELECT argMax(state, updated) FROM "+s.table(schema.TableBackfill)+
 		" WHERE backfill_id = {id:String}", clickhouse.Named("id", id)).Scan(&state)
 	if err != nil {
 		return fmt.Errorf("watermark: cancel backfill %s: %w", id, err)
@@ -120,11 +119,11 @@ func (s *Store) CancelBackfill(ctx context.Context, id, by string) error {
 	if state != BackfillActive {
 		return fmt.Errorf("watermark: cancel backfill %s: %w", id, ErrNoBackfill)
 	}
-	q := `INSERT INTO ` + s.table(chstore.TableBackfill) + ` (backfill_id, hunt_id, range_start, range_end, chunk_seconds,
+	q := `INSERT INTO ` + s.table(schema.TableBackfill) + ` (backfill_id, hunt_id, range_start, range_end, chunk_seconds,
     state, requested_by, requested, updated)
 SELECT backfill_id, hunt_id, range_start, range_end, chunk_seconds, {state:String},
     concat(requested_by, ' (cancelled by ', {by:String}, ')'), requested, now64(6)
-FROM (SELECT * FROM ` + s.table(chstore.TableBackfill) + ` FINAL WHERE backfill_id = {id:String})
+FROM (SELECT * FROM ` + s.table(schema.TableBackfill) + ` FINAL WHERE backfill_id = {id:String})
 WHERE state = {active:String}`
 	if err := s.conn.Exec(insertCtx(ctx, "cancel", id), q, clickhouse.Named("id", id), clickhouse.Named("by", by),
 		clickhouse.Named("state", BackfillCancelled), clickhouse.Named("active", BackfillActive)); err != nil {
@@ -145,13 +144,13 @@ type BackfillInfo struct {
 func (s *Store) Backfills(ctx context.Context, huntID string) ([]BackfillInfo, error) {
 	q := `SELECT b.backfill_id, b.hunt_id, toString(b.state), b.requested_by, toInt64(b.range_start), toInt64(b.range_end),
     toInt64(b.chunk_seconds), if(w.hunt_id = '', toInt64(b.range_start), greatest(toInt64(b.range_start), w.wm)), b.requested
-FROM (SELECT * FROM ` + s.table(chstore.TableBackfill) + ` FINAL WHERE {h:String} = '' OR hunt_id = {h:String}) AS b
-LEFT JOIN (SELECT hunt_id, toInt64(max(watermark)) AS wm FROM ` + s.table(chstore.TableWatermark) + `
+FROM (SELECT * FROM ` + s.table(schema.TableBackfill) + ` FINAL WHERE {h:String} = '' OR hunt_id = {h:String}) AS b
+LEFT JOIN (SELECT hunt_id, toInt64(max(watermark)) AS wm FROM ` + s.table(schema.TableWatermark) + `
     WHERE position(hunt_id, {infix:String}) > 0 GROUP BY hunt_id) AS w
   ON w.hunt_id = concat(b.hunt_id, {infix:String}, b.backfill_id)
 ORDER BY b.requested DESC, b.backfill_id`
 	qctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"join_use_nulls": 0}))
-	rows, err := s.conn.Query(qctx, q, clickhouse.Named("h", huntID), clickhouse.Named("infix", chstore.BackfillInfix))
+	rows, err := s.conn.Query(qctx, q, clickhouse.Named("h", huntID), clickhouse.Named("infix", schema.BackfillInfix))
 	if err != nil {
 		return nil, fmt.Errorf("watermark: list backfills: %w", err)
 	}
@@ -171,7 +170,7 @@ ORDER BY b.requested DESC, b.backfill_id`
 // Gaps returns the ranges [start, end) huntID's live runs skipped (hunt_runs rows with status
 // gap), oldest first.
 func (s *Store) Gaps(ctx context.Context, huntID string) ([][2]int64, error) {
-	rows, err := s.conn.Query(ctx, "SELECT toInt64(window_start), toInt64(window_end) FROM "+s.table(chstore.ViewRuns)+
+	rows, err := s.conn.Query(ctx, "SELECT toInt64(window_start), toInt64(window_end) FROM "+s.table(schema.ViewRuns)+
 		" WHERE hunt_id = {h:String} AND status = 'gap' AND kind != 'backfill' ORDER BY window_start",
 		clickhouse.Named("h", huntID))
 	if err != nil {

@@ -8,8 +8,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // Pause state travels in the snapshot: who, why, since and until when; a resume clears it; a
@@ -75,10 +76,10 @@ func TestBackfillInSnapshot(t *testing.T) {
 	}
 	// Progress of id1: one chunk committed under its key.
 	c := coord(t, db, "pod-a", time.Minute)
-	key := chstore.BackfillKey("h", id1)
+	key := schema.BackfillKey("h", id1)
 	l := claimOne(t, c, key, from+600)
 	if err := s.Advance(ctx, l, Run{HuntID: "h", Fire: from + 600, RunID: uuid.New(), Owner: "pod-a",
-		WindowStart: from, WindowEnd: from + 600, Started: time.Now(), Kind: KindBackfill}); err != nil {
+		WindowStart: from, WindowEnd: from + 600, Started: time.Now(), Kind: hunt.KindBackfill}); err != nil {
 		t.Fatal(err)
 	}
 	snap, err := s.Snapshot(ctx)
@@ -114,7 +115,7 @@ func TestBackfillInSnapshot(t *testing.T) {
 	}
 	l = claimOne(t, c, key, to)
 	if err := s.Advance(ctx, l, Run{HuntID: "h", Fire: to, RunID: uuid.New(), Owner: "pod-a",
-		WindowStart: from + 600, WindowEnd: to, Started: time.Now(), Kind: KindBackfill}); err != nil {
+		WindowStart: from + 600, WindowEnd: to, Started: time.Now(), Kind: hunt.KindBackfill}); err != nil {
 		t.Fatal(err)
 	}
 	snap, err = s.Snapshot(ctx)

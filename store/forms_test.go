@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // argMaxRows is the earlier runner's shape, kept for the benchmark and the agreement test:
@@ -16,7 +16,7 @@ func argMaxRows(database, table string, cols []string, version string) string {
 	}
 	v := strings.NewReplacer(" DESC", "").Replace(version)
 	return "SELECT hunt_id, " + strings.Join(sel, ", ") + " FROM (SELECT hunt_id, argMax((" + strings.Join(cols, ", ") +
-		"), (" + v + ")) AS t FROM " + chstore.QuoteIdent(database) + "." + table + " GROUP BY hunt_id)"
+		"), (" + v + ")) AS t FROM " + schema.QuoteIdent(database) + "." + table + " GROUP BY hunt_id)"
 }
 
 // snapshotForms are the ways of reading the newest rows that must agree, production's among them.

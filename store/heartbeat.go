@@ -6,8 +6,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
-
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // Heartbeat is one runner's hunt_runner_heartbeat row as the runner writes it; last_tick is
@@ -31,7 +30,7 @@ func (s *Store) Heartbeat(ctx context.Context, h Heartbeat) error {
 	if h.Owner == "" {
 		return fmt.Errorf("watermark: heartbeat: empty owner")
 	}
-	q := `INSERT INTO ` + s.table(chstore.TableHeartbeat) + ` (owner, version, hunt_set, set_hash, hunts, last_tick, started)
+	q := `INSERT INTO ` + s.table(schema.TableHeartbeat) + ` (owner, version, hunt_set, set_hash, hunts, last_tick, started)
 SELECT {owner:String}, {version:String}, {set:String}, {hash:String}, {hunts:UInt32}, now64(3),
     fromUnixTimestamp64Milli({started:Int64}, 'UTC')`
 	err := s.conn.Exec(insertCtx(ctx, "heartbeat", h.Owner, h.Started.UnixMilli(), h.Beat.UnixNano()), q,

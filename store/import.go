@@ -7,28 +7,25 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
-
-// KindImported marks a commit row written by `import-legacy`: the earlier runner's progress,
-// from which the first run continues.
-const KindImported = "imported"
 
 // Import writes an imported commit: the hunt's watermark becomes wm, unless the hunt already
 // has a watermark at or past it when the row is written (a runner that committed since the
 // import was planned keeps its progress). It reports whether the row landed, read back by
 // run, which is deterministic per import so a retried insert is the same block.
 func (s *Store) Import(ctx context.Context, huntID string, wm int64, run uuid.UUID, owner string) (bool, error) {
-	q := `INSERT INTO ` + s.table(chstore.TableWatermark) + ` (hunt_id, watermark, claim_id, updated, run_id, run_owner, run_start,
+	q := `INSERT INTO ` + s.table(schema.TableWatermark) + ` (hunt_id, watermark, claim_id, updated, run_id, run_owner, run_start,
     run_rows, run_started, gap_start, gap_end, findings_dropped, kind)
 SELECT {h:String}, toDateTime({wm:Int64}, 'UTC'), toUUID('00000000-0000-0000-0000-000000000000'), now64(6),
     toUUID({run:String}), {owner:String}, toDateTime({wm:Int64}, 'UTC'), 0, now64(6),
     toDateTime(0, 'UTC'), toDateTime(0, 'UTC'), 0, {kind:String}
-WHERE (SELECT count() FROM ` + s.table(chstore.TableWatermark) + ` WHERE hunt_id = {h:String} AND watermark >= toDateTime({wm:Int64}, 'UTC')) = 0`
+WHERE (SELECT count() FROM ` + s.table(schema.TableWatermark) + ` WHERE hunt_id = {h:String} AND watermark >= toDateTime({wm:Int64}, 'UTC')) = 0`
 	wctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
 		"async_insert": 0, "insert_deduplication_token": "import:" + run.String()}))
 	if err := s.conn.Exec(wctx, q, clickhouse.Named("h", huntID), clickhouse.Named("wm", wm),
-		clickhouse.Named("run", run.String()), clickhouse.Named("owner", owner), clickhouse.Named("kind", KindImported)); err != nil {
+		clickhouse.Named("run", run.String()), clickhouse.Named("owner", owner), clickhouse.Named("kind", hunt.KindImported.String())); err != nil {
 		return false, fmt.Errorf("watermark: import %s: %w", huntID, err)
 	}
 	ok, err := s.Committed(ctx, huntID, run)
@@ -42,7 +39,7 @@ WHERE (SELECT count() FROM ` + s.table(chstore.TableWatermark) + ` WHERE hunt_id
 // values, keeping the rest of its newest state row; it writes only while they are lower, so
 // repeating it writes nothing.
 func (s *Store) RaiseOverruns(ctx context.Context, huntID string, overruns uint64, tooAggressive bool) error {
-	q := `INSERT INTO ` + s.table(chstore.TableState) + ` (hunt_id, status, consecutive_failures, last_error, last_fire, updated,
+	q := `INSERT INTO ` + s.table(schema.TableState) + ` (hunt_id, status, consecutive_failures, last_error, last_fire, updated,
     retry_after, overrun_count, too_aggressive)
 SELECT k.h, s.status, s.consecutive_failures, s.last_error, s.last_fire, now64(6), s.retry_after,
     greatest(s.overrun_count, {n:UInt64}), greatest(s.too_aggressive, {aggr:UInt8})
@@ -51,7 +48,7 @@ LEFT JOIN (SELECT hunt_id, argMax(status, updated) AS status, argMax(consecutive
         argMax(last_error, updated) AS last_error, argMax(last_fire, updated) AS last_fire,
         argMax(retry_after, updated) AS retry_after, argMax(overrun_count, updated) AS overrun_count,
         argMax(too_aggressive, updated) AS too_aggressive
-    FROM ` + s.table(chstore.TableState) + ` WHERE hunt_id = {h:String} GROUP BY hunt_id) AS s ON s.hunt_id = k.h
+    FROM ` + s.table(schema.TableState) + ` WHERE hunt_id = {h:String} GROUP BY hunt_id) AS s ON s.hunt_id = k.h
 WHERE s.overrun_count < {n:UInt64} OR s.too_aggressive < {aggr:UInt8}`
 	aggr := uint8(0)
 	if tooAggressive {

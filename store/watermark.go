@@ -4,6 +4,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -18,9 +19,10 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/schedule"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // ErrFenced is lease.ErrFenced: the writer no longer holds the lease.
@@ -48,7 +50,7 @@ type Backfill struct {
 }
 
 // Key is the coordination key the backfill's chunks are claimed and committed under.
-func (b Backfill) Key() string { return chstore.BackfillKey(b.HuntID, b.ID) }
+func (b Backfill) Key() string { return schema.BackfillKey(b.HuntID, b.ID) }
 
 // Done is how far the backfill has got: chunks cover [From, Done()).
 func (b Backfill) Done() int64 {
@@ -72,7 +74,7 @@ type HuntState struct {
 	RequestedFire int64 // newest pending request (requested_fire > watermark)
 	HasRequest    bool
 
-	Status              string
+	Status              hunt.RunStatus
 	ConsecutiveFailures uint32
 	LastError           string
 	LastFire            int64
@@ -118,21 +120,13 @@ func (h HuntState) LeaseHeld(now time.Time) bool {
 	return h.HasLease && !h.ScheduleState().LeaseFreeAt(now.UnixMilli())
 }
 
-// Run statuses for hunt_run.
-const (
-	StatusSucceeded = "succeeded"
-	StatusFailed    = "failed"
-	StatusLost      = "lost"
-	StatusGap       = "gap"
-)
-
 // Run is one hunt_run row (one finished attempt).
 type Run struct {
 	HuntID      string
 	Fire        int64
 	RunID       uuid.UUID
 	Owner       string
-	Status      string
+	Status      hunt.RunStatus
 	WindowStart int64
 	WindowEnd   int64
 	RowsWritten uint64
@@ -144,18 +138,11 @@ type Run struct {
 	GapStart, GapEnd int64
 	// FindingsDropped counts result rows past the hunt's max_findings, not stored.
 	FindingsDropped uint64
-	Kind            string // KindScheduled (default), KindRequest, KindBackfill
+	Kind            hunt.Kind // hunt.KindScheduled (default), KindRequest, KindBackfill
 	// Interval is the hunt's interval in seconds when the run committed
 	// (hunt_watermark.interval_seconds): the next run's catch-up cap uses it.
 	Interval int64
 }
-
-// Run kinds (hunt_run.kind and hunt_watermark.kind).
-const (
-	KindScheduled = "scheduled"
-	KindRequest   = "request"
-	KindBackfill  = "backfill"
-)
 
 // State is what a finished run writes to hunt_state. Its counters are not taken from the
 // writer's snapshot but derived on the server from the hunt's newest row when the statement
@@ -163,7 +150,7 @@ const (
 // fire never lands over a newer one (SetStates).
 type State struct {
 	HuntID    string
-	Status    string // StatusFailed counts one more consecutive failure; any other resets them
+	Status    hunt.RunStatus // hunt.RunFailed counts one more consecutive failure; any other resets them
 	LastError string
 	LastFire  int64 // the fire the run was for: the write is fenced on it
 	// Overran counts one overrun for LastFire: the count rises by one the first time a row of
@@ -206,12 +193,12 @@ func (s *Store) snapshot(ctx context.Context, how snapshotForm) (Snapshot, error
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			kind, hunt, s1, s2 string
-			n1, n2, n3         int64
-			id                 uuid.UUID
-			ts, now            time.Time
+			kind, huntID, s1, s2 string
+			n1, n2, n3           int64
+			id                   uuid.UUID
+			ts, now              time.Time
 		)
-		if err := rows.Scan(&kind, &hunt, &n1, &n2, &n3, &s1, &s2, &id, &ts, &now); err != nil {
+		if err := rows.Scan(&kind, &huntID, &n1, &n2, &n3, &s1, &s2, &id, &ts, &now); err != nil {
 			return snap, fmt.Errorf("watermark: snapshot: %w", err)
 		}
 		if kind == "now" {
@@ -219,17 +206,17 @@ func (s *Store) snapshot(ctx context.Context, how snapshotForm) (Snapshot, error
 			continue
 		}
 		states := snap.Hunts
-		if strings.Contains(hunt, chstore.BackfillInfix) {
+		if strings.Contains(huntID, schema.BackfillInfix) {
 			states = keys
 		}
-		h := states[hunt]
+		h := states[huntID]
 		switch kind {
 		case "watermark":
 			h.Watermark, h.HasWatermark = n1, true
 		case "lease":
 			h.LeaseFire, h.LeaseOwner, h.LeaseClaimID, h.LeaseUntil, h.HasLease = n1, s1, id, ts, true
 		case "state":
-			h.LastFire, h.ConsecutiveFailures, h.Status, h.LastError = n1, uint32(n2), s1, s2
+			h.LastFire, h.ConsecutiveFailures, h.Status, h.LastError = n1, uint32(n2), hunt.RunStatus(s1), s2
 			// n3 packs overrun_count with too_aggressive in its lowest bit.
 			h.OverrunCount, h.TooAggressive = uint64(n3)>>1, n3&1 == 1
 			if ts.Unix() > 0 {
@@ -243,11 +230,11 @@ func (s *Store) snapshot(ctx context.Context, how snapshotForm) (Snapshot, error
 				h.PausedUntil = ts
 			}
 		case "backfill":
-			snap.Backfills = append(snap.Backfills, Backfill{ID: s1, HuntID: hunt, From: n1, To: n2, Chunk: n3,
+			snap.Backfills = append(snap.Backfills, Backfill{ID: s1, HuntID: huntID, From: n1, To: n2, Chunk: n3,
 				RequestedBy: s2, Requested: ts})
 			continue
 		}
-		states[hunt] = h
+		states[huntID] = h
 	}
 	if err := rows.Err(); err != nil {
 		return snap, fmt.Errorf("watermark: snapshot: %w", err)
@@ -284,12 +271,12 @@ var snapshotNewest = snapshotForm{lease: limitByRows, other: finalRows}
 
 // finalRows reads the table with FINAL: the newest row by its version column.
 func finalRows(database, table string, cols []string, _ string) string {
-	return "SELECT hunt_id, " + strings.Join(cols, ", ") + " FROM " + chstore.QuoteIdent(database) + "." + table + " FINAL"
+	return "SELECT hunt_id, " + strings.Join(cols, ", ") + " FROM " + schema.QuoteIdent(database) + "." + table + " FINAL"
 }
 
 // limitByRows keeps the first row per hunt_id in version order.
 func limitByRows(database, table string, cols []string, version string) string {
-	return "SELECT hunt_id, " + strings.Join(cols, ", ") + " FROM " + chstore.QuoteIdent(database) + "." + table +
+	return "SELECT hunt_id, " + strings.Join(cols, ", ") + " FROM " + schema.QuoteIdent(database) + "." + table +
 		" ORDER BY hunt_id, " + version + " LIMIT 1 BY hunt_id"
 }
 
@@ -297,13 +284,13 @@ func limitByRows(database, table string, cols []string, version string) string {
 func snapshotSQL(database string, how snapshotForm) string {
 	// Commits only raise a hunt's watermark, so its newest is the greatest (the table's
 	// projection answers this without reading every commit).
-	wm := "SELECT hunt_id, max(watermark) AS watermark FROM " + chstore.QuoteIdent(database) + "." + chstore.TableWatermark + " GROUP BY hunt_id"
-	ls := how.lease(database, chstore.TableLease, []string{"fire", "owner", "claim_id", "claimed", "lease_until"}, "claimed DESC, claim_id DESC")
-	st := how.other(database, chstore.TableState, []string{"status", "consecutive_failures", "last_error", "last_fire", "updated",
+	wm := "SELECT hunt_id, max(watermark) AS watermark FROM " + schema.QuoteIdent(database) + "." + schema.TableWatermark + " GROUP BY hunt_id"
+	ls := how.lease(database, schema.TableLease, []string{"fire", "owner", "claim_id", "claimed", "lease_until"}, "claimed DESC, claim_id DESC")
+	st := how.other(database, schema.TableState, []string{"status", "consecutive_failures", "last_error", "last_fire", "updated",
 		"retry_after", "overrun_count", "too_aggressive"}, "updated DESC")
 	// A pause row is read even when its paused_until has passed: the predicate decides at
 	// the snapshot's now, and status shows the pause that ran out.
-	pz := how.other(database, chstore.TablePause, []string{"paused", "paused_until", "reason", "paused_by", "updated"}, "updated DESC")
+	pz := how.other(database, schema.TablePause, []string{"paused", "paused_until", "reason", "paused_by", "updated"}, "updated DESC")
 	const nilID = "toUUID('00000000-0000-0000-0000-000000000000')"
 	const zeroTS = "toDateTime64(0, 6, 'UTC')"
 	return `SELECT 'now' AS kind, '' AS hunt_id, toInt64(0) AS n1, toInt64(0) AS n2, toInt64(0) AS n3, '' AS s1, '' AS s2,
@@ -321,7 +308,7 @@ SELECT 'state', hunt_id, toInt64(last_fire), toInt64(consecutive_failures),
 FROM (` + st + `)
 UNION ALL
 SELECT 'request', r.hunt_id, toInt64(max(r.requested_fire)), 0, 0, '', '', ` + nilID + `, ` + zeroTS + `, ` + zeroTS + `
-FROM ` + chstore.QuoteIdent(database) + `.hunt_request AS r
+FROM ` + schema.QuoteIdent(database) + `.hunt_request AS r
 LEFT JOIN (` + wm + `) AS w ON w.hunt_id = r.hunt_id
 WHERE r.requested_fire > w.watermark
 GROUP BY r.hunt_id
@@ -333,8 +320,8 @@ WHERE paused = 1
 UNION ALL
 SELECT 'backfill', b.hunt_id, toInt64(b.range_start), toInt64(b.range_end), toInt64(b.chunk_seconds), b.backfill_id,
        b.requested_by, ` + nilID + `, toDateTime64(b.requested, 6, 'UTC'), ` + zeroTS + `
-FROM (SELECT * FROM ` + chstore.QuoteIdent(database) + `.` + chstore.TableBackfill + ` FINAL) AS b
-LEFT JOIN (` + wm + `) AS w ON w.hunt_id = concat(b.hunt_id, ` + "'" + chstore.BackfillInfix + "'" + `, b.backfill_id)
+FROM (SELECT * FROM ` + schema.QuoteIdent(database) + `.` + schema.TableBackfill + ` FINAL) AS b
+LEFT JOIN (` + wm + `) AS w ON w.hunt_id = concat(b.hunt_id, ` + "'" + schema.BackfillInfix + "'" + `, b.backfill_id)
 WHERE b.state = '` + BackfillActive + `' AND toInt64(w.watermark) < toInt64(b.range_end)`
 }
 
@@ -362,7 +349,7 @@ WHERE b.state = '` + BackfillActive + `' AND toInt64(w.watermark) < toInt64(b.ra
 // is dropped by the block deduplication too.
 func (s *Store) Advance(ctx context.Context, l lease.Lease, run Run) error {
 	watermark := run.WindowEnd
-	q := `INSERT INTO ` + s.table(chstore.TableWatermark) + ` (hunt_id, watermark, claim_id, updated,
+	q := `INSERT INTO ` + s.table(schema.TableWatermark) + ` (hunt_id, watermark, claim_id, updated,
     run_id, run_owner, run_start, run_rows, run_started, gap_start, gap_end, findings_dropped, kind, interval_seconds)
 SELECT l.hunt_id, toDateTime({wm:Int64}, 'UTC'), l.claim_id, now64(6),
     toUUID({run:String}), {owner:String}, toDateTime({ws:Int64}, 'UTC'), {rows:UInt64},
@@ -374,11 +361,8 @@ WHERE l.claim_id = toUUID({claim:String}) AND toInt64(l.fire) = {fire:Int64}
   AND l.until > now64(3) + toIntervalMillisecond({bound_ms:Int64})
   AND (w.hunt_id != '') = {has_prev:Bool} AND (NOT {has_prev:Bool} OR toInt64(w.watermark) = {prev:Int64})
   AND {wm:Int64} > {prev:Int64}
-  AND toUUID({run:String}) NOT IN (SELECT run_id FROM ` + s.table(chstore.TableWatermark) + ` WHERE hunt_id = {h:String})`
-	kind := run.Kind
-	if kind == "" {
-		kind = KindScheduled
-	}
+  AND toUUID({run:String}) NOT IN (SELECT run_id FROM ` + s.table(schema.TableWatermark) + ` WHERE hunt_id = {h:String})`
+	kind := cmp.Or(run.Kind, hunt.KindScheduled)
 	// The run continues from where its window (or the gap before it) starts; that must still
 	// be the newest watermark, so the committed windows of a hunt tile.
 	prev := run.WindowStart
@@ -409,7 +393,7 @@ WHERE l.claim_id = toUUID({claim:String}) AND toInt64(l.fire) = {fire:Int64}
 		clickhouse.Named("gs", run.GapStart),
 		clickhouse.Named("ge", run.GapEnd),
 		clickhouse.Named("dropped", run.FindingsDropped),
-		clickhouse.Named("kind", kind),
+		clickhouse.Named("kind", kind.String()),
 		clickhouse.Named("interval", run.Interval),
 	)
 	if err != nil && !lease.Transient(err) {
@@ -460,14 +444,14 @@ func CommitBound(ctx context.Context) time.Duration {
 // Committed reports whether run committed (its row is in hunt_watermark).
 func (s *Store) Committed(ctx context.Context, huntID string, run uuid.UUID) (bool, error) {
 	var n uint64
-	err := s.conn.QueryRow(ctx, "SELECT count() FROM "+s.table(chstore.TableWatermark)+
+	err := s.conn.QueryRow(ctx, "SELECT count() FROM "+s.table(schema.TableWatermark)+
 		" WHERE hunt_id = {h:String} AND run_id = toUUID({run:String})",
 		clickhouse.Named("h", huntID), clickhouse.Named("run", run.String())).Scan(&n)
 	return n > 0, err
 }
 
 func (s *Store) table(name string) string {
-	return chstore.QuoteIdent(s.database) + "." + chstore.QuoteIdent(name)
+	return schema.QuoteIdent(s.database) + "." + schema.QuoteIdent(name)
 }
 
 // insertCtx sets what every coordination insert carries: synchronous, explicit join defaults,
@@ -488,7 +472,7 @@ func insertCtx(ctx context.Context, parts ...any) context.Context {
 // RecordRun appends a hunt_run row.
 func (s *Store) RecordRun(ctx context.Context, r Run) error {
 	switch r.Status {
-	case StatusFailed, StatusLost:
+	case hunt.RunFailed, hunt.RunLost:
 	default:
 		// Succeeded and gap rows are commits: only Advance writes them, in hunt_watermark.
 		return fmt.Errorf("watermark: run status %q is not one of failed, lost (commits go through Advance)", r.Status)
@@ -496,10 +480,8 @@ func (s *Store) RecordRun(ctx context.Context, r Run) error {
 	if r.RunID == uuid.Nil {
 		r.RunID = uuid.New()
 	}
-	if r.Kind == "" {
-		r.Kind = KindScheduled
-	}
-	q := `INSERT INTO ` + s.table(chstore.TableRun) + ` (hunt_id, fire, run_id, owner, status, window_start, window_end,
+	r.Kind = cmp.Or(r.Kind, hunt.KindScheduled)
+	q := `INSERT INTO ` + s.table(schema.TableRun) + ` (hunt_id, fire, run_id, owner, status, window_start, window_end,
        rows_written, started, finished, error, findings_dropped, kind)
 SELECT {h:String}, toDateTime({fire:Int64}, 'UTC'), toUUID({run:String}), {owner:String}, {status:String},
        toDateTime({ws:Int64}, 'UTC'), toDateTime({we:Int64}, 'UTC'), {rows:UInt64},
@@ -508,13 +490,13 @@ SELECT {h:String}, toDateTime({fire:Int64}, 'UTC'), toUUID({run:String}), {owner
 	// The run id is the deduplication token: a retry of this row on a replicated table after a
 	// lost answer is dropped by the block deduplication.
 	ictx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
-		"async_insert": 0, "insert_deduplication_token": "run:" + r.RunID.String() + ":" + r.Status}))
+		"async_insert": 0, "insert_deduplication_token": "run:" + r.RunID.String() + ":" + r.Status.String()}))
 	err := s.conn.Exec(ictx, q,
 		clickhouse.Named("h", r.HuntID), clickhouse.Named("fire", r.Fire), clickhouse.Named("run", r.RunID.String()),
-		clickhouse.Named("owner", r.Owner), clickhouse.Named("status", r.Status),
+		clickhouse.Named("owner", r.Owner), clickhouse.Named("status", r.Status.String()),
 		clickhouse.Named("ws", r.WindowStart), clickhouse.Named("we", r.WindowEnd), clickhouse.Named("rows", r.RowsWritten),
 		clickhouse.Named("started", r.Started.UnixMicro()), clickhouse.Named("finished", r.Finished.UnixMicro()),
-		clickhouse.Named("err", boundError(r.Error)), clickhouse.Named("dropped", r.FindingsDropped), clickhouse.Named("kind", r.Kind),
+		clickhouse.Named("err", boundError(r.Error)), clickhouse.Named("dropped", r.FindingsDropped), clickhouse.Named("kind", r.Kind.String()),
 	)
 	if err != nil {
 		return fmt.Errorf("watermark: record run %s fire %d: %w", r.HuntID, r.Fire, err)
@@ -526,9 +508,9 @@ SELECT {h:String}, toDateTime({fire:Int64}, 'UTC'), toUUID({run:String}), {owner
 // status), so a retry after a lost answer does not write it twice.
 func (s *Store) Recorded(ctx context.Context, r Run) (bool, error) {
 	var n uint64
-	err := s.conn.QueryRow(ctx, "SELECT count() FROM "+s.table(chstore.TableRun)+
+	err := s.conn.QueryRow(ctx, "SELECT count() FROM "+s.table(schema.TableRun)+
 		" WHERE hunt_id = {h:String} AND run_id = toUUID({run:String}) AND status = {status:String}",
-		clickhouse.Named("h", r.HuntID), clickhouse.Named("run", r.RunID.String()), clickhouse.Named("status", r.Status)).Scan(&n)
+		clickhouse.Named("h", r.HuntID), clickhouse.Named("run", r.RunID.String()), clickhouse.Named("status", r.Status.String())).Scan(&n)
 	return n > 0, err
 }
 
@@ -597,13 +579,13 @@ func (s *Store) setStates(ctx context.Context, sts []State) error {
 		token               = []any{"state"}
 	)
 	for i, st := range sts {
-		ids[i], statuses[i], errs[i] = st.HuntID, st.Status, boundError(st.LastError)
+		ids[i], statuses[i], errs[i] = st.HuntID, st.Status.String(), boundError(st.LastError)
 		fires[i], bases[i], caps[i] = st.LastFire, st.BackoffBase.Milliseconds(), st.BackoffCap.Milliseconds()
 		overran[i], aggressive[i] = st.Overran, st.TooAggressive
-		token = append(token, st.HuntID, st.Status, st.LastError, st.LastFire, st.Overran, st.TooAggressive,
+		token = append(token, st.HuntID, st.Status.String(), st.LastError, st.LastFire, st.Overran, st.TooAggressive,
 			st.BackoffBase, st.BackoffCap)
 	}
-	q := `INSERT INTO ` + s.table(chstore.TableState) + ` (hunt_id, status, consecutive_failures, last_error, last_fire, updated,
+	q := `INSERT INTO ` + s.table(schema.TableState) + ` (hunt_id, status, consecutive_failures, last_error, last_fire, updated,
     retry_after, overrun_count, too_aggressive)
 SELECT b.h, b.status, b.failures, b.err, toDateTime(b.fire, 'UTC'), now64(6),
     if(b.failures > 0 AND b.base > 0,
@@ -611,7 +593,7 @@ SELECT b.h, b.status, b.failures, b.err, toDateTime(b.fire, 'UTC'), now64(6),
        toDateTime64(0, 3, 'UTC')),
     toUInt64(p.overruns) + if(b.overran AND toInt64(p.last_fire) < b.fire, 1, 0), b.aggressive
 FROM (SELECT r.1 AS h, r.2 AS status, r.3 AS err, r.4 AS fire, r.5 AS base, r.6 AS cap, r.7 AS overran, r.8 AS aggressive,
-             if(r.2 = '` + StatusFailed + `', toUInt32(p0.failures + 1), toUInt32(0)) AS failures
+             if(r.2 = '` + hunt.RunFailed.String() + `', toUInt32(p0.failures + 1), toUInt32(0)) AS failures
       FROM (SELECT arrayJoin(arrayZip({h:Array(String)}, {status:Array(String)}, {err:Array(String)}, {fire:Array(Int64)},
                 {base_ms:Array(Int64)}, {cap_ms:Array(Int64)}, {overran:Array(Bool)}, {aggressive:Array(Bool)})) AS r) AS z
       LEFT JOIN (` + newestStateSQL(s.database) + `) AS p0 ON p0.hunt_id = z.r.1) AS b
@@ -634,7 +616,7 @@ WHERE toInt64(p.last_fire) <= b.fire`
 func newestStateSQL(database string) string {
 	return `SELECT hunt_id, t.1 AS failures, t.2 AS last_fire, t.3 AS overruns
 FROM (SELECT hunt_id, argMax((consecutive_failures, last_fire, overrun_count), updated) AS t
-      FROM ` + chstore.QuoteIdent(database) + `.` + chstore.TableState + ` WHERE hunt_id IN {h:Array(String)} GROUP BY hunt_id)`
+      FROM ` + schema.QuoteIdent(database) + `.` + schema.TableState + ` WHERE hunt_id IN {h:Array(String)} GROUP BY hunt_id)`
 }
 
 // Request queues a run-now request for huntID at fire (epoch seconds).
@@ -642,7 +624,7 @@ func (s *Store) Request(ctx context.Context, huntID string, fire int64, by strin
 	if huntID == "" {
 		return errors.New("watermark: request: empty hunt id")
 	}
-	q := `INSERT INTO ` + s.table(chstore.TableRequest) + ` (hunt_id, requested_fire, request_id, requested_by, requested)
+	q := `INSERT INTO ` + s.table(schema.TableRequest) + ` (hunt_id, requested_fire, request_id, requested_by, requested)
 SELECT {h:String}, toDateTime({fire:Int64}, 'UTC'), generateUUIDv4(), {by:String}, now64(6)`
 	err := s.conn.Exec(insertCtx(ctx, "request", huntID, fire, by), q,
 		clickhouse.Named("h", huntID), clickhouse.Named("fire", fire), clickhouse.Named("by", by))

@@ -16,6 +16,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/lease"
 )
@@ -231,10 +232,10 @@ func TestSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := claimOne(t, a, "h1", now)
-	if err := s.SetState(ctx, State{HuntID: "h1", Status: StatusFailed, LastError: "boom", LastFire: now - 60}); err != nil {
+	if err := s.SetState(ctx, State{HuntID: "h1", Status: hunt.RunFailed, LastError: "boom", LastFire: now - 60}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetState(ctx, State{HuntID: "h1", Status: StatusFailed, LastError: "boom twice", LastFire: now - 60}); err != nil {
+	if err := s.SetState(ctx, State{HuntID: "h1", Status: hunt.RunFailed, LastError: "boom twice", LastFire: now - 60}); err != nil {
 		t.Fatal(err)
 	}
 	// h2: two requests, one already covered by its watermark, two pending: the newest counts.
@@ -274,7 +275,7 @@ func TestSnapshot(t *testing.T) {
 	}
 	h1 := snap.Hunts["h1"]
 	want1 := HuntState{Watermark: now - 60, HasWatermark: true, LeaseOwner: "pod-a", LeaseFire: now, LeaseClaimID: held.ClaimID,
-		LeaseUntil: held.Until, HasLease: true, Status: StatusFailed, ConsecutiveFailures: 2, LastError: "boom twice", LastFire: now - 60}
+		LeaseUntil: held.Until, HasLease: true, Status: hunt.RunFailed, ConsecutiveFailures: 2, LastError: "boom twice", LastFire: now - 60}
 	if !h1.LeaseUntil.Equal(want1.LeaseUntil) {
 		t.Fatalf("h1 lease until %s, want %s", h1.LeaseUntil, want1.LeaseUntil)
 	}
@@ -322,13 +323,13 @@ func TestRecordRun(t *testing.T) {
 	s := New(db.Conn, db.Name)
 	// Near the real clock: hunt_run's TTL drops rows that are already expired when inserted.
 	started := time.Now().UTC().Truncate(time.Microsecond)
-	run := Run{HuntID: "h", Fire: 1700000000, RunID: uuid.New(), Owner: "pod-a", Status: StatusFailed,
+	run := Run{HuntID: "h", Fire: 1700000000, RunID: uuid.New(), Owner: "pod-a", Status: hunt.RunFailed,
 		WindowStart: 1699999940, WindowEnd: 1700000000, RowsWritten: 42, Started: started, Finished: started.Add(1500 * time.Millisecond),
-		Error: "boom", FindingsDropped: 3, Kind: KindRequest}
+		Error: "boom", FindingsDropped: 3, Kind: hunt.KindRequest}
 	if err := s.RecordRun(ctx, run); err != nil {
 		t.Fatal(err)
 	}
-	for _, status := range []string{"completed", StatusSucceeded, StatusGap} {
+	for _, status := range []hunt.RunStatus{"completed", hunt.RunSucceeded, hunt.RunGap} {
 		// Commits are written only by Advance, in hunt_watermark.
 		if err := s.RecordRun(ctx, Run{HuntID: "h", Status: status}); err == nil {
 			t.Fatalf("status %q was accepted", status)
@@ -338,11 +339,13 @@ func TestRecordRun(t *testing.T) {
 		t.Fatalf("Recorded = %v, %v", ok, err)
 	}
 	var got Run
+	var status, kind string // the driver scans into plain strings only
 	err := db.Conn.QueryRow(ctx, "SELECT hunt_id, toInt64(fire), run_id, owner, toString(status), toInt64(window_start), toInt64(window_end), rows_written, started, finished, error, findings_dropped, toString(kind) FROM "+db.Name+".hunt_runs").
-		Scan(&got.HuntID, &got.Fire, &got.RunID, &got.Owner, &got.Status, &got.WindowStart, &got.WindowEnd, &got.RowsWritten, &got.Started, &got.Finished, &got.Error, &got.FindingsDropped, &got.Kind)
+		Scan(&got.HuntID, &got.Fire, &got.RunID, &got.Owner, &status, &got.WindowStart, &got.WindowEnd, &got.RowsWritten, &got.Started, &got.Finished, &got.Error, &got.FindingsDropped, &kind)
 	if err != nil {
 		t.Fatal(err)
 	}
+	got.Status, got.Kind = hunt.RunStatus(status), hunt.Kind(kind)
 	got.Started, got.Finished = got.Started.UTC(), got.Finished.UTC()
 	if !reflect.DeepEqual(got, run) {
 		t.Fatalf("hunt_run row = %+v\nwant %+v", got, run)
@@ -473,11 +476,11 @@ func TestAdvanceWritesItsRunRows(t *testing.T) {
 		t.Fatalf("hunt_runs rows = %+v, want one succeeded and one gap", got)
 	}
 	ok, gap := got[0], got[1]
-	if ok.status != StatusSucceeded || ok.runID != run.RunID || ok.owner != "pod-a" || ok.fire != now-1 ||
+	if ok.status != hunt.RunSucceeded.String() || ok.runID != run.RunID || ok.owner != "pod-a" || ok.fire != now-1 ||
 		ok.ws != run.WindowStart || ok.we != now-1 || ok.rows != 7 || !ok.started.Equal(run.Started) || ok.errorText != "" {
 		t.Errorf("succeeded row %+v, want run %+v", ok, run)
 	}
-	if gap.status != StatusGap || gap.runID != run.RunID || gap.ws != now-500 || gap.we != now-61 || gap.rows != 0 ||
+	if gap.status != hunt.RunGap.String() || gap.runID != run.RunID || gap.ws != now-500 || gap.we != now-61 || gap.rows != 0 ||
 		!strings.Contains(gap.errorText, "max_catchup") {
 		t.Errorf("gap row %+v", gap)
 	}
@@ -550,13 +553,13 @@ func TestStateCountersDerivedAndFenced(t *testing.T) {
 		}
 	}
 	const fire = int64(1700000000)
-	set(State{Status: StatusSucceeded, LastFire: fire, Overran: true})
-	set(State{Status: StatusSucceeded, LastFire: fire, Overran: true}) // the same fire's row again
+	set(State{Status: hunt.RunSucceeded, LastFire: fire, Overran: true})
+	set(State{Status: hunt.RunSucceeded, LastFire: fire, Overran: true}) // the same fire's row again
 	if h := state(); h.OverrunCount != 1 {
 		t.Fatalf("overrun count %d after one fire's overrun written twice, want 1", h.OverrunCount)
 	}
-	set(State{Status: StatusSucceeded, LastFire: fire + 60, Overran: true})
-	failure := State{Status: StatusFailed, LastError: "boom", LastFire: fire + 120, BackoffBase: time.Minute, BackoffCap: time.Hour}
+	set(State{Status: hunt.RunSucceeded, LastFire: fire + 60, Overran: true})
+	failure := State{Status: hunt.RunFailed, LastError: "boom", LastFire: fire + 120, BackoffBase: time.Minute, BackoffCap: time.Hour}
 	set(failure)
 	set(failure) // the same fire failing again after its backoff
 	h := state()
@@ -564,12 +567,12 @@ func TestStateCountersDerivedAndFenced(t *testing.T) {
 		t.Fatalf("state %+v: want 2 overruns kept, 2 failures, a backoff of two minutes", h)
 	}
 	// Pod A's success row of the previous fire, held until now, lands after the failures.
-	set(State{Status: StatusSucceeded, LastFire: fire + 60})
-	if got := state(); got.Status != StatusFailed || got.ConsecutiveFailures != 2 || !got.HasRetryAfter || got.OverrunCount != 2 {
+	set(State{Status: hunt.RunSucceeded, LastFire: fire + 60})
+	if got := state(); got.Status != hunt.RunFailed || got.ConsecutiveFailures != 2 || !got.HasRetryAfter || got.OverrunCount != 2 {
 		t.Fatalf("after a late row of an older fire: %+v, want the failure and its backoff kept", got)
 	}
-	set(State{Status: StatusSucceeded, LastFire: fire + 180})
-	if got := state(); got.Status != StatusSucceeded || got.ConsecutiveFailures != 0 || got.HasRetryAfter || got.OverrunCount != 2 {
+	set(State{Status: hunt.RunSucceeded, LastFire: fire + 180})
+	if got := state(); got.Status != hunt.RunSucceeded || got.ConsecutiveFailures != 0 || got.HasRetryAfter || got.OverrunCount != 2 {
 		t.Fatalf("after the next fire succeeded: %+v, want healthy with 2 overruns", got)
 	}
 }
@@ -584,7 +587,7 @@ func TestLongErrorsAreCut(t *testing.T) {
 	if err := s.SetState(ctx, State{HuntID: "big", Status: "failed", LastError: long}); err != nil {
 		t.Fatal(err)
 	}
-	run := Run{HuntID: "big", Fire: 1700000000, RunID: uuid.New(), Status: StatusFailed, Error: long,
+	run := Run{HuntID: "big", Fire: 1700000000, RunID: uuid.New(), Status: hunt.RunFailed, Error: long,
 		Started: time.Now().UTC(), Finished: time.Now().UTC()}
 	if err := s.RecordRun(ctx, run); err != nil {
 		t.Fatal(err)

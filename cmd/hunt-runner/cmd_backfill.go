@@ -111,7 +111,7 @@ func backfillAction(c *cli.Context) error {
 		if entry == nil || entry.Interval <= 0 {
 			return cli.Exit("backfill: the hunt is not published, so its interval is unknown: give --chunk", exitUsage)
 		}
-		chunk = entry.Interval
+		chunk = entry.IntervalSeconds()
 	}
 	wm := store.New(conn, chOpts.Database)
 	ranges := [][2]int64{{from, to}}

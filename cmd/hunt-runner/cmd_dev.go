@@ -17,9 +17,11 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/runner"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/shim"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 func devCommand() *cli.Command {
@@ -44,6 +46,7 @@ func devCommand() *cli.Command {
 			&cli.IntFlag{Name: "show", Value: 3, Usage: "findings printed per run"},
 			notifyConfigFlag,
 			huntSetFlag(),
+			metricsPerHuntFlag(),
 			&cli.StringFlag{Name: "receiver-listen", Value: "127.0.0.1:8082", Usage: "local receiver that prints notifications (the default sink)"},
 		}),
 		Action: devAction,
@@ -82,7 +85,7 @@ func startDevEngine(ctx context.Context, c *cli.Context, out io.Writer, db strin
 		return nil, cli.Exit(fmt.Sprintf("connect to the embedded ClickHouse: %v", err), exitError)
 	}
 	e := &devEngine{srv: srv, conn: conn, consistency: consistency}
-	if _, err := applySchema(ctx, conn, db, chstore.TopologySingle, ""); err != nil {
+	if _, err := applySchema(ctx, conn, db, schema.TopologySingle, ""); err != nil {
 		e.close()
 		return nil, cli.Exit(err.Error(), exitError)
 	}
@@ -149,7 +152,7 @@ func devAction(c *cli.Context) error {
 			return err
 		}
 	}
-	huntSetName, err := huntSet(c, schedule.DefaultHuntSet)
+	huntSetName, err := huntSet(c, hunt.HuntSetDefault)
 	if err != nil {
 		return err
 	}
@@ -182,9 +185,9 @@ func devAction(c *cli.Context) error {
 	w, err := buildWorker(ctx, workerConfig{
 		conn: conn, database: db, huntSet: huntSetName, consistency: string(consistency.Mode), owner: owner, service: "hunt-runner-dev",
 		src: src, policy: policy, reload: c.Duration("reload-interval"), listen: c.String("listen"),
-		statusToken: token,
-		loop:        runner.Options{Tick: c.Duration("tick"), Concurrency: c.Int("concurrency")},
-		onRun:       printer.print,
+		statusToken: token, perHunt: c.Int("metrics-per-hunt"),
+		loop:  runner.Options{Tick: c.Duration("tick"), Concurrency: c.Int("concurrency")},
+		onRun: printer.print,
 	}, log)
 	if err != nil {
 		return cli.Exit(err.Error(), exitError)
@@ -239,7 +242,7 @@ func devAction(c *cli.Context) error {
 
 // findingsQuery reads the findings of committed runs, newest first: what a newcomer wants to see.
 func findingsQuery(db string) string {
-	return fmt.Sprintf("SELECT fire, hunt_id, finding FROM %s.hunt_findings_committed ORDER BY fire DESC, hunt_id LIMIT 20", chstore.QuoteIdent(db))
+	return fmt.Sprintf("SELECT fire, hunt_id, finding FROM %s.hunt_findings_committed ORDER BY fire DESC, hunt_id LIMIT 20", schema.QuoteIdent(db))
 }
 
 // printFindingsHowTo says where findings land and gives commands to paste as they are.
@@ -298,14 +301,14 @@ func (p *runPrinter) print(rep runner.RunReport) {
 	var b strings.Builder
 	clock := func(t time.Time) string { return t.UTC().Format("15:04:05") }
 	fire := clock(time.Unix(rep.Fire, 0))
-	mark := map[string]string{runner.StatusSucceeded: "✓", runner.StatusFailed: "✗", runner.StatusLost: "↯", runner.StatusCancelled: "…"}[rep.Status]
+	mark := map[hunt.RunStatus]string{hunt.RunSucceeded: "✓", hunt.RunFailed: "✗", hunt.RunLost: "↯", hunt.RunCancelled: "…"}[rep.Status]
 	fmt.Fprintf(&b, "%s %s %-20s fire %s  window %s–%s", clock(time.Now()), mark, rep.HuntID, fire,
 		clock(rep.WindowStart), clock(rep.WindowEnd))
 	if rep.Requested {
 		b.WriteString("  (run-now request)")
 	}
 	switch rep.Status {
-	case runner.StatusSucceeded:
+	case hunt.RunSucceeded:
 		fmt.Fprintf(&b, "  %d finding(s)  %v\n", rep.Rows, rep.Duration.Round(time.Millisecond))
 		if rep.GapEnd > rep.GapStart {
 			fmt.Fprintf(&b, "    gap recorded: %s–%s was skipped (longer than max_catchup)\n",
@@ -330,7 +333,7 @@ func (p *runPrinter) print(rep runner.RunReport) {
 func (p *runPrinter) findings(rep runner.RunReport) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	rows, err := p.conn.Query(ctx, "SELECT finding FROM "+chstore.QuoteIdent(p.db)+"."+chstore.ViewFindingsCommitted+
+	rows, err := p.conn.Query(ctx, "SELECT finding FROM "+schema.QuoteIdent(p.db)+"."+schema.ViewFindingsCommitted+
 		" WHERE hunt_id = ? AND run_id = ? ORDER BY finding LIMIT ?", rep.HuntID, rep.RunID, p.show)
 	if err != nil {
 		return []string{"(could not read findings: " + err.Error() + ")"}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -82,12 +81,6 @@ func runImportLegacy(c *cli.Context) (changed bool, err error) {
 		p.File = display(p.File)
 		fmt.Fprintf(c.App.ErrWriter, "%s (not imported)\n", p.Error())
 	}
-	hunts := make([]legacy.Hunt, 0, len(set.Hunts))
-	for _, h := range set.Hunts {
-		hunts = append(hunts, legacy.Hunt{ID: h.ID, File: h.File, Interval: int64(h.Interval / time.Second),
-			Offset: int64(h.Offset / time.Second), Delay: int64((h.Delay + time.Second - 1) / time.Second),
-			MaxCatchup: int64(h.MaxCatchup / time.Second), Enabled: h.Enabled})
-	}
 	conn, opts, err := openClickHouse(c, log)
 	if err != nil {
 		return false, err
@@ -96,7 +89,7 @@ func runImportLegacy(c *cli.Context) (changed bool, err error) {
 	if err := checkLayout(c, conn, opts.Database); err != nil {
 		return false, err
 	}
-	res, err := legacy.Import(c.Context, conn, hunts, legacy.Options{From: from, Database: opts.Database,
+	res, err := legacy.Import(c.Context, conn, set.Hunts, legacy.Options{From: from, Database: opts.Database,
 		DryRun: c.Bool("dry-run"), Force: c.Bool("force"), Broken: broken})
 	if errors.Is(err, legacy.ErrSchema) || errors.Is(err, legacy.ErrLive) {
 		return false, cli.Exit(err.Error()+"; nothing written", exitError)

@@ -7,6 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/schedule"
 )
 
@@ -92,7 +93,7 @@ func runMaterialise(c *cli.Context) (bool, error) {
 	if c.NArg() > 0 {
 		return false, cli.Exit(fmt.Sprintf("materialise takes no arguments, got %q", c.Args().Slice()), exitUsage)
 	}
-	huntSetName, err := huntSet(c, schedule.DefaultHuntSet)
+	huntSetName, err := huntSet(c, hunt.HuntSetDefault)
 	if err != nil {
 		return false, err
 	}

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -51,43 +50,8 @@ func newNotifyDispatcher(cfg *notify.Config, conn driver.Conn, database, owner s
 	if err != nil {
 		return nil, err
 	}
-	return notify.New(conn, notifySource(current), notify.Options{Config: cfg, Database: database, Owner: owner,
+	return notify.New(conn, loadedSet(current), notify.Options{Config: cfg, Database: database, Owner: owner,
 		Logger: log, Metrics: m, Poll: poll})
-}
-
-// notifySource converts the loader's current set into notify's hunts once per loaded set.
-func notifySource(current func() *configsrc.Set) notify.Source {
-	var mu sync.Mutex
-	var from *configsrc.Set
-	var to []notify.Hunt
-	return func() []notify.Hunt {
-		cur := current()
-		if cur == nil {
-			return nil
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		if cur != from {
-			from, to = cur, notifyHunts(cur)
-		}
-		return to
-	}
-}
-
-// notifyHunts keeps enabled hunts: a disabled hunt never commits a run.
-func notifyHunts(s *configsrc.Set) []notify.Hunt {
-	out := make([]notify.Hunt, 0, len(s.Hunts))
-	for _, h := range s.Hunts {
-		if !h.Enabled {
-			continue
-		}
-		nh := notify.Hunt{ID: h.ID, Description: h.Description, Severity: h.Severity, Labels: h.Labels, Notify: h.Notify}
-		if h.Suppress != nil {
-			nh.Suppress = &notify.Suppress{By: h.Suppress.By, For: h.Suppress.For}
-		}
-		out = append(out, nh)
-	}
-	return out
 }
 
 // notifyProblems is validate's check of --notify-config: the file's own problems, and sinks a
@@ -110,10 +74,9 @@ func notifyProblems(c *cli.Context, set *configsrc.Set) []configsrc.Problem {
 		return []configsrc.Problem{{File: path, Line: 1, Column: 1, Message: err.Error()}}
 	}
 	var out []configsrc.Problem
-	for _, h := range notifyHunts(set) {
+	for _, h := range set.Enabled() {
 		for _, name := range cfg.UnknownSinks(h) {
-			hu, _ := set.Get(h.ID)
-			out = append(out, configsrc.Problem{File: hu.File, Line: hu.Line, Column: 1, HuntID: h.ID,
+			out = append(out, configsrc.Problem{File: h.File, Line: h.Line, Column: 1, HuntID: h.ID,
 				Message: fmt.Sprintf("notify: sink %q is not defined in %s", name, path)})
 		}
 	}

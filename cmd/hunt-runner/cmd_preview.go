@@ -14,6 +14,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/hunttest"
 	"github.com/hunt-runner/hunt-runner/schedule"
 )
@@ -140,34 +141,34 @@ func printWindow(w io.Writer, win hunttest.Window) {
 }
 
 // previewHunt finds the hunt to preview: in --hunt-file, or in the hunt source.
-func previewHunt(c *cli.Context, log *slog.Logger, id string) (configsrc.Hunt, error) {
+func previewHunt(c *cli.Context, log *slog.Logger, id string) (hunt.Hunt, error) {
 	var set *configsrc.Set
 	where := ""
 	if file := c.String("hunt-file"); file != "" {
 		staged, _, err := stageFiles([]string{file})
 		if err != nil {
-			return configsrc.Hunt{}, cli.Exit(fmt.Sprintf("--hunt-file: %v", err), exitUsage)
+			return hunt.Hunt{}, cli.Exit(fmt.Sprintf("--hunt-file: %v", err), exitUsage)
 		}
 		defer os.RemoveAll(staged)
 		src, err := huntSourceWith(c, log, staged, -1)
 		if err != nil {
-			return configsrc.Hunt{}, err
+			return hunt.Hunt{}, err
 		}
 		if set, err = src.Load(c.Context); err != nil {
-			return configsrc.Hunt{}, cli.Exit(fmt.Sprintf("--hunt-file: %v", err), exitError)
+			return hunt.Hunt{}, cli.Exit(fmt.Sprintf("--hunt-file: %v", err), exitError)
 		}
 		for _, p := range set.Problems {
 			p.File = file
-			return configsrc.Hunt{}, cli.Exit(p.Error(), exitError)
+			return hunt.Hunt{}, cli.Exit(p.Error(), exitError)
 		}
 		where = file
 	} else {
 		src, err := huntSourceWith(c, log, c.String("hunts-dir"), -1)
 		if err != nil {
-			return configsrc.Hunt{}, err
+			return hunt.Hunt{}, err
 		}
 		if set, err = src.Load(c.Context); err != nil {
-			return configsrc.Hunt{}, cli.Exit(fmt.Sprintf("read hunts from %s: %v", src, err), exitError)
+			return hunt.Hunt{}, cli.Exit(fmt.Sprintf("read hunts from %s: %v", src, err), exitError)
 		}
 		where = src.String()
 	}
@@ -177,9 +178,9 @@ func previewHunt(c *cli.Context, log *slog.Logger, id string) (configsrc.Hunt, e
 		for _, h := range set.Hunts {
 			ids = append(ids, h.ID)
 		}
-		return configsrc.Hunt{}, cli.Exit(fmt.Sprintf("no valid hunt %q in %s (hunts: %s)", id, where, strings.Join(ids, ", ")), exitError)
+		return hunt.Hunt{}, cli.Exit(fmt.Sprintf("no valid hunt %q in %s (hunts: %s)", id, where, strings.Join(ids, ", ")), exitError)
 	}
-	return h, nil
+	return *h, nil
 }
 
 // newPreviewer connects for previews: the main connection checks each hunt (as the runner's

@@ -11,9 +11,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/runner"
-	"github.com/hunt-runner/hunt-runner/schedule"
 )
 
 // runFlags are the worker loop's own flags.
@@ -41,6 +41,7 @@ func runFlags() []cli.Flag {
 		&cli.Int64Flag{Name: "max-run-findings-bytes", Value: runner.DefaultMaxRunFindingsBytes, EnvVars: envFor("max-run-findings-bytes"),
 			Usage: "bytes of findings (documents and labels) one run holds and stores; the rest are counted in the run's findings_dropped. " +
 				"The server stops sending at the cap, so a pod needs about 6 × concurrency × this much memory for findings at worst"},
+		metricsPerHuntFlag(),
 	}
 }
 
@@ -60,7 +61,7 @@ func runAction(c *cli.Context) error {
 	log := newLogger(c)
 	ctx := c.Context // cancelled on SIGINT/SIGTERM (main.go)
 
-	set, err := huntSet(c, schedule.DefaultHuntSet)
+	set, err := huntSet(c, hunt.HuntSetDefault)
 	if err != nil {
 		return err
 	}
@@ -106,7 +107,7 @@ func runAction(c *cli.Context) error {
 	w, err := buildWorker(ctx, workerConfig{
 		conn: conn, huntConn: huntConn, database: chOpts.Database, consistency: string(chOpts.Consistency),
 		huntSet: set, owner: owner, service: "hunt-runner", src: src, policy: policy, reload: c.Duration("reload-interval"),
-		listen: c.String("listen"), statusToken: token, replicas: true,
+		listen: c.String("listen"), statusToken: token, replicas: true, perHunt: c.Int("metrics-per-hunt"),
 		lease: lease.Options{Lease: c.Duration("lease"), Settle: c.Duration("settle")},
 		loop: runner.Options{Tick: c.Duration("tick"), Concurrency: c.Int("concurrency"), MaxQueued: c.Int("max-queued"),
 			Grace: c.Duration("grace"), MaxFindingBytes: c.Int64("max-finding-bytes"), MaxRunFindingsBytes: c.Int64("max-run-findings-bytes")},

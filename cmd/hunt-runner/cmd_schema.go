@@ -12,6 +12,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/provision"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 func schemaCommand() *cli.Command {
@@ -56,11 +57,11 @@ is done, and nothing copied is lost or copied twice.`,
 		Flags: concat(interactiveClickhouseFlags(), []cli.Flag{
 			&cli.BoolFlag{Name: "print", EnvVars: envFor("print"),
 				Usage: "print the DDL and exit without connecting"},
-			&cli.StringFlag{Name: "topology", Value: string(chstore.TopologyAuto), EnvVars: envFor("topology"),
+			&cli.StringFlag{Name: "topology", Value: string(schema.TopologyAuto), EnvVars: envFor("topology"),
 				Usage: "table engines: auto, single, replicated, cluster or cloud"},
 			&cli.StringFlag{Name: "cluster", Value: "default", EnvVars: envFor("cluster"),
 				Usage: "cluster name for --topology cluster (ON CLUSTER) and for auto-detection"},
-			&cli.StringFlag{Name: "findings-ttl", Value: fmt.Sprintf("%dd", chstore.DefaultFindingsTTLDays), EnvVars: envFor("findings-ttl"),
+			&cli.StringFlag{Name: "findings-ttl", Value: fmt.Sprintf("%dd", schema.DefaultFindingsTTLDays), EnvVars: envFor("findings-ttl"),
 				Usage: "how long hunt_findings keeps findings, in whole days (e.g. 30d, 365d); changed only when it differs, without rewriting existing parts"},
 			&cli.StringFlag{Name: "commits-ttl", EnvVars: envFor("commits-ttl"),
 				Usage: "how long each commit row (a committed run's record, which keeps its findings visible) is kept before a hunt's older commits roll up into its newest, in whole days; at least --findings-ttl. Default: the longer of 90d and --findings-ttl"},
@@ -73,12 +74,12 @@ func runSchema(c *cli.Context) error {
 	if c.NArg() > 0 {
 		return cli.Exit(fmt.Sprintf("schema takes no arguments, got %q", c.Args().Slice()), exitUsage)
 	}
-	topo, err := chstore.ParseTopology(c.String("topology"))
+	topo, err := schema.ParseTopology(c.String("topology"))
 	if err != nil {
 		return cli.Exit(err.Error(), exitUsage)
 	}
 	cluster := c.String("cluster")
-	if topo == chstore.TopologyCluster && cluster == "" {
+	if topo == schema.TopologyCluster && cluster == "" {
 		return cli.Exit("--topology cluster needs --cluster", exitUsage)
 	}
 	ret, err := retentionFlags(c)
@@ -114,7 +115,7 @@ func runSchema(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	did, err := chstore.ApplyRetention(c.Context, conn, rep.Database, rep.Topology, cluster, ret)
+	did, err := schema.ApplyRetention(c.Context, conn, rep.Database, rep.Topology, cluster, ret)
 	rep.Upgraded = append(rep.Upgraded, did...)
 	if err != nil {
 		writeReport(c.App.Writer, rep)
@@ -133,11 +134,11 @@ func runSchema(c *cli.Context) error {
 	return nil
 }
 
-// applySchema is chstore.Apply plus the objects built from other packages' SQL, which chstore
+// applySchema is schema.Apply plus the objects built from other packages' SQL, which schema
 // cannot import: the KEDA backlog view. Without the view the shim answers a cold 0 and a
 // runner scaled to zero never wakes, so it is part of the schema, not of an optional step.
-func applySchema(ctx context.Context, conn driver.Conn, database string, topo chstore.Topology, cluster string) (chstore.Report, error) {
-	rep, err := chstore.Apply(ctx, conn, database, topo, cluster)
+func applySchema(ctx context.Context, conn driver.Conn, database string, topo schema.Topology, cluster string) (schema.Report, error) {
+	rep, err := schema.Apply(ctx, conn, database, topo, cluster)
 	if err != nil {
 		return rep, err
 	}
@@ -162,8 +163,8 @@ func applySchema(ctx context.Context, conn driver.Conn, database string, topo ch
 
 // retentionFlags reads --findings-ttl and --commits-ttl, refusing settings that contradict
 // each other before anything connects.
-func retentionFlags(c *cli.Context) (chstore.Retention, error) {
-	var r chstore.Retention
+func retentionFlags(c *cli.Context) (schema.Retention, error) {
+	var r schema.Retention
 	var err error
 	if r.FindingsDays, err = ttlDays(c.String("findings-ttl")); err != nil {
 		return r, cli.Exit("--findings-ttl: "+err.Error(), exitUsage)
@@ -173,7 +174,7 @@ func retentionFlags(c *cli.Context) (chstore.Retention, error) {
 			return r, cli.Exit("--commits-ttl: "+err.Error(), exitUsage)
 		}
 	}
-	if _, err := chstore.RetentionStatements("", chstore.TopologySingle, "", r); err != nil {
+	if _, err := schema.RetentionStatements("", schema.TopologySingle, "", r); err != nil {
 		return r, cli.Exit(err.Error(), exitUsage)
 	}
 	return r, nil
@@ -193,30 +194,30 @@ func ttlDays(text string) (int, error) {
 	return int(d / day), nil
 }
 
-func backlogView(database string, topo chstore.Topology, cluster string) chstore.Statement {
-	if topo != chstore.TopologyCluster {
+func backlogView(database string, topo schema.Topology, cluster string) schema.Statement {
+	if topo != schema.TopologyCluster {
 		cluster = ""
 	}
-	return chstore.Statement{Name: "view " + database + "." + provision.BacklogView, SQL: provision.BacklogViewSQL(database, cluster)}
+	return schema.Statement{Name: "view " + database + "." + provision.BacklogView, SQL: provision.BacklogViewSQL(database, cluster)}
 }
 
-func printSchema(w io.Writer, database string, topo chstore.Topology, cluster string, ret chstore.Retention) error {
-	if topo == chstore.TopologyAuto {
-		topo = chstore.TopologySingle
+func printSchema(w io.Writer, database string, topo schema.Topology, cluster string, ret schema.Retention) error {
+	if topo == schema.TopologyAuto {
+		topo = schema.TopologySingle
 	}
-	stmts := append(chstore.DDL(database, topo, cluster), backlogView(database, topo, cluster))
+	stmts := append(schema.DDL(database, topo, cluster), backlogView(database, topo, cluster))
 	// The DDL creates the default retention; another one is these ALTERs, as schema applies them.
-	alters, err := chstore.RetentionStatements(database, topo, cluster, ret)
+	alters, err := schema.RetentionStatements(database, topo, cluster, ret)
 	if err != nil {
 		return cli.Exit(err.Error(), exitUsage)
 	}
 	stmts = append(stmts, alters...)
 	_, err = fmt.Fprintf(w, "-- hunt-runner schema: database %s, topology %s\n\n%s",
-		database, topo, chstore.Script(stmts))
+		database, topo, schema.Script(stmts))
 	return err
 }
 
-func writeReport(w io.Writer, rep chstore.Report) {
+func writeReport(w io.Writer, rep schema.Report) {
 	switch {
 	case len(rep.Created) == 0 && len(rep.Mismatched) == 0 && len(rep.Upgraded) == 0:
 		fmt.Fprintf(w, "schema up to date: nothing to do (database %s, topology %s, %d objects)\n",
@@ -243,12 +244,12 @@ func writeReport(w io.Writer, rep chstore.Report) {
 	}
 }
 
-// checkLayout refuses, with chstore.CheckLayout's message (which names `hunt-runner schema`), a
+// checkLayout refuses, with schema.CheckLayout's message (which names `hunt-runner schema`), a
 // database whose recorded layout is not this release's. The commands that act on the
 // coordination state call it right after connecting.
 func checkLayout(c *cli.Context, conn driver.Conn, database string) error {
-	err := chstore.CheckLayout(c.Context, conn, database)
-	if errors.Is(err, chstore.ErrLayout) {
+	err := schema.CheckLayout(c.Context, conn, database)
+	if errors.Is(err, schema.ErrLayout) {
 		return cli.Exit(c.Command.Name+": "+err.Error(), exitError)
 	}
 	return err

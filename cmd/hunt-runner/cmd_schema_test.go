@@ -11,9 +11,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/provision"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // runApp runs the real app with args and returns what it wrote to stdout.
@@ -42,7 +42,7 @@ func TestSchemaPrintMatchesGoldenWithoutConnecting(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			golden, err := os.ReadFile(filepath.Join("..", "..", "chstore", "testdata", "ddl_"+topo+".golden.sql"))
+			golden, err := os.ReadFile(filepath.Join("..", "..", "store", "schema", "testdata", "ddl_"+topo+".golden.sql"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -99,7 +99,7 @@ func TestSchemaAppliedTwiceOnEngine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "topology single") || strings.Count(out, "  created  ") != 2+len(chstore.ObjectNames()) ||
+	if !strings.Contains(out, "topology single") || strings.Count(out, "  created  ") != 2+len(schema.ObjectNames()) ||
 		!strings.Contains(out, "  created  view "+name+".hunt_backlog_v1\n") {
 		t.Errorf("first run should create the database, every table and the backlog view:\n%s", out)
 	}
@@ -125,8 +125,8 @@ func TestSchemaReportsTablesWithTheWrongEngine(t *testing.T) {
 	if err == nil {
 		t.Fatalf("a topology mismatch exited 0:\n%s", out)
 	}
-	if n := strings.Count(out, "WRONG ENGINE"); n != len(chstore.TableNames()) {
-		t.Errorf("%d tables flagged, want %d:\n%s", n, len(chstore.TableNames()), out)
+	if n := strings.Count(out, "WRONG ENGINE"); n != len(schema.TableNames()) {
+		t.Errorf("%d tables flagged, want %d:\n%s", n, len(schema.TableNames()), out)
 	}
 	t.Logf("%s\n%v", out, err)
 }

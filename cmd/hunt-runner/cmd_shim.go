@@ -15,6 +15,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/shim"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // kedaDefaultTimeout is KEDA's HTTP timeout for a metrics-api trigger (KEDA_HTTP_DEFAULT_TIMEOUT).
@@ -181,9 +182,9 @@ func shimConsistency(c *cli.Context, o chstore.Options, chOpts *clickhouse.Optio
 func shimLayout(c *cli.Context, o chstore.Options, conn driver.Conn, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(c.Context, c.Duration("timeout"))
 	defer cancel()
-	err := chstore.CheckLayout(ctx, conn, o.Database)
+	err := schema.CheckLayout(ctx, conn, o.Database)
 	switch {
-	case errors.Is(err, chstore.ErrLayout):
+	case errors.Is(err, schema.ErrLayout):
 		return cli.Exit("shim: "+err.Error(), exitError)
 	case err != nil:
 		msg := err.Error()

@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/status"
 	"github.com/hunt-runner/hunt-runner/store"
@@ -41,12 +42,12 @@ func statusAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	set, err := huntSet(c, schedule.DefaultHuntSet)
+	set, err := huntSet(c, hunt.HuntSetDefault)
 	if err != nil {
 		return err
 	}
 	log := newLogger(c)
-	var entries []status.Entry // nil: the published schedule
+	var entries []hunt.Hunt // nil: the published schedule
 	src, ok, err := optionalHuntSource(c, log)
 	if err != nil {
 		return err
@@ -68,7 +69,7 @@ func statusAction(c *cli.Context) error {
 		if err != nil {
 			return cli.Exit(fmt.Sprintf("load hunts: %v", err), exitError)
 		}
-		entries = entriesFromSet(set)
+		entries = set.Hunts
 		f := huntFilesOf(set)
 		files = &f
 	}
@@ -133,16 +134,6 @@ func statusAction(c *cli.Context) error {
 		}
 	}
 	return nil
-}
-
-func entriesFromSet(s *configsrc.Set) []status.Entry {
-	out := make([]status.Entry, 0, len(s.Hunts))
-	for _, h := range s.Hunts {
-		out = append(out, status.Entry{HuntID: h.ID, Interval: int64(h.Interval / time.Second),
-			Offset: int64(h.Offset / time.Second), Enabled: h.Enabled, Severity: h.Severity, Labels: h.Labels,
-			Description: h.Description, Query: h.Query})
-	}
-	return out
 }
 
 // printStatus renders the report as an aligned table; times are shortened to the clock when

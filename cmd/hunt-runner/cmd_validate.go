@@ -16,6 +16,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
 func validateCommand() *cli.Command {
@@ -110,7 +111,7 @@ func validateAction(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		valid := make([]configsrc.Hunt, 0, len(set.Hunts))
+		valid := make([]hunt.Hunt, 0, len(set.Hunts))
 		for _, h := range set.Hunts {
 			err := configsrc.CheckWithServer(c.Context, conn, h, policy)
 			if err == nil && c.Bool("resolve-names") {

@@ -19,6 +19,7 @@ import (
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // coordinationRe finds statements that read or write a coordination table or view.
@@ -43,7 +44,7 @@ func TestQuorumSettingsOnEveryCoordinationStatement(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	if _, err := chstore.Apply(ctx, admin, "hr", chstore.TopologySingle, ""); err != nil {
+	if _, err := schema.Apply(ctx, admin, "hr", schema.TopologySingle, ""); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
@@ -197,7 +198,7 @@ func TestShimSendsNoConsistencySettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	if _, err := chstore.Apply(context.Background(), admin, "hr", chstore.TopologySingle, ""); err != nil {
+	if _, err := schema.Apply(context.Background(), admin, "hr", schema.TopologySingle, ""); err != nil {
 		t.Fatal(err)
 	}
 	var mark uint64

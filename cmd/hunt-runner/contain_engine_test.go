@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // TestRunExecutesNoHostileHunt loads the hostile corpus, plus hunts aimed at a local listener,
@@ -99,14 +99,14 @@ func TestRunExecutesNoHostileHunt(t *testing.T) {
 	if n := contacted.Load(); n != 0 {
 		t.Errorf("the listener was contacted %d times: a hostile hunt executed", n)
 	}
-	for _, table := range chstore.TableNames() {
-		if table == chstore.TableSchedule || table == chstore.TablePublish || table == chstore.TableSchema {
+	for _, table := range schema.TableNames() {
+		if table == schema.TableSchedule || table == schema.TablePublish || table == schema.TableSchema {
 			continue // materialise's and schema's tables; run never writes them
 		}
-		if table == chstore.TableHeartbeat {
+		if table == schema.TableHeartbeat {
 			continue // keyed by runner, not by hunt
 		}
-		rows, err := db.Conn.Query(ctx, fmt.Sprintf("SELECT DISTINCT hunt_id FROM %s.%s WHERE hunt_id != 'good'", chstore.QuoteIdent(db.Name), chstore.QuoteIdent(table)))
+		rows, err := db.Conn.Query(ctx, fmt.Sprintf("SELECT DISTINCT hunt_id FROM %s.%s WHERE hunt_id != 'good'", schema.QuoteIdent(db.Name), schema.QuoteIdent(table)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -11,13 +11,15 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
+	"github.com/hunt-runner/hunt-runner/runner"
 	"github.com/hunt-runner/hunt-runner/schedule"
 )
 
 // huntSetFlag names the hunt set a command publishes, runs or shows (docs/schedule.md, "Hunt
 // sets"). A new one each time, as logLevelFlag.
 func huntSetFlag() cli.Flag {
-	return &cli.StringFlag{Name: "hunt-set", Value: schedule.DefaultHuntSet, EnvVars: envFor("hunt-set"),
+	return &cli.StringFlag{Name: "hunt-set", Value: hunt.HuntSetDefault, EnvVars: envFor("hunt-set"),
 		Usage: "hunt set (team or release) this command works on; sets share a database, and materialise tombstones only its own set's hunts"}
 }
 
@@ -41,6 +43,13 @@ func envFor(name string) []string {
 
 // logLevelFlag is new for every app: urfave/cli stores a value read from the environment in
 // the flag itself, so a shared flag would carry one run's HUNT_RUNNER_LOG_LEVEL into the next.
+// metricsPerHuntFlag opts into metric series per hunt (runner.WithPerHunt), for run and dev.
+func metricsPerHuntFlag() cli.Flag {
+	return &cli.IntFlag{Name: "metrics-per-hunt", Value: runner.MetricsPerHuntDefault, EnvVars: envFor("metrics-per-hunt"),
+		Usage: fmt.Sprintf("give at most this many hunts metric series of their own (hunt_id label; up to %d): the first in id order of "+
+			"each set loaded, kept until restart. 0: totals only, per-hunt detail is in the status API and ClickHouse", runner.MetricsPerHuntMax)}
+}
+
 func logLevelFlag() cli.Flag {
 	return &cli.StringFlag{Name: "log-level", Value: "info", EnvVars: envFor("log-level"),
 		Usage: "log level: debug, info, warn or error"}

@@ -10,9 +10,9 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // An upgrade of the first layout cut short by a failed statement (its copy of the old
@@ -38,7 +38,7 @@ func TestInterruptedUpgradeIsRefusedThenResumed(t *testing.T) {
 			t.Fatalf("%v\n%s", err, sql)
 		}
 	}
-	layout, err := os.ReadFile(filepath.Join("..", "..", "chstore", "testdata", "layouts", "v1", "single.sql"))
+	layout, err := os.ReadFile(filepath.Join("..", "..", "store", "schema", "testdata", "layouts", "v1", "single.sql"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,13 +119,13 @@ func TestInterruptedUpgradeIsRefusedThenResumed(t *testing.T) {
 		{"SELECT count() FROM DB.hunt_runs WHERE status = 'succeeded'", 2},
 		{"SELECT count() FROM DB.hunt_runs WHERE hunt_id = 'a' AND rows_written = 2 AND toUInt64(window_start) = 900", 1},
 		{"SELECT count() FROM DB.hunt_findings_committed WHERE hunt_id = 'a'", 2},
-		{"SELECT toUInt64(max(version)) FROM DB.hunt_schema", chstore.SchemaVersion},
+		{"SELECT toUInt64(max(version)) FROM DB.hunt_schema", schema.Version},
 	} {
 		if got := count(c.sql); got != c.want {
 			t.Errorf("after the resumed upgrade: %s = %d, want %d", c.sql, got, c.want)
 		}
 	}
-	if err := chstore.CheckLayout(ctx, admin, name); err != nil {
+	if err := schema.CheckLayout(ctx, admin, name); err != nil {
 		t.Fatalf("layout after the resumed upgrade: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/serve"
 	"github.com/hunt-runner/hunt-runner/runner"
 	"github.com/hunt-runner/hunt-runner/status"
@@ -40,9 +41,9 @@ type ops struct {
 }
 
 // entries are the loaded hunts: the API and page show what this runner runs.
-func (o *ops) entries() []status.Entry {
+func (o *ops) entries() []hunt.Hunt {
 	if set := o.loader.Current(); set != nil {
-		return entriesFromSet(set)
+		return set.Hunts
 	}
 	return nil
 }
@@ -146,8 +147,9 @@ func (s countingSource) Load(ctx context.Context) (*configsrc.Set, error) {
 }
 
 // runnerTelemetry is the telemetry of `run` and `dev`: Prometheus with the runtime
-// collectors, and OTLP when the environment asks for it.
-func runnerTelemetry(ctx context.Context, service string) (*serve.Telemetry, error) {
+// collectors, and OTLP when the environment asks for it; the SDK's series limit is set above
+// what perHunt itemised hunts can produce, so no series is folded away.
+func runnerTelemetry(ctx context.Context, service string, perHunt int) (*serve.Telemetry, error) {
 	return serve.NewTelemetry(ctx, serve.TelemetryOptions{Service: service, Scope: "github.com/hunt-runner/hunt-runner/runner",
-		Runtime: true, TargetInfo: true, OTLP: true})
+		Runtime: true, TargetInfo: true, OTLP: true, SeriesLimit: runner.MetricsSeriesLimit(perHunt)})
 }

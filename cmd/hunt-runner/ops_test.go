@@ -38,7 +38,8 @@ func httpGet(url string) (int, string) {
 }
 
 // `run` serves the status page and API next to /metrics, and exports the hunt-health gauges
-// the ops pack alerts on: a failing hunt, a working one and a broken hunt file.
+// the ops pack alerts on (the totals) and, with --metrics-per-hunt, per hunt: a failing hunt,
+// a working one and a broken hunt file.
 func TestRunServesStatusAPIAndHealthMetrics(t *testing.T) {
 	db := chtest.NewWithSchema(t)
 	dir := t.TempDir()
@@ -57,7 +58,7 @@ func TestRunServesStatusAPIAndHealthMetrics(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		_, err := runAppContext(ctx, "run", "--hunts-dir", dir, "--tick", "200ms", "--settle", "100ms", "--lease", "10s",
-			"--listen", addr, "--owner", "ops-test", "--clickhouse-url", db.URL, "--database", db.Name)
+			"--listen", addr, "--owner", "ops-test", "--clickhouse-url", db.URL, "--database", db.Name, "--metrics-per-hunt", "5")
 		done <- err
 	}()
 	t.Cleanup(func() {
@@ -106,7 +107,8 @@ func TestRunServesStatusAPIAndHealthMetrics(t *testing.T) {
 		_, m := httpGet(base + "/metrics")
 		for _, want := range []string{`hunt_runner_consecutive_failures{hunt_id="broken"}`, `hunt_runner_never_succeeded{hunt_id="broken"} 1`,
 			`hunt_runner_last_success_timestamp_seconds{hunt_id="good"}`,
-			`hunt_runner_reloads_total{outcome="ok"}`, `hunt_runner_hunt_interval_seconds{hunt_id="good"} 3600`} {
+			`hunt_runner_reloads_total{outcome="ok"}`, `hunt_runner_hunt_interval_seconds{hunt_id="good"} 3600`,
+			"hunt_runner_hunts_failing 1\n", "hunt_runner_metrics_hunts_omitted 0\n"} {
 			if !strings.Contains(m, want) {
 				last = "lacks " + want + "\n" + m
 				return false

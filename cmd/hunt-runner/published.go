@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/status"
 )
 
@@ -22,7 +23,7 @@ func forceFlag() cli.Flag {
 // enabled hunt of the published schedule, because a row for any other id is work no runner
 // does (and a ghost row in status). It returns the hunt's entry; with --force an unpublished
 // id is a warning and the entry is nil. The refusal names the nearest published id.
-func requirePublished(c *cli.Context, conn driver.Conn, database, id string) (*status.Entry, error) {
+func requirePublished(c *cli.Context, conn driver.Conn, database, id string) (*hunt.Hunt, error) {
 	sched, err := status.Published(c.Context, conn, database)
 	if err != nil {
 		return nil, cli.Exit(fmt.Sprintf("%s: %v", c.Command.Name, err), exitError)
@@ -30,14 +31,14 @@ func requirePublished(c *cli.Context, conn driver.Conn, database, id string) (*s
 	problem := ""
 	var ids []string
 	for i, e := range sched {
-		if e.HuntID == id {
+		if e.ID == id {
 			if e.Enabled {
 				return &sched[i], nil
 			}
 			problem = "is disabled or removed (tombstoned in hunt_schedule)"
 		}
 		if e.Enabled {
-			ids = append(ids, e.HuntID)
+			ids = append(ids, e.ID)
 		}
 	}
 	if problem == "" {

@@ -3,12 +3,11 @@ package main
 import (
 	"errors"
 	"log/slog"
-	"sync"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
-	"github.com/hunt-runner/hunt-runner/runner"
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
 // optionalHuntSource is huntSource for commands where the hunts are optional (status):
@@ -21,38 +20,13 @@ func optionalHuntSource(c *cli.Context, log *slog.Logger) (src configsrc.Source,
 	return src, err == nil, err
 }
 
-// setAdapter converts the loader's current configsrc.Set into the runner's HuntSet, once per
-// loaded set (the conversion is cached by set pointer, so a tick costs a pointer compare).
-type setAdapter struct {
-	current func() *configsrc.Set
-	mu      sync.Mutex
-	from    *configsrc.Set
-	to      *runner.HuntSet
-}
-
-func (a *setAdapter) Source() runner.Source {
-	return func() *runner.HuntSet {
-		cur := a.current()
-		if cur == nil {
-			return nil
+// loadedSet is the loader's current set as the runner and the notify dispatcher read it
+// (runner.Source, notify.Source): the same hunts, nothing converted.
+func loadedSet(current func() *configsrc.Set) func() *hunt.Set {
+	return func() *hunt.Set {
+		if cur := current(); cur != nil {
+			return &cur.Set
 		}
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		if cur != a.from {
-			a.from, a.to = cur, convertSet(cur)
-		}
-		return a.to
+		return nil
 	}
-}
-
-// convertSet keeps the enabled hunts: a disabled hunt is tombstoned by materialise and never run.
-func convertSet(s *configsrc.Set) *runner.HuntSet {
-	out := &runner.HuntSet{Hash: s.Hash, Hunts: make([]runner.Hunt, 0, len(s.Hunts))}
-	for _, h := range s.Hunts {
-		if !h.Enabled {
-			continue
-		}
-		out.Hunts = append(out.Hunts, runner.HuntOf(h))
-	}
-	return out
 }

@@ -16,9 +16,9 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 var (
@@ -42,7 +42,7 @@ func TestRunnerRoleGrantsEveryTableRunWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	if _, err := chstore.Apply(ctx, admin, "hr", chstore.TopologySingle, ""); err != nil {
+	if _, err := schema.Apply(ctx, admin, "hr", schema.TopologySingle, ""); err != nil {
 		t.Fatal(err)
 	}
 	var delivered atomic.Int64
@@ -89,7 +89,7 @@ func TestRunnerRoleGrantsEveryTableRunWrites(t *testing.T) {
 	var tables map[string]bool
 	ok := chtest.Poll(time.Minute, func() bool {
 		tables = written()
-		return delivered.Load() > 0 && tables[chstore.TableDelivery] && tables[chstore.TableSuppress] && tables[chstore.TableFindings]
+		return delivered.Load() > 0 && tables[schema.TableDelivery] && tables[schema.TableSuppress] && tables[schema.TableFindings]
 	})
 	cancel()
 	select {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // schedExit is the status main would exit with for a command's error.
@@ -49,7 +49,7 @@ const huntQuery = `query: |
 func countRows(t *testing.T, db *chtest.DB, table string) uint64 {
 	t.Helper()
 	var n uint64
-	if err := db.Conn.QueryRow(context.Background(), "SELECT count() FROM "+chstore.QuoteIdent(db.Name)+"."+table).Scan(&n); err != nil {
+	if err := db.Conn.QueryRow(context.Background(), "SELECT count() FROM "+schema.QuoteIdent(db.Name)+"."+table).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/serve"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/runner"
@@ -35,6 +36,7 @@ type workerConfig struct {
 	lease       lease.Options  // Lease and Settle; the rest is set here
 	onRun       func(runner.RunReport)
 	replicas    bool // export the replica delay (run); dev has one node
+	perHunt     int  // hunts with metric series of their own (--metrics-per-hunt)
 }
 
 // worker is one assembled runner process: hunt loading with the server check, the loop, and
@@ -58,19 +60,18 @@ func buildWorker(ctx context.Context, cfg workerConfig, log *slog.Logger) (*work
 	if err != nil {
 		return nil, err
 	}
-	tel, err := runnerTelemetry(ctx, cfg.service)
+	tel, err := runnerTelemetry(ctx, cfg.service, cfg.perHunt)
 	if err != nil {
 		return nil, err
 	}
 	w := &worker{tel: tel, coord: coord}
-	if w.metrics, err = runner.NewMetrics(tel.Meter, coord.Options().Settle); err != nil {
+	if w.metrics, err = runner.NewMetrics(tel.Meter, coord.Options().Settle, runner.WithPerHunt(cfg.perHunt)); err != nil {
 		w.close()
 		return nil, err
 	}
 	w.metrics.SetConsistency(cfg.consistency)
 	w.loader = configsrc.NewLoader(countingSource{cfg.src, w.metrics}, cfg.reload, log, configsrc.WithServerCheck(cfg.conn, cfg.policy),
 		configsrc.WithPublished(publishedDefinitions(cfg.conn, cfg.database, cfg.huntSet)))
-	adapter := &setAdapter{current: w.loader.Current}
 	opts := cfg.loop
 	conn, db := cfg.conn, cfg.database
 	opts.HuntConn, opts.Owner, opts.Database = cfg.huntConn, cfg.owner, db
@@ -84,7 +85,7 @@ func buildWorker(ctx context.Context, cfg workerConfig, log *slog.Logger) (*work
 	if cfg.replicas {
 		opts.ReplicaDelay = coord.ReplicaDelay
 	}
-	if w.runner, err = runner.New(conn, coord, store.New(conn, db), adapter.Source(), opts); err != nil {
+	if w.runner, err = runner.New(conn, coord, store.New(conn, db), loadedSet(w.loader.Current), opts); err != nil {
 		w.close()
 		return nil, err
 	}
@@ -119,7 +120,7 @@ func (w *worker) close() {
 // loader keeps when a duplicate id appears (configsrc.WithPublished).
 func publishedDefinitions(conn driver.Conn, database, set string) func(context.Context) (map[string]string, error) {
 	if set == "" {
-		set = schedule.DefaultHuntSet
+		set = hunt.HuntSetDefault
 	}
 	return func(ctx context.Context) (map[string]string, error) {
 		p, err := schedule.NewClickHouseStore(conn, database).Published(ctx, set)
@@ -138,7 +139,7 @@ func publishedDefinitions(conn driver.Conn, database, set string) func(context.C
 
 func publishedHash(conn driver.Conn, database, set string) func(context.Context) (string, error) {
 	if set == "" {
-		set = schedule.DefaultHuntSet
+		set = hunt.HuntSetDefault
 	}
 	return func(ctx context.Context) (string, error) { return schedule.PublishedSetHash(ctx, conn, database, set) }
 }

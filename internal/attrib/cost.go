@@ -11,7 +11,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // QueryLogDefault is the table Leaderboard reads: the server's query log.
@@ -147,9 +147,9 @@ func queryLogSource(o CostOptions) (string, error) {
 	if !ok || db == "" || table == "" || strings.ContainsAny(name, "`\x00") {
 		return "", fmt.Errorf("%w: query log table %q: write database.table (default %s)", ErrOptions, name, QueryLogDefault)
 	}
-	from := chstore.QuoteIdent(db) + "." + chstore.QuoteIdent(table)
+	from := schema.QuoteIdent(db) + "." + schema.QuoteIdent(table)
 	if o.Cluster != "" {
-		from = "clusterAllReplicas(" + chstore.QuoteIdent(o.Cluster) + ", " + from + ")"
+		from = "clusterAllReplicas(" + schema.QuoteIdent(o.Cluster) + ", " + from + ")"
 	}
 	return from, nil
 }

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // NewWithSchema is New with hunt-runner's coordination tables created in the fresh database
@@ -15,11 +15,11 @@ func NewWithSchema(t testing.TB) *DB {
 	db := New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	topo := chstore.TopologySingle
+	topo := schema.TopologySingle
 	if cluster() != "" {
-		topo = chstore.TopologyReplicated // the database is Replicated (New)
+		topo = schema.TopologyReplicated // the database is Replicated (New)
 	}
-	if _, err := chstore.Apply(ctx, db.Conn, db.Name, topo, ""); err != nil {
+	if _, err := schema.Apply(ctx, db.Conn, db.Name, topo, ""); err != nil {
 		t.Fatalf("chtest: apply schema: %v", err)
 	}
 	return db

@@ -31,6 +31,10 @@ type TelemetryOptions struct {
 	Runtime bool
 	// TargetInfo keeps the exporter's target_info series (the resource as a metric).
 	TargetInfo bool
+	// SeriesLimit is the most series one instrument may have before the SDK folds the rest
+	// into its otel_metric_overflow series (see runner.MetricsSeriesLimit); 0 keeps the
+	// SDK's default (2,000, or OTEL_GO_X_CARDINALITY_LIMIT).
+	SeriesLimit int
 	// OTLP pushes metrics and exports traces over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT
 	// (or the metrics/traces specific variant) is set, configured by the standard OTEL_*
 	// variables. Without it the environment is ignored.
@@ -64,6 +68,9 @@ func NewTelemetry(ctx context.Context, o TelemetryOptions) (*Telemetry, error) {
 	}
 	res := resource.NewSchemaless(semconv.ServiceName(o.Service))
 	readers := []sdkmetric.Option{sdkmetric.WithReader(prom), sdkmetric.WithResource(res)}
+	if o.SeriesLimit > 0 {
+		readers = append(readers, sdkmetric.WithCardinalityLimit(o.SeriesLimit))
+	}
 	t := &Telemetry{MetricsHandler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}
 
 	endpoint := os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != ""

@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/notify"
 )
@@ -122,8 +123,8 @@ routes:
 		t.Fatal(err)
 	}
 	db := chtest.NewWithSchema(t)
-	hunts := []notify.Hunt{{ID: "tls-hunt", Description: "d", Severity: "low"}}
-	d, err := notify.New(db.Conn, func() []notify.Hunt { return hunts }, notify.Options{Config: cfg, Database: db.Name,
+	hunts := hunt.NewSet([]hunt.Hunt{{Enabled: true, ID: "tls-hunt", Description: "d", Severity: "low"}}, "test", "")
+	d, err := notify.New(db.Conn, func() *hunt.Set { return hunts }, notify.Options{Config: cfg, Database: db.Name,
 		Owner: "t", Poll: 50 * time.Millisecond, Settle: 10 * time.Millisecond, Lease: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -19,9 +19,10 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/notify"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // built is the Alertmanager binary, built once per test binary from the module go.mod pins.
@@ -225,7 +226,7 @@ func commitAt(t *testing.T, db *chtest.DB, hunt string, fire, committed time.Tim
 	}
 	run := uuid.New()
 	ctx := context.Background()
-	q := "INSERT INTO " + chstore.QuoteIdent(db.Name) + "." + chstore.TableFindings +
+	q := "INSERT INTO " + schema.QuoteIdent(db.Name) + "." + schema.TableFindings +
 		" (hunt_id, fire, finding_id, finding, severity, labels, run_id, found)" +
 		" SELECT {h:String}, toDateTime({f:Int64}, 'UTC'), cityHash64(x), x, 'high', map('team', 'secops'), toUUID({r:String}), now64(6)" +
 		" FROM (SELECT arrayJoin({fs:Array(String)}) AS x)"
@@ -233,7 +234,7 @@ func commitAt(t *testing.T, db *chtest.DB, hunt string, fire, committed time.Tim
 		clickhouse.Named("r", run.String()), clickhouse.Named("fs", findings)); err != nil {
 		t.Fatal(err)
 	}
-	q = "INSERT INTO " + chstore.QuoteIdent(db.Name) + "." + chstore.TableWatermark +
+	q = "INSERT INTO " + schema.QuoteIdent(db.Name) + "." + schema.TableWatermark +
 		" (hunt_id, watermark, claim_id, updated, run_id, run_owner, run_start, run_rows, run_started)" +
 		" SELECT {h:String}, toDateTime({f:Int64}, 'UTC'), generateUUIDv4()," +
 		" if({c:Int64} = 0, now64(6), fromUnixTimestamp64Micro({c:Int64}, 'UTC')), toUUID({r:String}), 'test'," +
@@ -262,9 +263,9 @@ func TestRealAlertmanagerNotifiesEveryFire(t *testing.T) {
 		Routes:      []notify.Route{{Sinks: []string{"am"}}},
 		MaxFindings: notify.DefaultMaxFindings, Horizon: notify.DefaultHorizon, ExternalURL: "https://hunts.example.com/",
 	}
-	hunts := []notify.Hunt{{ID: "new-admin", Description: "A new admin account appeared.", Severity: "high",
-		Labels: map[string]string{"team": "secops"}}}
-	d, err := notify.New(db.Conn, func() []notify.Hunt { return hunts }, notify.Options{Config: cfg, Database: db.Name,
+	hunts := hunt.NewSet([]hunt.Hunt{{Enabled: true, ID: "new-admin", Description: "A new admin account appeared.", Severity: "high",
+		Labels: map[string]string{"team": "secops"}}}, "test", "")
+	d, err := notify.New(db.Conn, func() *hunt.Set { return hunts }, notify.Options{Config: cfg, Database: db.Name,
 		Owner: "t", Poll: 50 * time.Millisecond, Settle: 10 * time.Millisecond, Lease: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -331,8 +332,8 @@ func TestRealAlertmanagerSinkEnabledAfterHistoryGetsNone(t *testing.T) {
 		Routes:      []notify.Route{{Sinks: []string{"am"}}},
 		MaxFindings: notify.DefaultMaxFindings, Horizon: notify.DefaultHorizon,
 	}
-	hunts := []notify.Hunt{{ID: "noisy", Severity: "high"}}
-	d, err := notify.New(db.Conn, func() []notify.Hunt { return hunts }, notify.Options{Config: cfg, Database: db.Name,
+	hunts := hunt.NewSet([]hunt.Hunt{{Enabled: true, ID: "noisy", Severity: "high"}}, "test", "")
+	d, err := notify.New(db.Conn, func() *hunt.Set { return hunts }, notify.Options{Config: cfg, Database: db.Name,
 		Owner: "t", Poll: 50 * time.Millisecond, Settle: 10 * time.Millisecond, Lease: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)

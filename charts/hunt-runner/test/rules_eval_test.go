@@ -155,3 +155,27 @@ func TestNoRunnerAndDeadLetterAlertsFire(t *testing.T) {
 		t.Errorf("HuntNotificationsDeadLettered: %s", dead)
 	}
 }
+
+// TestHuntAlertsFireOnTheTotals: the hunt alerts fire on the default exposition's totals (no
+// per-hunt series) from any one pod, and stay quiet while the totals are 0.
+func TestHuntAlertsFireOnTheTotals(t *testing.T) {
+	gauge := func(name, pod string, v float64) gaugeSeries {
+		return gaugeSeries{labels.FromStrings("__name__", name, "job", "hr-hunt-runner", "namespace", namespace, "pod", pod), v}
+	}
+	for _, c := range []struct {
+		alert, metric string
+		quiet, loud   float64
+	}{
+		{"HuntFailing", "hunt_runner_consecutive_failures_max", 2, 3}, // failuresBeforeAlert: 3
+		{"HuntBehind", "hunt_runner_hunts_behind", 0, 1},
+		{"HuntNeverSucceeded", "hunt_runner_hunts_never_succeeded", 0, 1},
+	} {
+		expr := ruleExpr(t, c.alert)
+		if firing(t, expr, gauge(c.metric, "p1", c.quiet), gauge(c.metric, "p2", c.quiet)) {
+			t.Errorf("%s fires at %s = %v: %s", c.alert, c.metric, c.quiet, expr)
+		}
+		if !firing(t, expr, gauge(c.metric, "p1", c.quiet), gauge(c.metric, "p2", c.loud)) {
+			t.Errorf("%s silent at %s = %v on one pod: %s", c.alert, c.metric, c.loud, expr)
+		}
+	}
+}

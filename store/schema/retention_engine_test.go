@@ -1,4 +1,4 @@
-package chstore_test
+package schema_test
 
 import (
 	"context"
@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 func engineOf(t *testing.T, db *chtest.DB, database, table string) string {
@@ -28,42 +28,42 @@ func engineOf(t *testing.T, db *chtest.DB, database, table string) string {
 func TestApplyRetention(t *testing.T) {
 	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
-	apply := func(r chstore.Retention) []string {
+	apply := func(r schema.Retention) []string {
 		t.Helper()
-		did, err := chstore.ApplyRetention(ctx, db.Conn, db.Name, chstore.TopologySingle, "", r)
+		did, err := schema.ApplyRetention(ctx, db.Conn, db.Name, schema.TopologySingle, "", r)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return did
 	}
-	if did := apply(chstore.Retention{}); len(did) != 0 {
+	if did := apply(schema.Retention{}); len(did) != 0 {
 		t.Fatalf("the default retention on a fresh schema: %q; want no change", did)
 	}
-	did := apply(chstore.Retention{FindingsDays: 30})
+	did := apply(schema.Retention{FindingsDays: 30})
 	if len(did) != 1 || !strings.Contains(did[0], "hunt_findings TTL from toDateTime(found) + toIntervalDay(90) to toDateTime(found) + toIntervalDay(30)") {
 		t.Fatalf("findings 30 days: %q", did)
 	}
-	if did = apply(chstore.Retention{FindingsDays: 30}); len(did) != 0 {
+	if did = apply(schema.Retention{FindingsDays: 30}); len(did) != 0 {
 		t.Fatalf("findings 30 days again: %q; want no change", did)
 	}
 	// Longer findings: the commit rows are lengthened first, so no moment hides a finding.
-	did = apply(chstore.Retention{FindingsDays: 365})
+	did = apply(schema.Retention{FindingsDays: 365})
 	if len(did) != 2 || !strings.Contains(did[0], "hunt_watermark TTL") || !strings.Contains(did[0], "toIntervalDay(366) GROUP BY hunt_id") ||
 		!strings.Contains(did[1], "toIntervalDay(365)") {
 		t.Fatalf("findings 365 days: %q, want the commit rows kept 365 days (and the margin) first", did)
 	}
 	// Shorter again: findings first.
-	did = apply(chstore.Retention{FindingsDays: 30})
+	did = apply(schema.Retention{FindingsDays: 30})
 	if len(did) != 2 || !strings.Contains(did[0], "hunt_findings TTL") || !strings.Contains(did[1], "toIntervalDay(91) GROUP BY hunt_id") {
 		t.Fatalf("back to 30 days: %q, want findings shortened first", did)
 	}
-	before := engineOf(t, db, db.Name, chstore.TableWatermark)
-	for _, bad := range []chstore.Retention{{FindingsDays: 90, CommitsDays: 30}, {FindingsDays: -1}} {
-		if did, err := chstore.ApplyRetention(ctx, db.Conn, db.Name, chstore.TopologySingle, "", bad); !errors.Is(err, chstore.ErrRetention) || len(did) != 0 {
+	before := engineOf(t, db, db.Name, schema.TableWatermark)
+	for _, bad := range []schema.Retention{{FindingsDays: 90, CommitsDays: 30}, {FindingsDays: -1}} {
+		if did, err := schema.ApplyRetention(ctx, db.Conn, db.Name, schema.TopologySingle, "", bad); !errors.Is(err, schema.ErrRetention) || len(did) != 0 {
 			t.Errorf("retention %+v: %q, %v; want an ErrRetention and no change", bad, did, err)
 		}
 	}
-	if after := engineOf(t, db, db.Name, chstore.TableWatermark); after != before {
+	if after := engineOf(t, db, db.Name, schema.TableWatermark); after != before {
 		t.Errorf("a refused retention changed hunt_watermark:\n%s\n%s", before, after)
 	}
 }
@@ -78,20 +78,20 @@ func TestRetentionKeepsCommittedFindingsVisible(t *testing.T) {
 	ctx := context.Background()
 	name := freshDatabase(t, db)
 	createLayout(t, db, "testdata/layouts/v2/single.sql", name)
-	rep, err := chstore.Apply(ctx, db.Conn, name, chstore.TopologySingle, "")
+	rep, err := schema.Apply(ctx, db.Conn, name, schema.TopologySingle, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.ContainsFunc(rep.Upgraded, func(s string) bool { return strings.Contains(s, "replaced the hunt_watermark roll-up") }) {
 		t.Fatalf("the upgrade of layout 2 did not replace the roll-up: %q", rep.Upgraded)
 	}
-	if e := engineOf(t, db, name, chstore.TableWatermark); !strings.Contains(e, "run_owner = argMax(run_owner, watermark)") {
+	if e := engineOf(t, db, name, schema.TableWatermark); !strings.Contains(e, "run_owner = argMax(run_owner, watermark)") {
 		t.Fatalf("hunt_watermark after the upgrade: %s", e)
 	}
-	if _, err := chstore.ApplyRetention(ctx, db.Conn, name, chstore.TopologySingle, "", chstore.Retention{FindingsDays: 365}); err != nil {
+	if _, err := schema.ApplyRetention(ctx, db.Conn, name, schema.TopologySingle, "", schema.Retention{FindingsDays: 365}); err != nil {
 		t.Fatal(err)
 	}
-	q := func(sql string) string { return strings.ReplaceAll(sql, "DB", chstore.QuoteIdent(name)) }
+	q := func(sql string) string { return strings.ReplaceAll(sql, "DB", schema.QuoteIdent(name)) }
 	exec := func(sql string) {
 		t.Helper()
 		if err := db.Conn.Exec(ctx, q(sql)); err != nil {
@@ -205,7 +205,7 @@ func TestHuntSetColumnsDefaultOnUpgrade(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	rep, err := chstore.Apply(ctx, db.Conn, db.Name, chstore.TopologySingle, "")
+	rep, err := schema.Apply(ctx, db.Conn, db.Name, schema.TopologySingle, "")
 	if err != nil {
 		t.Fatal(err)
 	}

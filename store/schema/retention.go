@@ -1,4 +1,4 @@
-package chstore
+package schema
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package chstore_test
+package schema_test
 
 import (
 	"context"
@@ -6,19 +6,19 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // Apply replaces the views of an earlier release, which would not show a backfill chunk's
-// commit (keyed by chstore.BackfillKey) under its hunt, and the current views do.
+// commit (keyed by schema.BackfillKey) under its hunt, and the current views do.
 func TestApplyReplacesOldViewsAndShowsBackfillCommits(t *testing.T) {
 	db := chtest.New(t)
 	ctx := context.Background()
-	if _, err := chstore.Apply(ctx, db.Conn, db.Name, chstore.TopologySingle, ""); err != nil {
+	if _, err := schema.Apply(ctx, db.Conn, db.Name, schema.TopologySingle, ""); err != nil {
 		t.Fatal(err)
 	}
-	q := chstore.QuoteIdent(db.Name)
+	q := schema.QuoteIdent(db.Name)
 	// The previous release's views matched commits by their own hunt_id.
 	for _, stmt := range []string{
 		"DROP VIEW " + q + ".hunt_runs",
@@ -30,19 +30,19 @@ func TestApplyReplacesOldViewsAndShowsBackfillCommits(t *testing.T) {
 			t.Fatalf("%s: %v", stmt, err)
 		}
 	}
-	rep, err := chstore.Apply(ctx, db.Conn, db.Name, chstore.TopologySingle, "")
+	rep, err := schema.Apply(ctx, db.Conn, db.Name, schema.TopologySingle, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, v := range []string{chstore.ViewRuns, chstore.ViewFindingsCommitted} {
+	for _, v := range []string{schema.ViewRuns, schema.ViewFindingsCommitted} {
 		if !slices.ContainsFunc(rep.Upgraded, func(s string) bool { return strings.HasPrefix(s, "replaced view "+v+" ") }) {
 			t.Errorf("upgrade report %q does not replace %s", rep.Upgraded, v)
 		}
 	}
-	if rep, err := chstore.Apply(ctx, db.Conn, db.Name, chstore.TopologySingle, ""); err != nil || len(rep.Upgraded) != 0 {
+	if rep, err := schema.Apply(ctx, db.Conn, db.Name, schema.TopologySingle, ""); err != nil || len(rep.Upgraded) != 0 {
 		t.Errorf("second apply: %v, upgraded %q; want nothing to do", err, rep.Upgraded)
 	}
-	key := chstore.BackfillKey("h", "b1")
+	key := schema.BackfillKey("h", "b1")
 	for _, stmt := range []string{
 		"INSERT INTO " + q + ".hunt_watermark (hunt_id, watermark, claim_id, updated, run_id, run_owner, run_start, kind) VALUES " +
 			"('" + key + "', 1200, generateUUIDv4(), now64(6), '00000000-0000-0000-0000-0000000000b1', 'pod', 600, 'backfill'), " +
@@ -95,11 +95,11 @@ func TestApplyReplacesOldViewsAndShowsBackfillCommits(t *testing.T) {
 }
 
 func TestBackfillKey(t *testing.T) {
-	k := chstore.BackfillKey("brute-force.v2", "0123456789ab")
-	if h, b, ok := chstore.SplitBackfillKey(k); !ok || h != "brute-force.v2" || b != "0123456789ab" {
+	k := schema.BackfillKey("brute-force.v2", "0123456789ab")
+	if h, b, ok := schema.SplitBackfillKey(k); !ok || h != "brute-force.v2" || b != "0123456789ab" {
 		t.Errorf("split %q: %q %q %v", k, h, b, ok)
 	}
-	if h, _, ok := chstore.SplitBackfillKey("brute-force"); ok || h != "brute-force" {
+	if h, _, ok := schema.SplitBackfillKey("brute-force"); ok || h != "brute-force" {
 		t.Errorf("a plain hunt id split as a key")
 	}
 }

@@ -1,4 +1,4 @@
-package chstore_test
+package schema_test
 
 import (
 	"context"
@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // CheckLayout accepts only the layout this release records, and names `hunt-runner schema` for
@@ -19,14 +19,14 @@ func TestCheckLayout(t *testing.T) {
 	name := freshDatabase(t, db)
 	exec := func(sql string) {
 		t.Helper()
-		if err := db.Conn.Exec(ctx, strings.ReplaceAll(sql, "DB", chstore.QuoteIdent(name))); err != nil {
+		if err := db.Conn.Exec(ctx, strings.ReplaceAll(sql, "DB", schema.QuoteIdent(name))); err != nil {
 			t.Fatal(err)
 		}
 	}
 	refused := func(what, want string) {
 		t.Helper()
-		err := chstore.CheckLayout(ctx, db.Conn, name)
-		if !errors.Is(err, chstore.ErrLayout) || !strings.Contains(err.Error(), want) {
+		err := schema.CheckLayout(ctx, db.Conn, name)
+		if !errors.Is(err, schema.ErrLayout) || !strings.Contains(err.Error(), want) {
 			t.Fatalf("%s: %v, want an ErrLayout saying %q", what, err, want)
 		}
 	}
@@ -38,16 +38,16 @@ func TestCheckLayout(t *testing.T) {
 	refused("an older version", "run `hunt-runner schema` of this release")
 
 	exec("DROP TABLE DB.hunt_schema")
-	if _, err := chstore.Apply(ctx, db.Conn, name, chstore.TopologySingle, ""); err != nil {
+	if _, err := schema.Apply(ctx, db.Conn, name, schema.TopologySingle, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := chstore.CheckLayout(ctx, db.Conn, name); err != nil {
+	if err := schema.CheckLayout(ctx, db.Conn, name); err != nil {
 		t.Fatalf("after Apply: %v", err)
 	}
 	exec("INSERT INTO DB.hunt_schema VALUES (999, now64(6), 'from the future')")
 	refused("a newer version", "newer than this release's")
-	_, err := chstore.Apply(ctx, db.Conn, name, chstore.TopologySingle, "")
-	if !errors.Is(err, chstore.ErrLayout) || !strings.Contains(err.Error(), "nothing changed") {
+	_, err := schema.Apply(ctx, db.Conn, name, schema.TopologySingle, "")
+	if !errors.Is(err, schema.ErrLayout) || !strings.Contains(err.Error(), "nothing changed") {
 		t.Fatalf("Apply on a newer layout: %v, want a refusal", err)
 	}
 }
@@ -60,7 +60,7 @@ func TestInterruptedRollupUpgradeResumes(t *testing.T) {
 	ctx := context.Background()
 	name := freshDatabase(t, db)
 	createLayout(t, db, "testdata/layouts/v2/single.sql", name)
-	q := func(sql string) string { return strings.ReplaceAll(sql, "DB", chstore.QuoteIdent(name)) }
+	q := func(sql string) string { return strings.ReplaceAll(sql, "DB", schema.QuoteIdent(name)) }
 	if err := db.Conn.Exec(ctx, q("INSERT INTO DB.hunt_schema VALUES (2, now64(6), 'layout 2')")); err != nil {
 		t.Fatal(err)
 	}
@@ -69,18 +69,18 @@ func TestInterruptedRollupUpgradeResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv.SetFaults(t, ctl.FaultRule{Name: "rollup", Match: `hunt_watermark.* MODIFY TTL`, Effect: ctl.FailBefore, Times: 1})
-	if _, err := chstore.Apply(ctx, db.Conn, name, chstore.TopologySingle, ""); err == nil {
+	if _, err := schema.Apply(ctx, db.Conn, name, schema.TopologySingle, ""); err == nil {
 		t.Fatal("Apply succeeded with its roll-up change failing")
 	}
-	if err := chstore.CheckLayout(ctx, db.Conn, name); !errors.Is(err, chstore.ErrLayout) || !strings.Contains(err.Error(), "layout version 2") {
+	if err := schema.CheckLayout(ctx, db.Conn, name); !errors.Is(err, schema.ErrLayout) || !strings.Contains(err.Error(), "layout version 2") {
 		t.Fatalf("layout check after the cut-short upgrade: %v", err)
 	}
 	srv.ClearFaults(t)
-	rep, err := chstore.Apply(ctx, db.Conn, name, chstore.TopologySingle, "")
+	rep, err := schema.Apply(ctx, db.Conn, name, schema.TopologySingle, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := chstore.CheckLayout(ctx, db.Conn, name); err != nil {
+	if err := schema.CheckLayout(ctx, db.Conn, name); err != nil {
 		t.Fatalf("after the resumed upgrade: %v (report %q)", err, rep.Upgraded)
 	}
 	var n, wm uint64

@@ -1,52 +1,17 @@
-package chstore
+package schema
 
 import (
 	"fmt"
 	"strings"
 )
 
-// Table names of the coordination tables (docs/contracts.md).
-const (
-	TableSchedule  = "hunt_schedule"
-	TablePublish   = "hunt_publish"
-	TableLease     = "hunt_lease"
-	TableWatermark = "hunt_watermark"
-	TableState     = "hunt_state"
-	TableRun       = "hunt_run"
-	TableFindings  = "hunt_findings"
-	TableRequest   = "hunt_request"
-	// TablePause holds pause and resume rows; the newest row per hunt decides.
-	TablePause = "hunt_pause"
-	// TableBackfill holds backfill requests and their cancellations; the newest row per id decides.
-	TableBackfill = "hunt_backfill"
-	// TableSchema records the schema layout versions applied (see Apply and migrate.go).
-	TableSchema = "hunt_schema"
-	// TableHeartbeat holds one row per runner (owner), rewritten as it ticks; status lists the
-	// runners whose last_tick is recent (docs/operations.md, Heartbeat).
-	TableHeartbeat = "hunt_runner_heartbeat"
-
-	// TableDelivery and TableSuppress are written only by notify (docs/findings.md).
-	TableDelivery = "hunt_delivery"
-	TableSuppress = "hunt_suppress"
-
-	// ViewRuns is the run log as people and status read it: hunt_run's failed and lost rows,
-	// and a succeeded row (plus a gap row when a range was skipped) for every commit in
-	// hunt_watermark. A commit is one row of one table, so a run is never committed without
-	// its audit row, nor recorded as succeeded without having committed.
-	ViewRuns = "hunt_runs"
-	// ViewFindingsCommitted is hunt_findings narrowed to runs that committed: findings of an
-	// attempt that crashed, lost its lease or was fenced (including an insert that landed
-	// late) are never seen through it.
-	ViewFindingsCommitted = "hunt_findings_committed"
-)
-
-// SchemaVersion is the layout DDL creates and Apply upgrades to. Version 1 is the first
+// Version is the layout DDL creates and Apply upgrades to. Version 1 is the first
 // release (hunt_watermark keyed by hunt_id and copied to hunt_run by a view; hunt_findings
 // keyed without run_id). Version 2 keeps every commit in hunt_watermark and keys findings by
 // run. Version 3 keeps commit rows as long as findings, rolls them up into the newest row
 // whole, and records the interval with each commit. testdata/layouts holds the DDL of every
 // past layout; CHANGELOG.md the upgrade notes.
-const SchemaVersion = 3
+const Version = 3
 
 // Topology decides the engines of the coordination tables.
 type Topology string
@@ -96,6 +61,10 @@ type table struct {
 	version     string // ReplacingMergeTree version column; empty for MergeTree
 	orderBy     string
 	ttl         string
+	// writers may insert into the table and read it; readers may only read it (provision grants
+	// exactly this). The operator's admin identity, which runs schema, pause, backfill and
+	// import-legacy, is not listed: it holds every privilege.
+	writers, readers []Identity
 }
 
 // watermarkColumns are hunt_watermark's; the roll-up (watermarkTTL) sets each of them.
@@ -115,6 +84,7 @@ var watermarkColumns = []column{
 var tables = []table{
 	{
 		name: TableSchedule, comment: "published schedule; written only by materialise, tombstone = enabled 0",
+		writers: materialiserOnly, readers: runnerOnly,
 		columns: []column{
 			{"hunt_id", "String"}, {"interval_seconds", "UInt32"}, {"phase_offset", "UInt32"},
 			{"enabled", "UInt8"}, {"config_hash", "String"}, {"updated", "DateTime64(6, 'UTC')"},
@@ -126,6 +96,7 @@ var tables = []table{
 	},
 	{
 		name: TablePublish, comment: "one row per materialise that published a hunt set",
+		writers: materialiserOnly, readers: runnerOnly,
 		columns: []column{
 			{"set_hash", "String"}, {"hunt_count", "UInt32"}, {"source", "String"},
 			{"published", "DateTime64(6, 'UTC')"},
@@ -137,6 +108,7 @@ var tables = []table{
 		// One row per hunt survives merges; the TTL drops leases a day after they ended, so the
 		// table stays as small as the set of recently run hunts.
 		name: TableLease, comment: "claims; newest row per hunt by (claimed, claim_id)",
+		writers: runnerOnly,
 		columns: []column{
 			{"hunt_id", "String"}, {"fire", "DateTime('UTC')"}, {"owner", "String"},
 			{"claim_id", "UUID"}, {"claimed", "DateTime64(6, 'UTC')"}, {"lease_until", "DateTime64(3, 'UTC')"},
@@ -153,11 +125,13 @@ var tables = []table{
 		// long as the run log. The projection serves the per-hunt maximum that the snapshot and
 		// the due count read.
 		name: TableWatermark, comment: "commits: one row per committed fire; newest by (watermark, updated)",
+		writers: runnerOnly,
 		columns: watermarkColumns, projections: []string{"latest (SELECT hunt_id, max(watermark) GROUP BY hunt_id)"},
 		orderBy: "(hunt_id, watermark)", ttl: watermarkTTL(DefaultCommitsTTLDays),
 	},
 	{
 		name: TableState, comment: "per-hunt health; newest row by updated",
+		writers: runnerOnly,
 		columns: []column{
 			{"hunt_id", "String"}, {"status", "LowCardinality(String)"}, {"consecutive_failures", "UInt32"},
 			{"last_error", "String"}, {"last_fire", "DateTime('UTC')"}, {"updated", "DateTime64(6, 'UTC')"},
@@ -167,6 +141,7 @@ var tables = []table{
 	},
 	{
 		name: TableRun, comment: "attempts that did not commit (failed, lost); commits are in hunt_watermark, both read through hunt_runs",
+		writers: runnerOnly,
 		columns: []column{
 			{"hunt_id", "String"}, {"fire", "DateTime('UTC')"}, {"run_id", "UUID"}, {"owner", "String"},
 			{"status", "LowCardinality(String)"}, {"window_start", "DateTime('UTC')"}, {"window_end", "DateTime('UTC')"},
@@ -180,6 +155,7 @@ var tables = []table{
 		// exactly its own (hunt_findings_committed), whatever an uncommitted attempt wrote or
 		// how late its insert landed. A retried insert of one run collapses under the key.
 		name: TableFindings, comment: "hunt output per attempt; read committed findings from hunt_findings_committed",
+		writers: runnerOnly,
 		columns: []column{
 			{"hunt_id", "String"}, {"fire", "DateTime('UTC')"}, {"finding_id", "UInt64"}, {"finding", "String"},
 			{"severity", "LowCardinality(String)"}, {"labels", "Map(String, String)"}, {"run_id", "UUID"},
@@ -189,6 +165,7 @@ var tables = []table{
 	},
 	{
 		name: TableRequest, comment: "run-now requests; pending while requested_fire > watermark",
+		writers: materialiserOnly, readers: runnerOnly,
 		columns: []column{
 			{"hunt_id", "String"}, {"requested_fire", "DateTime('UTC')"}, {"request_id", "UUID"},
 			{"requested_by", "String"}, {"requested", "DateTime64(6, 'UTC')"},
@@ -199,6 +176,7 @@ var tables = []table{
 		// Every state change of a (hunt, fire, sink) delivery is a new row; the newest by
 		// (updated, claim_id) is its state, and claim_id/lease_until fence the one sender.
 		name: TableDelivery, comment: "notification delivery per (hunt, fire, sink); newest row by updated",
+		writers: runnerOnly,
 		columns: []column{
 			{"hunt_id", "String"}, {"fire", "DateTime('UTC')"}, {"sink", "String"}, {"run_id", "UUID"},
 			{"idempotency_key", "String"}, {"status", "LowCardinality(String)"}, {"attempts", "UInt32"},
@@ -212,6 +190,7 @@ var tables = []table{
 		// One row per (hunt, suppression key, fire that notified it); a later fire's finding
 		// with that key within the hunt's suppress.for is not sent again.
 		name: TableSuppress, comment: "notified suppression keys per hunt",
+		writers: runnerOnly,
 		columns: []column{
 			{"hunt_id", "String"}, {"suppress_key", "String"}, {"fire", "DateTime('UTC')"},
 			{"recorded", "DateTime64(6, 'UTC')"},
@@ -223,6 +202,7 @@ var tables = []table{
 		// ends at paused_until (server clock) without a resume row. No TTL: an indefinite
 		// pause must outlive any retention, and merges keep one row per hunt.
 		name: TablePause, comment: "pause and resume; newest row per hunt by updated",
+		readers: runnerOnly,
 		columns: []column{
 			{"hunt_id", "String"}, {"paused", "UInt8"}, {"paused_until", "DateTime64(3, 'UTC')"},
 			{"reason", "String"}, {"paused_by", "String"}, {"updated", "DateTime64(6, 'UTC')"},
@@ -235,6 +215,7 @@ var tables = []table{
 		// so the live lease and watermark are never touched. A cancellation is a newer row with
 		// state 'cancelled'.
 		name: TableBackfill, comment: "backfill requests; newest row per backfill_id by updated",
+		readers: runnerOnly,
 		columns: []column{
 			{"backfill_id", "String"}, {"hunt_id", "String"}, {"range_start", "DateTime('UTC')"},
 			{"range_end", "DateTime('UTC')"}, {"chunk_seconds", "UInt32"}, {"state", "LowCardinality(String)"},
@@ -244,6 +225,7 @@ var tables = []table{
 	},
 	{
 		name: TableSchema, comment: "schema layout versions applied by hunt-runner schema",
+		readers: everyIdentity,
 		columns: []column{
 			{"version", "UInt32"}, {"applied", "DateTime64(6, 'UTC')"}, {"note", "String"},
 		},
@@ -253,6 +235,7 @@ var tables = []table{
 		// Written by runners at most every 30 s (store.Store.Heartbeat); merges keep the
 		// newest row per owner, and a runner gone for a day drops out of the table.
 		name: TableHeartbeat, comment: "runner heartbeats; newest row per owner by last_tick",
+		writers: runnerOnly,
 		columns: []column{
 			{"owner", "String"}, {"version", "String"}, {"hunt_set", "String"}, {"set_hash", "String"},
 			{"hunts", "UInt32"}, {"last_tick", "DateTime64(3, 'UTC')"}, {"started", "DateTime64(3, 'UTC')"},
@@ -260,18 +243,6 @@ var tables = []table{
 		version: "last_tick", orderBy: "owner", ttl: "toDateTime(last_tick) + INTERVAL 1 DAY",
 	},
 }
-
-// TableNames lists every coordination table in creation order.
-func TableNames() []string {
-	out := make([]string, len(tables))
-	for i, t := range tables {
-		out[i] = t.name
-	}
-	return out
-}
-
-// ObjectNames lists every object DDL creates in the database, tables then views, in order.
-func ObjectNames() []string { return append(TableNames(), ViewRuns, ViewFindingsCommitted) }
 
 // QuoteIdent quotes a ClickHouse identifier with backticks.
 func QuoteIdent(s string) string {
@@ -303,24 +274,6 @@ func DDL(database string, t Topology, cluster string) []Statement {
 	return append(out,
 		Statement{Name: "table " + database + "." + ViewRuns, SQL: runsView(db, onCluster)},
 		Statement{Name: "table " + database + "." + ViewFindingsCommitted, SQL: findingsCommittedView(db, onCluster)})
-}
-
-// BackfillInfix joins a hunt id and a backfill id into the coordination key a backfill's chunks
-// are claimed and committed under (BackfillKey). Hunt ids cannot contain '#' (configsrc), so the
-// key never collides with a hunt and its hunt id is everything before the first '#'.
-const BackfillInfix = "#backfill-"
-
-// BackfillKey is the hunt_lease / hunt_watermark key of one backfill of huntID.
-func BackfillKey(huntID, backfillID string) string { return huntID + BackfillInfix + backfillID }
-
-// SplitBackfillKey returns the hunt and backfill ids of a BackfillKey; ok is false for a plain
-// hunt id.
-func SplitBackfillKey(key string) (huntID, backfillID string, ok bool) {
-	i := strings.Index(key, BackfillInfix)
-	if i < 0 {
-		return key, "", false
-	}
-	return key[:i], key[i+len(BackfillInfix):], true
 }
 
 // huntOfKey is SplitBackfillKey's hunt id in SQL. The views use it so that a backfill chunk's

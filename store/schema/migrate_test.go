@@ -1,4 +1,4 @@
-package chstore_test
+package schema_test
 
 import (
 	"context"
@@ -10,12 +10,13 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
-	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/runner"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/store"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // createLayout runs a past layout's DDL script (testdata/layouts/vN/topology.sql) for database.
@@ -51,13 +52,13 @@ func TestApplyUpgradesEveryPastLayout(t *testing.T) {
 	db := chtest.New(t)
 	ctx := context.Background()
 	for _, path := range layouts {
-		topo := chstore.Topology(strings.TrimSuffix(filepath.Base(path), ".sql"))
+		topo := schema.Topology(strings.TrimSuffix(filepath.Base(path), ".sql"))
 		t.Run(path, func(t *testing.T) {
 			name := freshDatabase(t, db)
 			createLayout(t, db, path, name)
 			q := func(sql string) {
 				t.Helper()
-				if err := db.Conn.Exec(ctx, strings.ReplaceAll(sql, "DB", chstore.QuoteIdent(name))); err != nil {
+				if err := db.Conn.Exec(ctx, strings.ReplaceAll(sql, "DB", schema.QuoteIdent(name))); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -72,19 +73,19 @@ func TestApplyUpgradesEveryPastLayout(t *testing.T) {
 			   VALUES ('a', 1000, 1, '{"x":1}', 'high', map(), '11111111-1111-1111-1111-111111111111', now64(6)),
 			          ('a', 1000, 2, '{"x":2}', 'high', map(), '11111111-1111-1111-1111-111111111111', now64(6))`)
 
-			rep, err := chstore.Apply(ctx, db.Conn, name, topo, "default")
+			rep, err := schema.Apply(ctx, db.Conn, name, topo, "default")
 			if err != nil {
 				t.Fatal(err)
 			}
 			// chlocal rewrites Replicated engines to single-node ones, so only the single layout
 			// can be expected to match its topology here.
-			if len(rep.Upgraded) == 0 || (topo == chstore.TopologySingle && len(rep.Mismatched) != 0) {
+			if len(rep.Upgraded) == 0 || (topo == schema.TopologySingle && len(rep.Mismatched) != 0) {
 				t.Fatalf("upgrade report: upgraded %v mismatched %v", rep.Upgraded, rep.Mismatched)
 			}
 			count := func(sql string) uint64 {
 				t.Helper()
 				var n uint64
-				if err := db.Conn.QueryRow(ctx, strings.ReplaceAll(sql, "DB", chstore.QuoteIdent(name))).Scan(&n); err != nil {
+				if err := db.Conn.QueryRow(ctx, strings.ReplaceAll(sql, "DB", schema.QuoteIdent(name))).Scan(&n); err != nil {
 					t.Fatal(err)
 				}
 				return n
@@ -93,7 +94,7 @@ func TestApplyUpgradesEveryPastLayout(t *testing.T) {
 				sql  string
 				want uint64
 			}{
-				{"SELECT toUInt64(max(version)) FROM DB.hunt_schema", chstore.SchemaVersion},
+				{"SELECT toUInt64(max(version)) FROM DB.hunt_schema", schema.Version},
 				{"SELECT count() FROM DB.hunt_watermark", 2},
 				{"SELECT toUInt64(max(watermark)) FROM DB.hunt_watermark WHERE hunt_id = 'b'", 500},
 				{"SELECT count() FROM DB.hunt_runs WHERE hunt_id = 'a' AND status = 'succeeded' AND rows_written = 2", 1},
@@ -113,7 +114,7 @@ func TestApplyUpgradesEveryPastLayout(t *testing.T) {
 					t.Errorf("%s = %d, want %d", c.sql, got, c.want)
 				}
 			}
-			again, err := chstore.Apply(ctx, db.Conn, name, topo, "default")
+			again, err := schema.Apply(ctx, db.Conn, name, topo, "default")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -142,11 +143,11 @@ func TestUpgradedLayoutRunsAHunt(t *testing.T) {
 	offset := ((now-interval/2)%interval + interval) % interval // the latest fire half an hour back
 	fire := schedule.LatestFire(now, interval, offset)
 	// Progress of the first layout: a commit one interval before the fire (through its view).
-	if err := db.Conn.Exec(ctx, "INSERT INTO "+chstore.QuoteIdent(name)+".hunt_watermark (hunt_id, watermark, claim_id, updated, run_id, run_owner, run_start, run_rows, run_started) "+
+	if err := db.Conn.Exec(ctx, "INSERT INTO "+schema.QuoteIdent(name)+".hunt_watermark (hunt_id, watermark, claim_id, updated, run_id, run_owner, run_start, run_rows, run_started) "+
 		"SELECT 'old', toDateTime(?, 'UTC'), generateUUIDv4(), now64(6), generateUUIDv4(), 'v1-pod', toDateTime(?, 'UTC'), 0, now64(6)", fire-interval, fire-2*interval); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := chstore.Apply(ctx, db.Conn, name, chstore.TopologySingle, ""); err != nil {
+	if _, err := schema.Apply(ctx, db.Conn, name, schema.TopologySingle, ""); err != nil {
 		t.Fatal(err)
 	}
 	opts, err := chtest.Options(db.URL, name)
@@ -162,9 +163,9 @@ func TestUpgradedLayoutRunsAHunt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := &runner.HuntSet{Hash: "x", Hunts: []runner.Hunt{{ID: "old", Interval: interval, Offset: offset,
-		Query: "SELECT arrayJoin([1, 2, 3]) AS n WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}}}
-	r, err := runner.New(conn, coord, store.New(conn, name), func() *runner.HuntSet { return set },
+	set := hunt.NewSet([]hunt.Hunt{{ID: "old", Interval: time.Duration(interval) * time.Second, Offset: time.Duration(offset) * time.Second,
+		Enabled: true, Query: "SELECT arrayJoin([1, 2, 3]) AS n WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}}, "test", "")
+	r, err := runner.New(conn, coord, store.New(conn, name), func() *hunt.Set { return set },
 		runner.Options{Owner: "v2-pod", Database: name, Tick: 200 * time.Millisecond, Lease: 6 * time.Second, Settle: 400 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +176,7 @@ func TestUpgradedLayoutRunsAHunt(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	count := func(sql string, args ...any) uint64 {
 		var n uint64
-		if err := db.Conn.QueryRow(ctx, strings.ReplaceAll(sql, "DB", chstore.QuoteIdent(name)), args...).Scan(&n); err != nil {
+		if err := db.Conn.QueryRow(ctx, strings.ReplaceAll(sql, "DB", schema.QuoteIdent(name)), args...).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n

@@ -1,4 +1,4 @@
-package chstore
+package schema
 
 import (
 	"context"
@@ -35,5 +35,5 @@ func columnType(table, col string) string {
 			}
 		}
 	}
-	panic(fmt.Sprintf("chstore: no column %s in table %s", col, table))
+	panic(fmt.Sprintf("schema: no column %s in table %s", col, table))
 }

@@ -1,4 +1,4 @@
-package chstore
+package schema
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func RecordedLayout(ctx context.Context, conn driver.Conn, database string) (ver
 	return version, n > 0, nil
 }
 
-// CheckLayout returns nil when database records layout SchemaVersion, and otherwise an
+// CheckLayout returns nil when database records layout Version, and otherwise an
 // ErrLayout naming what to do. The commands that act on the coordination state (run, shim,
 // materialise, import-legacy) call it before anything else: on a half-upgraded database the
 // tables they would read are new and empty while the progress sits in tables moved aside, and
@@ -54,14 +54,14 @@ func CheckLayout(ctx context.Context, conn driver.Conn, database string) error {
 		return fmt.Errorf("%w: database %s records no layout version (a `hunt-runner schema` that did not finish, "+
 			"or a database of the first release): run `hunt-runner schema`, which creates or finishes upgrading it "+
 			"and keeps what is stored", ErrLayout, database)
-	case v > SchemaVersion:
+	case v > Version:
 		return fmt.Errorf("%w: database %s has layout version %d, newer than this release's %d: "+
 			"use a hunt-runner release of layout %d or later (its `hunt-runner schema` upgraded the database)",
-			ErrLayout, database, v, SchemaVersion, v)
-	case v < SchemaVersion:
+			ErrLayout, database, v, Version, v)
+	case v < Version:
 		return fmt.Errorf("%w: database %s has layout version %d, this release needs %d (an upgrade not run, or cut short): "+
 			"run `hunt-runner schema` of this release, which resumes the upgrade and keeps what is stored",
-			ErrLayout, database, v, SchemaVersion)
+			ErrLayout, database, v, Version)
 	}
 	return nil
 }

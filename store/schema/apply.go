@@ -1,4 +1,4 @@
-package chstore
+package schema
 
 import (
 	"context"
@@ -101,9 +101,9 @@ func Apply(ctx context.Context, conn driver.Conn, database string, t Topology, c
 		if err != nil {
 			return rep, fmt.Errorf("apply schema: read %s: %w", TableSchema, err)
 		}
-		if ok && v > SchemaVersion {
+		if ok && v > Version {
 			return rep, fmt.Errorf("apply schema: %w: database %s has layout version %d, newer than this release's %d; "+
-				"nothing changed: use a hunt-runner release of layout %d or later", ErrLayout, database, v, SchemaVersion, v)
+				"nothing changed: use a hunt-runner release of layout %d or later", ErrLayout, database, v, Version, v)
 		}
 	}
 	onCluster := ""

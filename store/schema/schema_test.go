@@ -1,4 +1,4 @@
-package chstore
+package schema
 
 import (
 	"path/filepath"
@@ -94,5 +94,37 @@ func TestParseTopology(t *testing.T) {
 	}
 	if _, err := ParseTopology("sharded"); err == nil {
 		t.Error("ParseTopology(sharded) succeeded")
+	}
+}
+
+// The runner reads every table (its snapshot, status and commands read them all), and writes
+// none that another identity writes: one writer identity per table.
+func TestGrants(t *testing.T) {
+	reads := map[Identity]map[string]bool{}
+	for _, id := range everyIdentity {
+		reads[id] = map[string]bool{}
+		for _, a := range Grants(id) {
+			reads[id][a.Table] = a.Insert
+		}
+	}
+	for _, name := range TableNames() {
+		if _, ok := reads[IdentityRunner][name]; !ok {
+			t.Errorf("the runner may not read %s", name)
+		}
+		var writers []Identity
+		for _, id := range everyIdentity {
+			if reads[id][name] {
+				writers = append(writers, id)
+			}
+		}
+		if len(writers) > 1 {
+			t.Errorf("%s has writers %v, want at most one identity", name, writers)
+		}
+	}
+	if got := reads[IdentityScaler]; len(got) != 1 || got[TableSchema] {
+		t.Errorf("scaler grants %v, want SELECT on %s only", got, TableSchema)
+	}
+	if len(Grants("hunts")) != 0 {
+		t.Errorf("the hunts identity has grants on hunt-runner's tables: %v", Grants("hunts"))
 	}
 }

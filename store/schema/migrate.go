@@ -1,4 +1,4 @@
-package chstore
+package schema
 
 import (
 	"context"
@@ -63,7 +63,7 @@ func finishUpgrade(ctx context.Context, conn driver.Conn, database, onCluster st
 	if err := conn.QueryRow(ctx, "SELECT toUInt32(max(version)) FROM "+db+"."+QuoteIdent(TableSchema)).Scan(&v); err != nil {
 		return nil, fmt.Errorf("upgrade: read %s: %w", TableSchema, err)
 	}
-	if v >= SchemaVersion {
+	if v >= Version {
 		return nil, nil // the copies completed before the version was recorded
 	}
 	var did []string
@@ -81,7 +81,7 @@ func finishUpgrade(ctx context.Context, conn driver.Conn, database, onCluster st
 			}
 		}
 		did = append(did, fmt.Sprintf("copied %s into %s (version %d layout); drop %s once satisfied",
-			legacyName(lt.name), lt.name, SchemaVersion, legacyName(lt.name)))
+			legacyName(lt.name), lt.name, Version, legacyName(lt.name)))
 	}
 	rollup, err := upgradeRollup(ctx, conn, database, onCluster)
 	if err != nil {
@@ -93,7 +93,7 @@ func finishUpgrade(ctx context.Context, conn driver.Conn, database, onCluster st
 		note = "upgraded: " + strings.Join(did, "; ")
 	}
 	if err := conn.Exec(ctx, "INSERT INTO "+db+"."+QuoteIdent(TableSchema)+" (version, applied, note) SELECT ?, now64(6), ?",
-		uint32(SchemaVersion), note); err != nil {
+		uint32(Version), note); err != nil {
 		return nil, fmt.Errorf("upgrade: record version: %w", err)
 	}
 	return did, nil
