@@ -225,11 +225,11 @@ func TestImportNeverOvertakesACommit(t *testing.T) {
 	w := schedule.LatestFire(f.now, 600, 60) - 600
 	f.exec(f.old, "INSERT INTO hunt_watermark (hunt_id, watermark) VALUES ('race', ?)", w)
 	opts := Options{From: f.old.Name, Database: f.cur.Name, Owner: DefaultOwner}
-	old, err := readLegacy(f.ctx, f.cur.Conn, f.old.Name, false)
+	old, err := readLegacy(f.ctx, store.New(f.cur.Conn, f.cur.Name), f.old.Name, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cur, err := readCurrent(f.ctx, f.cur.Conn, f.cur.Name, []string{"race"})
+	cur, err := readCurrent(f.ctx, store.New(f.cur.Conn, f.cur.Name), []string{"race"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestImportNeverOvertakesACommit(t *testing.T) {
 	}
 	// The runner commits its first window, ending past the earlier watermark, meanwhile.
 	f.exec(f.cur, "INSERT INTO hunt_watermark (hunt_id, watermark, claim_id, updated, run_id, kind) SELECT 'race', toDateTime(?, 'UTC'), generateUUIDv4(), now64(6), generateUUIDv4(), 'scheduled'", w+600)
-	if err := apply(f.ctx, f.cur.Conn, opts, &items[0]); err != nil {
+	if err := apply(f.ctx, store.New(f.cur.Conn, f.cur.Name), opts, &items[0]); err != nil {
 		t.Fatal(err)
 	}
 	if items[0].Action != ActionOvertaken {

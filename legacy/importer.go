@@ -8,12 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
 	"github.com/hunt-runner/hunt-runner/hunt"
-	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/status"
 	"github.com/hunt-runner/hunt-runner/store"
@@ -165,21 +163,22 @@ func Import(ctx context.Context, conn driver.Conn, hunts []hunt.Hunt, opts Optio
 	if opts.From == opts.Database {
 		return res, fmt.Errorf("import-legacy: the earlier runner's database and hunt-runner's are both %q; both keep a table named hunt_watermark, so they must be different databases", opts.From)
 	}
-	hasState, err := checkSchema(ctx, conn, opts)
+	st := store.New(conn, opts.Database)
+	hasState, err := checkSchema(ctx, st, opts)
 	if err != nil {
 		return res, err
 	}
 	res.HasState = hasState
-	if err := conn.QueryRow(ctx, "SELECT now()").Scan(&res.Now); err != nil {
+	if res.Now, err = st.ServerClock(ctx); err != nil {
 		return res, fmt.Errorf("import-legacy: read the server clock: %w", err)
 	}
-	if res.Live, err = status.LiveRunners(ctx, conn, opts.Database, status.LiveWithin); err != nil {
+	if res.Live, err = status.LiveRunners(ctx, st, status.LiveWithin); err != nil {
 		return res, fmt.Errorf("import-legacy: %w", err)
 	}
 	if len(res.Live) > 0 && !opts.DryRun && !opts.Force {
 		return res, liveError(opts.Database, res.Live)
 	}
-	old, err := readLegacy(ctx, conn, opts.From, hasState)
+	old, err := readLegacy(ctx, st, opts.From, hasState)
 	if err != nil {
 		return res, err
 	}
@@ -187,7 +186,7 @@ func Import(ctx context.Context, conn driver.Conn, hunts []hunt.Hunt, opts Optio
 	for _, h := range hunts {
 		ids = append(ids, h.ID)
 	}
-	cur, err := readCurrent(ctx, conn, opts.Database, ids)
+	cur, err := readCurrent(ctx, st, ids)
 	if err != nil {
 		return res, err
 	}
@@ -196,7 +195,7 @@ func Import(ctx context.Context, conn driver.Conn, hunts []hunt.Hunt, opts Optio
 		return res, nil
 	}
 	for i := range res.Items {
-		if err := apply(ctx, conn, opts, &res.Items[i]); err != nil {
+		if err := apply(ctx, st, opts, &res.Items[i]); err != nil {
 			return res, err
 		}
 	}
@@ -205,25 +204,10 @@ func Import(ctx context.Context, conn driver.Conn, hunts []hunt.Hunt, opts Optio
 
 // checkSchema checks that hunt-runner's schema can record an import and that the earlier
 // runner's hunt_watermark is there; it reports whether the earlier hunt_state is.
-func checkSchema(ctx context.Context, conn driver.Conn, opts Options) (hasState bool, err error) {
-	rows, err := conn.Query(ctx, `SELECT database, name, create_table_query FROM system.tables
-WHERE (database = {new:String} AND name IN ('hunt_watermark', 'hunt_state', 'hunt_runs'))
-   OR (database = {old:String} AND name IN ('hunt_watermark', 'hunt_state'))`,
-		clickhouse.Named("new", opts.Database), clickhouse.Named("old", opts.From))
+func checkSchema(ctx context.Context, st *store.Store, opts Options) (hasState bool, err error) {
+	have, err := st.ImportTables(ctx, opts.From)
 	if err != nil {
-		return false, fmt.Errorf("import-legacy: read system.tables: %w", err)
-	}
-	defer rows.Close()
-	have := map[string]string{}
-	for rows.Next() {
-		var db, name, create string
-		if err := rows.Scan(&db, &name, &create); err != nil {
-			return false, fmt.Errorf("import-legacy: read system.tables: %w", err)
-		}
-		have[db+"."+name] = create
-	}
-	if err := rows.Err(); err != nil {
-		return false, fmt.Errorf("import-legacy: read system.tables: %w", err)
+		return false, fmt.Errorf("import-legacy: %w", err)
 	}
 	if _, ok := have[opts.From+".hunt_watermark"]; !ok {
 		return false, fmt.Errorf("%w: database %q has no hunt_watermark table; --from-database names the earlier runner's database (DFE_CLICKHOUSE_DATA_DATABASE, default dfe)", ErrSchema, opts.From)
@@ -243,115 +227,49 @@ WHERE (database = {new:String} AND name IN ('hunt_watermark', 'hunt_state', 'hun
 	return hasState, nil
 }
 
-// readLegacy reads the earlier runner's newest watermark (and state) per hunt: its tables are
-// ReplacingMergeTree(updated) read by the newest updated, as the earlier runner did.
-func readLegacy(ctx context.Context, conn driver.Conn, from string, hasState bool) (map[string]*legacyRow, error) {
-	db := schema.QuoteIdent(from)
-	out := map[string]*legacyRow{}
-	rows, err := conn.Query(ctx, "SELECT hunt_id, toInt64(argMax(watermark, updated)) FROM "+db+".hunt_watermark GROUP BY hunt_id")
+// readLegacy reads the earlier runner's newest watermark (and state) per hunt.
+func readLegacy(ctx context.Context, st *store.Store, from string, hasState bool) (map[string]*legacyRow, error) {
+	wms, err := st.LegacyWatermarks(ctx, from)
 	if err != nil {
-		return nil, fmt.Errorf("import-legacy: read %s.hunt_watermark: %w", db, err)
+		return nil, fmt.Errorf("import-legacy: %w", err)
 	}
-	for rows.Next() {
-		var id string
-		var wm int64
-		if err := rows.Scan(&id, &wm); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("import-legacy: read %s.hunt_watermark: %w", db, err)
-		}
+	out := make(map[string]*legacyRow, len(wms))
+	for id, wm := range wms {
 		out[id] = &legacyRow{watermark: wm}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("import-legacy: read %s.hunt_watermark: %w", db, err)
 	}
 	if !hasState {
 		return out, nil
 	}
-	rows, err = conn.Query(ctx, "SELECT hunt_id, toInt64(argMax(overrun_count, updated)), toUInt8(argMax(too_aggressive, updated) != 0) FROM "+
-		db+".hunt_state GROUP BY hunt_id")
+	states, err := st.LegacyStates(ctx, from)
 	if err != nil {
-		return nil, fmt.Errorf("import-legacy: read %s.hunt_state: %w", db, err)
+		return nil, fmt.Errorf("import-legacy: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var n int64
-		var aggr uint8
-		if err := rows.Scan(&id, &n, &aggr); err != nil {
-			return nil, fmt.Errorf("import-legacy: read %s.hunt_state: %w", db, err)
-		}
+	for id, ls := range states {
 		// A state without a watermark is a hunt that never completed a fire: nothing to
 		// continue, and its counters alone say nothing the new runner needs.
 		if r, ok := out[id]; ok {
-			r.state = &State{OverrunCount: uint64(max(n, 0)), TooAggressive: aggr != 0}
+			r.state = &State{OverrunCount: ls.OverrunCount, TooAggressive: ls.TooAggressive}
 		}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
-func readCurrent(ctx context.Context, conn driver.Conn, database string, ids []string) (map[string]currentRow, error) {
-	db := schema.QuoteIdent(database)
-	out := map[string]currentRow{}
-	rows, err := conn.Query(ctx, "SELECT hunt_id, toInt64(max(watermark)), groupArrayIf(toInt64(watermark), kind = {kind:String}) FROM "+
-		db+".hunt_watermark WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id",
-		clickhouse.Named("kind", hunt.KindImported.String()), clickhouse.Named("ids", ids))
+// readCurrent reads hunt-runner's progress of ids.
+func readCurrent(ctx context.Context, st *store.Store, ids []string) (map[string]currentRow, error) {
+	ps, err := st.ImportProgress(ctx, ids)
 	if err != nil {
-		return nil, fmt.Errorf("import-legacy: read %s.hunt_watermark: %w", db, err)
+		return nil, fmt.Errorf("import-legacy: %w", err)
 	}
-	for rows.Next() {
-		var id string
-		var r currentRow
-		if err := rows.Scan(&id, &r.max, &r.imported); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("import-legacy: read %s.hunt_watermark: %w", db, err)
+	out := make(map[string]currentRow, len(ps))
+	for id, p := range ps {
+		r := currentRow{watermarked: p.HasWatermark, max: p.Watermark, imported: p.Imported,
+			overruns: p.OverrunCount, tooAggr: p.TooAggressive, hasState: p.HasState}
+		if p.HasLiveLease && p.LeaseFire > r.max { // a lease whose fire is committed is spent
+			r.leaseOwner, r.leaseFire, r.leaseEnd = p.LeaseOwner, p.LeaseFire, p.LeaseUntilMs
 		}
-		r.watermarked = true
 		out[id] = r
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("import-legacy: read %s.hunt_watermark: %w", db, err)
-	}
-	rows, err = conn.Query(ctx, "SELECT hunt_id, owner, toInt64(fire), toUnixTimestamp64Milli(until) FROM ("+
-		lease.NewestLeaseSQL(database, "ids")+") WHERE until > now64(3)", clickhouse.Named("ids", ids))
-	if err != nil {
-		return nil, fmt.Errorf("import-legacy: read %s.%s: %w", db, schema.TableLease, err)
-	}
-	for rows.Next() {
-		var id, owner string
-		var fire, end int64
-		if err := rows.Scan(&id, &owner, &fire, &end); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("import-legacy: read %s.%s: %w", db, schema.TableLease, err)
-		}
-		if r := out[id]; fire > r.max { // a lease whose fire is committed is spent
-			r.leaseOwner, r.leaseFire, r.leaseEnd = owner, fire, end
-			out[id] = r
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("import-legacy: read %s.%s: %w", db, schema.TableLease, err)
-	}
-	rows, err = conn.Query(ctx, "SELECT hunt_id, toUInt64(argMax(overrun_count, updated)), argMax(too_aggressive, updated) != 0 FROM "+
-		db+".hunt_state WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id", clickhouse.Named("ids", ids))
-	if err != nil {
-		return nil, fmt.Errorf("import-legacy: read %s.hunt_state: %w", db, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var id string
-		var n uint64
-		var aggr bool
-		if err := rows.Scan(&id, &n, &aggr); err != nil {
-			return nil, fmt.Errorf("import-legacy: read %s.hunt_state: %w", db, err)
-		}
-		r := out[id]
-		r.overruns, r.tooAggr, r.hasState = n, aggr, true
-		out[id] = r
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // plan decides every hunt's action from what was read; now is the server clock.
@@ -455,8 +373,7 @@ func runID(from, hunt string, wm int64) uuid.UUID {
 	return uuid.NewSHA1(uuid.NameSpaceURL, fmt.Appendf(nil, "hunt-runner:import-legacy:%s:%s:%d", from, hunt, wm))
 }
 
-func apply(ctx context.Context, conn driver.Conn, opts Options, it *Item) error {
-	wm := store.New(conn, opts.Database)
+func apply(ctx context.Context, wm *store.Store, opts Options, it *Item) error {
 	if it.Action == ActionImport {
 		// Conditional on the server: a runner that committed a watermark at or past the
 		// imported one since the plan was read keeps it, and the import is reported as

@@ -11,14 +11,13 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"github.com/go-faster/city"
 	"github.com/google/uuid"
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
 	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/attrib"
 	"github.com/hunt-runner/hunt-runner/lease"
-	"github.com/hunt-runner/hunt-runner/store/schema"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // EpochParam renders an instant as the value of a window parameter. Epoch seconds are read the
@@ -163,10 +162,9 @@ func readFindings(rows driver.Rows, caps findingCaps) (found, error) {
 	return out, nil
 }
 
-// storeFindings writes one attempt's findings into hunt_findings under its run id, with the runner's
-// own identity. They are visible through hunt_findings_committed only once the run commits;
-// the deduplication token (the run id) makes a retry of the same insert a no-op on replicated
-// tables, and the table's key collapses it on any other.
+// storeFindings writes one attempt's findings into hunt_findings under its run id
+// (store.Store.InsertFindings), with the runner's own identity and the run's attribution. They
+// are visible through hunt_findings_committed only once the run commits.
 func (r *Runner) storeFindings(ctx context.Context, h *hunt.Hunt, fire int64, runID uuid.UUID, docs []string, kind attrib.Kind) error {
 	if len(docs) == 0 {
 		return nil
@@ -194,30 +192,10 @@ const (
 )
 
 func (r *Runner) insertFindings(ctx context.Context, h *hunt.Hunt, fire int64, runID uuid.UUID, docs []string, kind attrib.Kind, attempt int) error {
-	labels := h.Labels
-	if labels == nil {
-		labels = map[string]string{}
-	}
-	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
-		"async_insert": 0, "insert_deduplication_token": "findings:" + runID.String(),
-		"log_comment": r.comment(h, fire, runID, kind).String()}),
-		clickhouse.WithQueryID(attrib.QueryID(runID, fmt.Sprintf("findings-%d", attempt))))
-	ctx, insert := schema.Insert(ctx, r.opts.Database, schema.TableFindings,
-		"hunt_id", "fire", "finding_id", "finding", "severity", "labels", "run_id", "found")
-	batch, err := r.conn.PrepareBatch(ctx, insert)
+	err := r.store.InsertFindings(ctx, store.Findings{HuntID: h.ID, Fire: fire, RunID: runID, Severity: h.Severity,
+		Labels: h.Labels, Docs: docs, Found: time.Now(),
+		LogComment: r.comment(h, fire, runID, kind).String(), QueryID: attrib.QueryID(runID, fmt.Sprintf("findings-%d", attempt))})
 	if err != nil {
-		return &runError{stage: "store findings", err: err}
-	}
-	defer func() { _ = batch.Abort() }()
-	when := time.Unix(fire, 0).UTC()
-	now := time.Now().UTC()
-	for _, d := range docs {
-		// city.CH64 is ClickHouse's cityHash64, so finding_id = cityHash64(finding) as before.
-		if err := batch.Append(h.ID, when, city.CH64([]byte(d)), d, h.Severity, labels, runID, now); err != nil {
-			return &runError{stage: "store findings", err: err}
-		}
-	}
-	if err := batch.Send(); err != nil {
 		return &runError{stage: "store findings", err: err}
 	}
 	return nil

@@ -125,7 +125,7 @@ func TestHeartbeatFreshAndFailureHarmless(t *testing.T) {
 	}
 
 	// status lists the running runner; once stopped, it drops out of the live list.
-	rep, err := status.Read(e.ctx, e.db.Conn, store.New(e.db.Conn, e.db.Name), e.db.Name, nil)
+	rep, err := status.Read(e.ctx, store.New(e.db.Conn, e.db.Name), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestHeartbeatFreshAndFailureHarmless(t *testing.T) {
 	<-done
 	stopped = true
 	chtest.Eventually(t, time.Minute, "the stopped runner drops out of the live list", func() bool {
-		live, err := status.LiveRunners(e.ctx, e.db.Conn, e.db.Name, time.Second)
+		live, err := status.LiveRunners(e.ctx, store.New(e.db.Conn, e.db.Name), time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,10 +6,7 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
-
 	"github.com/hunt-runner/hunt-runner/hunt"
-	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // Ownership: a hunt id belongs to the hunt set whose publication of it is live (the newest
@@ -18,28 +15,15 @@ import (
 // runner of team-b loading a file with team-a's id would take fires of team-a's hunt and commit
 // its own findings under it. An id no set publishes, or that its set retired, is free.
 
-// foreignOwners reads which of ids are live in another set's publication, and their set. It
-// is one read of the rows of ids only, made on every tick that claims, so a claim is always
-// checked against the publications of that moment.
+// foreignOwners reads which of ids are live in another set's publication, and their set
+// (store.Store.ForeignPublishers). It is one read of the rows of ids only, made on every tick
+// that claims, so a claim is always checked against the publications of that moment.
 func (r *Runner) foreignOwners(ctx context.Context, ids []string) (map[string]string, error) {
-	q := "SELECT hunt_id, hunt_set FROM (SELECT hunt_id, argMax(hunt_set, updated) AS hunt_set, " +
-		"argMax(enabled = 1 AND interval_seconds > 0, updated) AS live FROM " +
-		schema.QuoteIdent(r.opts.Database) + "." + schema.TableSchedule +
-		" WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id) WHERE live AND hunt_set != {set:String}"
-	rows, err := r.conn.Query(ctx, q, clickhouse.Named("ids", ids), clickhouse.Named("set", r.opts.HuntSet))
+	out, err := r.store.ForeignPublishers(ctx, r.opts.HuntSet, ids)
 	if err != nil {
 		return nil, fmt.Errorf("read the hunt sets publishing the due hunts: %w", err)
 	}
-	defer rows.Close()
-	out := map[string]string{}
-	for rows.Next() {
-		var id, set string
-		if err := rows.Scan(&id, &set); err != nil {
-			return nil, fmt.Errorf("read the hunt sets publishing the due hunts: %w", err)
-		}
-		out[id] = set
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // ownDue drops the fires of hunts another set publishes, logging each such hunt once (again

@@ -35,6 +35,12 @@ type StateStore interface {
 	RecordRun(ctx context.Context, r store.Run) error
 	Recorded(ctx context.Context, r store.Run) (bool, error) // RecordRun's row is there
 	SetStates(ctx context.Context, sts []store.State) error  // as few inserts as the URL cap allows
+
+	// InsertFindings writes one attempt's findings in one insert and returns the driver's error
+	// as is (storeFindings decides what may be sent again). ForeignPublishers reads which of
+	// ids another hunt set than set publishes live, and that set (ownership.go).
+	InsertFindings(ctx context.Context, f store.Findings) error
+	ForeignPublishers(ctx context.Context, set string, ids []string) (map[string]string, error)
 }
 
 // Options configure a Runner. Zero values take the documented defaults.
@@ -171,8 +177,7 @@ const (
 
 // Runner is the worker loop. Create it with New and run it with Start.
 type Runner struct {
-	conn     driver.Conn
-	huntConn driver.Conn
+	huntConn driver.Conn // the hunts' SELECTs; everything on hunt-runner's tables goes through store
 	claimer  Claimer
 	store    StateStore
 	source   Source
@@ -217,7 +222,7 @@ func New(conn driver.Conn, claimer Claimer, store StateStore, source Source, opt
 		huntConn = conn
 	}
 	r := &Runner{
-		conn: conn, huntConn: huntConn, claimer: claimer, store: store, source: source, opts: opts,
+		huntConn: huntConn, claimer: claimer, store: store, source: source, opts: opts,
 		log:     opts.Logger,
 		planner: newPlanner(opts.Tick),
 		sem:     semaphore.NewWeighted(int64(opts.Concurrency)),

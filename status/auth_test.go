@@ -16,7 +16,7 @@ func TestTokenGuardsEveryPageAndAPIRoute(t *testing.T) {
 	db := fixture(t)
 	entries := fixtureEntries()
 	const token = "s3cret-status-token"
-	w := &Web{Conn: db.Conn, Store: db.store(), Database: db.Name, Token: token, Entries: func() []hunt.Hunt { return entries }}
+	w := &Web{Store: db.store(), Database: db.Name, Token: token, Entries: func() []hunt.Hunt { return entries }}
 	srv := httptest.NewServer(w.Handler())
 	t.Cleanup(srv.Close)
 	do := func(path, auth string) (int, string) {

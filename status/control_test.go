@@ -40,7 +40,7 @@ func TestPauseAndBackfillInStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Read(ctx, db.Conn, wm, db.Name, nil)
+	rep, err := Read(ctx, wm, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,18 +20,18 @@ type fix struct {
 	at time.Time
 }
 
-func (f *fix) store() Snapshotter {
-	return pinnedClock{Snapshotter: store.New(f.Conn, f.Name), now: f.at.Add(time.Second)}
+func (f *fix) store() Reader {
+	return pinnedClock{Reader: store.New(f.Conn, f.Name), now: f.at.Add(time.Second)}
 }
 
-// pinnedClock is a Snapshotter whose snapshots read the server's clock as now.
+// pinnedClock is a Reader whose snapshots read the server's clock as now.
 type pinnedClock struct {
-	Snapshotter
+	Reader
 	now time.Time
 }
 
 func (p pinnedClock) Snapshot(ctx context.Context) (store.Snapshot, error) {
-	snap, err := p.Snapshotter.Snapshot(ctx)
+	snap, err := p.Reader.Snapshot(ctx)
 	snap.Now = p.now
 	return snap, err
 }
@@ -109,7 +109,7 @@ func read(t *testing.T, db *fix, entries []hunt.Hunt) Report {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	rep, err := Read(ctx, db.Conn, db.store(), db.Name, entries)
+	rep, err := Read(ctx, db.store(), entries)
 	if err != nil {
 		t.Fatal(err)
 	}

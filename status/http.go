@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-
 	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
@@ -25,8 +23,8 @@ import (
 // Every request reads ClickHouse afresh; nothing here writes (pause and backfill stay on the
 // CLI, which holds the privileges to write).
 type Web struct {
-	Conn     driver.Conn
-	Store    Snapshotter
+	Store Reader
+	// Database is the coordination database, as the page names it.
 	Database string
 	// Entries is the runner's loaded hunt set; nil, or returning nil, uses the published
 	// schedule.
@@ -135,7 +133,7 @@ func (w *Web) report(ctx context.Context) (Report, error) {
 	if w.Entries != nil {
 		entries = w.Entries()
 	}
-	rep, err := Read(ctx, w.Conn, w.Store, w.Database, entries)
+	rep, err := Read(ctx, w.Store, entries)
 	if err == nil && w.Files != nil {
 		if f, ok := w.Files(); ok {
 			rep.MarkFiles(f)
@@ -171,7 +169,7 @@ func (w *Web) hunt(ctx context.Context, id string) (Report, Hunt, []Run, error) 
 	if !ok {
 		return rep, Hunt{}, nil, errNotFound
 	}
-	runs, err := Runs(ctx, w.Conn, w.Database, id, w.recentRuns())
+	runs, err := Runs(ctx, w.Store, id, w.recentRuns())
 	return rep, h, runs, err
 }
 
@@ -208,7 +206,7 @@ func (w *Web) apiHunt(rw http.ResponseWriter, r *http.Request) {
 func (w *Web) apiRunners(rw http.ResponseWriter, r *http.Request) {
 	ctx, cancel := w.ctx(r)
 	defer cancel()
-	rep, err := Runners(ctx, w.Conn, w.Store, w.Database, w.runnersWindow())
+	rep, err := Runners(ctx, w.Store, w.runnersWindow())
 	if err != nil {
 		w.fail(rw, r, err)
 		return

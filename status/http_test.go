@@ -15,7 +15,7 @@ import (
 
 func serveFixture(t *testing.T, db *fix, entries []hunt.Hunt) *httptest.Server {
 	t.Helper()
-	w := &Web{Conn: db.Conn, Store: db.store(), Database: db.Name,
+	w := &Web{Store: db.store(), Database: db.Name,
 		Entries: func() []hunt.Hunt { return entries }}
 	srv := httptest.NewServer(w.Handler())
 	t.Cleanup(srv.Close)

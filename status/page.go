@@ -124,7 +124,7 @@ func (w *Web) pageHunt(rw http.ResponseWriter, r *http.Request) {
 func (w *Web) pageRunners(rw http.ResponseWriter, r *http.Request) {
 	ctx, cancel := w.ctx(r)
 	defer cancel()
-	rep, err := Runners(ctx, w.Conn, w.Store, w.Database, w.runnersWindow())
+	rep, err := Runners(ctx, w.Store, w.runnersWindow())
 	if err != nil {
 		w.failPage(rw, r, err)
 		return

@@ -2,14 +2,11 @@ package status
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"github.com/hunt-runner/hunt-runner/store/schema"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // LiveWithin is how recent a runner's heartbeat must be for status to count it live. Runners
@@ -62,57 +59,24 @@ const (
 		"the heartbeat table is empty, so an idle runner is not listed"
 )
 
-// beat is one runner's newest heartbeat row.
-type beat struct {
-	owner, version, huntSet, setHash string
-	hunts                            uint32
-	lastTick, started                time.Time
-}
-
-// readHeartbeats reads the newest heartbeat of every runner in the table, by owner, and the
-// server's now. A database whose schema predates the table has none.
-func readHeartbeats(ctx context.Context, conn driver.Conn, database string) ([]beat, time.Time, error) {
-	rows, err := conn.Query(ctx, `SELECT owner, argMax(version, last_tick), argMax(hunt_set, last_tick),
-    argMax(set_hash, last_tick), argMax(hunts, last_tick), max(last_tick), argMax(started, last_tick), any(now64(3))
-FROM `+table(database, schema.TableHeartbeat)+`
-GROUP BY owner ORDER BY owner`)
-	if err != nil {
-		var ex *clickhouse.Exception
-		if errors.As(err, &ex) && ex.Code == 60 { // UNKNOWN_TABLE: `hunt-runner schema` not run since
-			return nil, time.Time{}, nil
-		}
-		return nil, time.Time{}, fmt.Errorf("read %s: %w", schema.TableHeartbeat, err)
-	}
-	defer rows.Close()
-	var out []beat
-	var now time.Time
-	for rows.Next() {
-		var b beat
-		if err := rows.Scan(&b.owner, &b.version, &b.huntSet, &b.setHash, &b.hunts, &b.lastTick, &b.started, &now); err != nil {
-			return nil, time.Time{}, fmt.Errorf("read %s: %w", schema.TableHeartbeat, err)
-		}
-		out = append(out, b)
-	}
-	return out, now, rows.Err()
-}
-
-func (b beat) runner(now time.Time, within time.Duration) Runner {
-	return Runner{Owner: b.owner, LastSeen: rfcMilli(b.lastTick), Version: b.version, HuntSet: b.huntSet,
-		SetHash: b.setHash, Hunts: b.hunts, Started: rfcMilli(b.started), Live: now.Sub(b.lastTick) <= within}
+// runnerOf is b as status lists it: live when its beat is within `within` of now.
+func runnerOf(b store.HeartbeatRow, now time.Time, within time.Duration) Runner {
+	return Runner{Owner: b.Owner, LastSeen: rfcMilli(b.LastTick), Version: b.Version, HuntSet: b.HuntSet,
+		SetHash: b.SetHash, Hunts: b.Hunts, Started: rfcMilli(b.Started), Live: now.Sub(b.LastTick) <= within}
 }
 
 func rfcMilli(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") }
 
 // LiveRunners lists the runners whose newest heartbeat is within `within` of the server's now
 // (status uses LiveWithin), by owner.
-func LiveRunners(ctx context.Context, conn driver.Conn, database string, within time.Duration) ([]Runner, error) {
-	beats, now, err := readHeartbeats(ctx, conn, database)
+func LiveRunners(ctx context.Context, st HeartbeatReader, within time.Duration) ([]Runner, error) {
+	beats, now, err := st.Heartbeats(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := []Runner{}
 	for _, b := range beats {
-		if r := b.runner(now, within); r.Live {
+		if r := runnerOf(b, now, within); r.Live {
 			out = append(out, r)
 		}
 	}
@@ -124,26 +88,19 @@ func LiveRunners(ctx context.Context, conn driver.Conn, database string, within 
 // attempts within window. While the heartbeat table is empty (runners of an earlier release),
 // it lists instead the owners that claimed a fire or finished an attempt within window, and
 // Source says so.
-func Runners(ctx context.Context, conn driver.Conn, store Snapshotter, database string, window time.Duration) (RunnersReport, error) {
-	snap, err := store.Snapshot(ctx)
+func Runners(ctx context.Context, st Reader, window time.Duration) (RunnersReport, error) {
+	snap, err := st.Snapshot(ctx)
 	if err != nil {
 		return RunnersReport{}, fmt.Errorf("runners: %w", err)
 	}
-	beats, beatNow, err := readHeartbeats(ctx, conn, database)
+	beats, beatNow, err := st.Heartbeats(ctx)
 	if err != nil {
 		return RunnersReport{}, fmt.Errorf("runners: %w", err)
 	}
-	rows, err := conn.Query(ctx, `SELECT owner, max(seen), sum(run) FROM (
-    SELECT owner, claimed AS seen, 0 AS run FROM `+table(database, schema.TableLease)+`
-    WHERE claimed > now64(6) - toIntervalSecond({w:UInt32})
-    UNION ALL
-    SELECT owner, finished AS seen, 1 AS run FROM `+table(database, schema.ViewRuns)+`
-    WHERE finished > now64(6) - toIntervalSecond({w:UInt32}) AND status != 'gap' AND owner != ''
-) GROUP BY owner ORDER BY owner`, clickhouse.Named("w", uint32(window/time.Second)))
+	acts, err := st.OwnerActivities(ctx, window)
 	if err != nil {
 		return RunnersReport{}, fmt.Errorf("runners: %w", err)
 	}
-	defer rows.Close()
 	live := map[string]int{}
 	for _, h := range snap.Hunts {
 		if h.LeaseHeld(snap.Now) {
@@ -152,31 +109,23 @@ func Runners(ctx context.Context, conn driver.Conn, store Snapshotter, database 
 	}
 	out := RunnersReport{Now: snap.Now.UTC().Format(time.RFC3339Nano), WindowSeconds: int64(window / time.Second),
 		Source: runnersSource, Runners: []Runner{}}
-	var derived []Runner
 	runs := map[string]uint64{}
-	for rows.Next() {
-		var r Runner
-		var seen time.Time
-		if err := rows.Scan(&r.Owner, &seen, &r.RunsInWindow); err != nil {
-			return RunnersReport{}, fmt.Errorf("runners: %w", err)
-		}
-		r.LastSeen, r.LiveLeases = rfc(seen), live[r.Owner]
-		derived = append(derived, r)
-		runs[r.Owner] = r.RunsInWindow
-	}
-	if err := rows.Err(); err != nil {
-		return RunnersReport{}, fmt.Errorf("runners: %w", err)
-	}
 	if len(beats) == 0 {
-		out.Runners = append(out.Runners, derived...)
+		for _, a := range acts {
+			out.Runners = append(out.Runners, Runner{Owner: a.Owner, LastSeen: rfc(a.LastSeen), LiveLeases: live[a.Owner],
+				RunsInWindow: a.Runs})
+		}
 		return out, nil
+	}
+	for _, a := range acts {
+		runs[a.Owner] = a.Runs
 	}
 	out.Source, out.Live = runnersSourceHeartbeat, LiveRule
 	for _, b := range beats {
-		if beatNow.Sub(b.lastTick) > window {
+		if beatNow.Sub(b.LastTick) > window {
 			continue
 		}
-		r := b.runner(beatNow, LiveWithin)
+		r := runnerOf(b, beatNow, LiveWithin)
 		r.LiveLeases, r.RunsInWindow = live[r.Owner], runs[r.Owner]
 		out.Runners = append(out.Runners, r)
 	}

@@ -61,7 +61,7 @@ func TestRunnersFromHeartbeats(t *testing.T) {
 	var live []Runner
 	if !chtest.Poll(time.Minute, func() bool {
 		var err error
-		if live, err = LiveRunners(ctx, db.Conn, db.Name, time.Second); err != nil {
+		if live, err = LiveRunners(ctx, store.New(db.Conn, db.Name), time.Second); err != nil {
 			t.Fatal(err)
 		}
 		if len(live) > 0 && live[0].Owner != "pod-a" {

@@ -1,8 +1,9 @@
 // Package status answers "how is every hunt doing?" for people: the `hunt-runner status`
-// command, and the runner's read-only HTTP API and status page. It only reads: the
-// coordination state through one store.Store snapshot, the published schedule, and the
-// run log through the hunt_runs view (succeeded and gap rows are commits in hunt_watermark,
-// failed and lost attempts are hunt_run rows). The runner's loop does not depend on it.
+// command, and the runner's read-only HTTP API and status page. It only reads, and only
+// through the store (Reader; store.Store implements it), writing no SQL of its own: the
+// coordination snapshot, the published schedule, the run log of the hunt_runs view (succeeded
+// and gap rows are commits in hunt_watermark, failed and lost attempts are hunt_run rows) and
+// the runners' heartbeats. It renders them. The runner's loop does not depend on it.
 package status
 
 import (
@@ -11,17 +12,10 @@ import (
 	"sort"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-
 	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/store"
 )
-
-// Snapshotter is the coordination state status reads (store.Store implements it).
-type Snapshotter interface {
-	Snapshot(ctx context.Context) (store.Snapshot, error)
-}
 
 // Hunt is one hunt's status. Times are RFC 3339 UTC; absent values are omitted from JSON.
 type Hunt struct {
@@ -125,12 +119,12 @@ func rfcSec(s int64) string  { return rfc(time.Unix(s, 0)) }
 // entries the published schedule is the list. It costs four queries: the snapshot (which
 // carries pauses and pending backfills), the published schedule, one aggregate over
 // hunt_runs and one over the runners' heartbeats.
-func Read(ctx context.Context, conn driver.Conn, store Snapshotter, database string, entries []hunt.Hunt) (Report, error) {
-	snap, err := store.Snapshot(ctx)
+func Read(ctx context.Context, st Reader, entries []hunt.Hunt) (Report, error) {
+	snap, err := st.Snapshot(ctx)
 	if err != nil {
 		return Report{}, fmt.Errorf("status: %w", err)
 	}
-	published, err := readPublished(ctx, conn, database)
+	published, err := readPublished(ctx, st)
 	if err != nil {
 		return Report{}, fmt.Errorf("status: %w", err)
 	}
@@ -140,12 +134,12 @@ func Read(ctx context.Context, conn driver.Conn, store Snapshotter, database str
 			entries = append(entries, p.Hunt)
 		}
 	}
-	runs, err := readRunSummaries(ctx, conn, database)
+	runs, err := st.RunSummaries(ctx, RecentWindow)
 	if err != nil {
 		return Report{}, fmt.Errorf("status: %w", err)
 	}
 	pauses := pausesOf(snap)
-	runners, err := LiveRunners(ctx, conn, database, LiveWithin)
+	runners, err := LiveRunners(ctx, st, LiveWithin)
 	if err != nil {
 		return Report{}, fmt.Errorf("status: %w", err)
 	}
@@ -187,14 +181,14 @@ func Read(ctx context.Context, conn driver.Conn, store Snapshotter, database str
 }
 
 // build is one hunt's row from what was read.
-func build(snap store.Snapshot, e hunt.Hunt, unpublished bool, pub publishedEntry, lr runSummary, pause *Pause) Hunt {
+func build(snap store.Snapshot, e hunt.Hunt, unpublished bool, pub publishedEntry, lr store.RunSummary, pause *Pause) Hunt {
 	st := snap.Hunts[e.ID]
 	now := snap.Now.Unix()
 	hs := Hunt{HuntID: e.ID, Severity: e.Severity, Labels: e.Labels, Description: e.Description, Query: e.Query,
 		IntervalSeconds: e.IntervalSeconds(), OffsetSeconds: e.OffsetSeconds(), Enabled: e.Enabled,
 		Unpublished: unpublished, ConsecutiveFailures: st.ConsecutiveFailures, OverrunCount: st.OverrunCount,
-		TooAggressive: st.TooAggressive, Gaps: lr.gaps, FindingsLastDay: lr.findingsDay,
-		FindingsDroppedLastDay: lr.droppedDay, Paused: pause != nil, Pause: pause, Backfills: backfillsOf(snap, e.ID)}
+		TooAggressive: st.TooAggressive, Gaps: lr.Gaps, FindingsLastDay: lr.FindingsLastDay,
+		FindingsDroppedLastDay: lr.DroppedLastDay, Paused: pause != nil, Pause: pause, Backfills: backfillsOf(snap, e.ID)}
 	if st.HasWatermark {
 		hs.Watermark = rfcSec(st.Watermark)
 	}
@@ -215,13 +209,13 @@ func build(snap store.Snapshot, e hunt.Hunt, unpublished bool, pub publishedEntr
 		hs.Due = !hs.Paused && schedule.IsDue(now, row, ss)
 		hs.BehindSeconds = schedule.Behind(now, row, ss)
 	}
-	if lr.hasLast {
-		hs.LastRunStatus, hs.LastRunError, hs.LastRunRows = lr.status, CleanError(lr.errText), lr.rows
-		hs.LastRunTime, hs.LastRunFire = rfc(lr.finished), rfc(lr.fire)
+	if lr.HasLast {
+		hs.LastRunStatus, hs.LastRunError, hs.LastRunRows = lr.Status, CleanError(lr.Error), lr.Rows
+		hs.LastRunTime, hs.LastRunFire = rfc(lr.Finished), rfc(lr.Fire)
 	}
 	switch {
-	case lr.hasSuccess:
-		hs.LastSuccess = rfc(lr.lastSuccess)
+	case lr.HasSuccess:
+		hs.LastSuccess = rfc(lr.LastSuccess)
 	case st.HasWatermark:
 		// No commit within RecentWindow: the watermark is the newest committed fire, and its
 		// run finished after it.
@@ -237,11 +231,11 @@ func build(snap store.Snapshot, e hunt.Hunt, unpublished bool, pub publishedEntr
 // firstOwed is the oldest fire a hunt that never committed is known to owe: its first failed
 // or lost attempt, or the first fire after it was first published, whichever is older. So a
 // hunt failing since it was published counts as behind from then, not from its latest fire.
-func firstOwed(e *hunt.Hunt, pub publishedEntry, lr runSummary) (int64, bool) {
+func firstOwed(e *hunt.Hunt, pub publishedEntry, lr store.RunSummary) (int64, bool) {
 	var fire int64
 	ok := false
-	if lr.hasFailed {
-		fire, ok = lr.firstFailedFire, true
+	if lr.HasFailed {
+		fire, ok = lr.FirstFailedFire, true
 	}
 	if !pub.firstPublished.IsZero() && pub.firstPublished.Unix() > 0 {
 		f := schedule.NextFire(pub.firstPublished.Unix()-1, e.IntervalSeconds(), e.OffsetSeconds())
@@ -253,17 +247,17 @@ func firstOwed(e *hunt.Hunt, pub publishedEntry, lr runSummary) (int64, bool) {
 }
 
 // stateOf ranks what a person most needs to know about the hunt into one word.
-func stateOf(h Hunt, lr runSummary) string {
+func stateOf(h Hunt, lr store.RunSummary) string {
 	switch {
 	case !h.Enabled && !h.Unpublished:
 		return StateDisabled
 	case h.Paused:
 		return StatePaused
-	case h.ConsecutiveFailures > 0 || (lr.hasLast && lr.status == hunt.RunFailed.String()):
+	case h.ConsecutiveFailures > 0 || (lr.HasLast && lr.Status == hunt.RunFailed.String()):
 		return StateFailing
 	case h.Unpublished:
 		return StateUnpublished
-	case h.Watermark == "" && !lr.hasLast && h.BehindSeconds > 0:
+	case h.Watermark == "" && !lr.HasLast && h.BehindSeconds > 0:
 		return StateNeverRun
 	case h.IntervalSeconds > 0 && h.BehindSeconds > 2*h.IntervalSeconds:
 		return StateBehind

@@ -81,7 +81,7 @@ func TestUnpublishedHuntsAreShownAndRetiredOnesHidden(t *testing.T) {
 
 func TestPublishedListsTombstonesAsDisabled(t *testing.T) {
 	db := fixture(t)
-	es, err := Published(t.Context(), db.Conn, db.Name)
+	es, err := Published(t.Context(), db.store())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestStatusReadsTheSnapshotClock(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	later := db.at.Add(61 * time.Second)
-	rep, err := Read(ctx, db.Conn, pinnedClock{Snapshotter: db.store(), now: later}, db.Name, fixtureEntries())
+	rep, err := Read(ctx, pinnedClock{Reader: db.store(), now: later}, fixtureEntries())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,13 +43,9 @@ var boundaryAllowlist = map[string]bool{
 	"notify/findings.go":         true,
 	"notify/status.go":           true,
 	"notify/store.go":            true,
-	"runner/exec.go":             true,
-	"runner/ownership.go":        true,
 	"schedule/huntset.go":        true,
 	"schedule/materialise.go":    true,
 	"schedule/sql.go":            true,
-	"status/read.go":             true,
-	"status/runners.go":          true,
 }
 
 // modulePath is the import path of this module; store's packages are under it.

@@ -111,6 +111,9 @@ var ErrNoBackfill = errors.New("no active backfill with that id")
 // never touches the live watermark). Chunks already committed stay committed.
 func (s *Store) CancelBackfill(ctx context.Context, id, by string) error {
 	var state string
+	// TODO(#24): fold the newest hunt_backfill row (argMax here, FINAL below, in Backfills and
+	// in the snapshot) into one newestBackfillSQL beside newest.go's forms. argMax answers a row
+	// for an unknown id ('' state: ErrNoBackfill), which a FINAL read does not.
 	err := s.conn.QueryRow(ctx, "SELECT argMax(state, updated) FROM "+s.table(schema.TableBackfill)+
 		" WHERE backfill_id = {id:String}", clickhouse.Named("id", id)).Scan(&state)
 	if err != nil {
@@ -149,6 +152,8 @@ LEFT JOIN (SELECT hunt_id, toInt64(max(watermark)) AS wm FROM ` + s.table(schema
     WHERE position(hunt_id, {infix:String}) > 0 GROUP BY hunt_id) AS w
   ON w.hunt_id = concat(b.hunt_id, {infix:String}, b.backfill_id)
 ORDER BY b.requested DESC, b.backfill_id`
+	// TODO(#24): fold the key's watermark with newestWatermarkSQL (newest.go) once it can be
+	// narrowed by the backfill infix as here.
 	qctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"join_use_nulls": 0}))
 	rows, err := s.conn.Query(qctx, q, clickhouse.Named("h", huntID), clickhouse.Named("infix", schema.BackfillInfix))
 	if err != nil {

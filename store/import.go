@@ -3,11 +3,13 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
 
 	"github.com/hunt-runner/hunt-runner/hunt"
+	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
@@ -22,6 +24,8 @@ SELECT {h:String}, toDateTime({wm:Int64}, 'UTC'), toUUID('00000000-0000-0000-000
     toUUID({run:String}), {owner:String}, toDateTime({wm:Int64}, 'UTC'), 0, now64(6),
     toDateTime(0, 'UTC'), toDateTime(0, 'UTC'), 0, {kind:String}
 WHERE (SELECT count() FROM ` + s.table(schema.TableWatermark) + ` WHERE hunt_id = {h:String} AND watermark >= toDateTime({wm:Int64}, 'UTC')) = 0`
+	// The guard counts any commit at or past wm rather than reading the newest watermark: the
+	// same answer, since commits only raise it, without a newest form.
 	wctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
 		"async_insert": 0, "insert_deduplication_token": "import:" + run.String()}))
 	if err := s.conn.Exec(wctx, q, clickhouse.Named("h", huntID), clickhouse.Named("wm", wm),
@@ -50,6 +54,7 @@ LEFT JOIN (SELECT hunt_id, argMax(status, updated) AS status, argMax(consecutive
         argMax(too_aggressive, updated) AS too_aggressive
     FROM ` + s.table(schema.TableState) + ` WHERE hunt_id = {h:String} GROUP BY hunt_id) AS s ON s.hunt_id = k.h
 WHERE s.overrun_count < {n:UInt64} OR s.too_aggressive < {aggr:UInt8}`
+	// TODO(#24): fold the LEFT JOIN's newest state with newestStateSQL (newest.go).
 	aggr := uint8(0)
 	if tooAggressive {
 		aggr = 1
@@ -59,4 +64,179 @@ WHERE s.overrun_count < {n:UInt64} OR s.too_aggressive < {aggr:UInt8}`
 		return fmt.Errorf("watermark: raise overruns of %s: %w", huntID, err)
 	}
 	return nil
+}
+
+// The reads of `import-legacy` (package legacy plans from them): which tables there are, the
+// earlier runner's progress in its own database, and the progress hunt-runner has. The earlier
+// runner's tables are named as ours (hunt_watermark, hunt_state) in another database.
+
+// ImportTables reads the create statements of the tables an import reads and writes, keyed
+// "database.table": hunt-runner's hunt_watermark, hunt_state and hunt_runs, and the earlier
+// runner's hunt_watermark and hunt_state in database from. A table that is absent has no key.
+func (s *Store) ImportTables(ctx context.Context, from string) (map[string]string, error) {
+	rows, err := s.conn.Query(ctx, `SELECT database, name, create_table_query FROM system.tables
+WHERE (database = {new:String} AND name IN ('`+schema.TableWatermark+`', '`+schema.TableState+`', '`+schema.ViewRuns+`'))
+   OR (database = {old:String} AND name IN ('`+schema.TableWatermark+`', '`+schema.TableState+`'))`,
+		clickhouse.Named("new", s.database), clickhouse.Named("old", from))
+	if err != nil {
+		return nil, fmt.Errorf("read system.tables: %w", err)
+	}
+	defer rows.Close()
+	have := map[string]string{}
+	for rows.Next() {
+		var db, name, create string
+		if err := rows.Scan(&db, &name, &create); err != nil {
+			return nil, fmt.Errorf("read system.tables: %w", err)
+		}
+		have[db+"."+name] = create
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read system.tables: %w", err)
+	}
+	return have, nil
+}
+
+// ServerClock reads the server's clock, to the second.
+func (s *Store) ServerClock(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	err := s.conn.QueryRow(ctx, "SELECT now()").Scan(&now)
+	return now, err
+}
+
+// LegacyState is the earlier runner's newest hunt_state of one hunt.
+type LegacyState struct {
+	OverrunCount  uint64
+	TooAggressive bool
+}
+
+// LegacyWatermarks reads the earlier runner's newest watermark per hunt from database from:
+// its tables are ReplacingMergeTree(updated), read by the newest updated, as it read them.
+func (s *Store) LegacyWatermarks(ctx context.Context, from string) (map[string]int64, error) {
+	db := schema.QuoteIdent(from)
+	rows, err := s.conn.Query(ctx, "SELECT hunt_id, toInt64(argMax(watermark, updated)) FROM "+db+"."+schema.TableWatermark+" GROUP BY hunt_id")
+	if err != nil {
+		return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableWatermark, err)
+	}
+	defer rows.Close()
+	out := map[string]int64{}
+	for rows.Next() {
+		var id string
+		var wm int64
+		if err := rows.Scan(&id, &wm); err != nil {
+			return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableWatermark, err)
+		}
+		out[id] = wm
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableWatermark, err)
+	}
+	return out, nil
+}
+
+// LegacyStates reads the earlier runner's newest hunt_state per hunt from database from.
+func (s *Store) LegacyStates(ctx context.Context, from string) (map[string]LegacyState, error) {
+	db := schema.QuoteIdent(from)
+	rows, err := s.conn.Query(ctx, "SELECT hunt_id, toInt64(argMax(overrun_count, updated)), toUInt8(argMax(too_aggressive, updated) != 0) FROM "+
+		db+"."+schema.TableState+" GROUP BY hunt_id")
+	if err != nil {
+		return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableState, err)
+	}
+	defer rows.Close()
+	out := map[string]LegacyState{}
+	for rows.Next() {
+		var id string
+		var n int64
+		var aggr uint8
+		if err := rows.Scan(&id, &n, &aggr); err != nil {
+			return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableState, err)
+		}
+		out[id] = LegacyState{OverrunCount: uint64(max(n, 0)), TooAggressive: aggr != 0}
+	}
+	return out, rows.Err()
+}
+
+// ImportProgress is what hunt-runner holds of one hunt when an import is planned.
+type ImportProgress struct {
+	HasWatermark bool
+	Watermark    int64   // the newest (greatest) watermark
+	Imported     []int64 // the watermarks of earlier imports' rows
+
+	// The newest lease, when it is live (lease_until past the server's now64(3)); whether it
+	// is spent (its fire committed) is the caller's to judge against Watermark.
+	HasLiveLease bool
+	LeaseOwner   string
+	LeaseFire    int64
+	LeaseUntilMs int64
+
+	HasState      bool
+	OverrunCount  uint64
+	TooAggressive bool
+}
+
+// ImportProgress reads, for each hunt of ids, its watermarks, its newest lease if live, and its
+// newest state's overrun count and too_aggressive flag: three reads of the rows of ids only.
+func (s *Store) ImportProgress(ctx context.Context, ids []string) (map[string]ImportProgress, error) {
+	db := schema.QuoteIdent(s.database)
+	out := map[string]ImportProgress{}
+	// TODO(#24): fold with newestWatermarkSQL (newest.go); the imported rows' watermarks are
+	// read in the same pass.
+	rows, err := s.conn.Query(ctx, "SELECT hunt_id, toInt64(max(watermark)), groupArrayIf(toInt64(watermark), kind = {kind:String}) FROM "+
+		db+"."+schema.TableWatermark+" WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id",
+		clickhouse.Named("kind", hunt.KindImported.String()), clickhouse.Named("ids", ids))
+	if err != nil {
+		return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableWatermark, err)
+	}
+	for rows.Next() {
+		var id string
+		var p ImportProgress
+		if err := rows.Scan(&id, &p.Watermark, &p.Imported); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableWatermark, err)
+		}
+		p.HasWatermark = true
+		out[id] = p
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableWatermark, err)
+	}
+	rows, err = s.conn.Query(ctx, "SELECT hunt_id, owner, toInt64(fire), toUnixTimestamp64Milli(until) FROM ("+
+		lease.NewestLeaseSQL(s.database, "ids")+") WHERE until > now64(3)", clickhouse.Named("ids", ids))
+	if err != nil {
+		return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableLease, err)
+	}
+	for rows.Next() {
+		var id string
+		var l ImportProgress
+		if err := rows.Scan(&id, &l.LeaseOwner, &l.LeaseFire, &l.LeaseUntilMs); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableLease, err)
+		}
+		p := out[id]
+		p.HasLiveLease, p.LeaseOwner, p.LeaseFire, p.LeaseUntilMs = true, l.LeaseOwner, l.LeaseFire, l.LeaseUntilMs
+		out[id] = p
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableLease, err)
+	}
+	// TODO(#24): fold with newestStateSQL (newest.go).
+	rows, err = s.conn.Query(ctx, "SELECT hunt_id, toUInt64(argMax(overrun_count, updated)), argMax(too_aggressive, updated) != 0 FROM "+
+		db+"."+schema.TableState+" WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id", clickhouse.Named("ids", ids))
+	if err != nil {
+		return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableState, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var n uint64
+		var aggr bool
+		if err := rows.Scan(&id, &n, &aggr); err != nil {
+			return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableState, err)
+		}
+		p := out[id]
+		p.HasState, p.OverrunCount, p.TooAggressive = true, n, aggr
+		out[id] = p
+	}
+	return out, rows.Err()
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/hunt-runner/hunt-runner/runner"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/shim"
+	"github.com/hunt-runner/hunt-runner/store"
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
@@ -181,7 +182,7 @@ func devAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	printer := &runPrinter{w: out, conn: conn, db: db, show: c.Int("show")}
+	printer := &runPrinter{w: out, store: store.New(conn, db), show: c.Int("show")}
 	w, err := buildWorker(ctx, workerConfig{
 		conn: conn, database: db, huntSet: huntSetName, consistency: string(consistency.Mode), owner: owner, service: "hunt-runner-dev",
 		src: src, policy: policy, reload: c.Duration("reload-interval"), listen: c.String("listen"),
@@ -240,14 +241,9 @@ func devAction(c *cli.Context) error {
 	return nil
 }
 
-// findingsQuery reads the findings of committed runs, newest first: what a newcomer wants to see.
-func findingsQuery(db string) string {
-	return fmt.Sprintf("SELECT fire, hunt_id, finding FROM %s.hunt_findings_committed ORDER BY fire DESC, hunt_id LIMIT 20", schema.QuoteIdent(db))
-}
-
 // printFindingsHowTo says where findings land and gives commands to paste as they are.
 func printFindingsHowTo(w io.Writer, url, db, self string) {
-	q := strings.ReplaceAll(findingsQuery(db), "'", `'\''`)
+	q := strings.ReplaceAll(store.RecentFindingsSQL(db), "'", `'\''`)
 	fmt.Fprintf(w, "findings are in %s.hunt_findings; %s.hunt_findings_committed shows those of committed runs. Query them with:\n", db, db)
 	fmt.Fprintf(w, "  curl -sS '%s/' --data-binary '%s FORMAT PrettyCompact'\n", strings.TrimSuffix(url, "/"), q)
 	fmt.Fprintf(w, "  %s status --clickhouse-url %s --database %s\n", self, url, db)
@@ -290,11 +286,10 @@ func printHunts(w io.Writer, s *configsrc.Set) {
 
 // runPrinter prints each finished run and a few of its findings.
 type runPrinter struct {
-	w    io.Writer
-	conn driver.Conn
-	db   string
-	show int
-	mu   sync.Mutex
+	w     io.Writer
+	store *store.Store
+	show  int
+	mu    sync.Mutex
 }
 
 func (p *runPrinter) print(rep runner.RunReport) {
@@ -333,18 +328,9 @@ func (p *runPrinter) print(rep runner.RunReport) {
 func (p *runPrinter) findings(rep runner.RunReport) []string {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	rows, err := p.conn.Query(ctx, "SELECT finding FROM "+schema.QuoteIdent(p.db)+"."+schema.ViewFindingsCommitted+
-		" WHERE hunt_id = ? AND run_id = ? ORDER BY finding LIMIT ?", rep.HuntID, rep.RunID, p.show)
+	out, err := p.store.CommittedFindingsOfRun(ctx, rep.HuntID, rep.RunID, p.show)
 	if err != nil {
 		return []string{"(could not read findings: " + err.Error() + ")"}
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var f string
-		if rows.Scan(&f) == nil {
-			out = append(out, f)
-		}
 	}
 	if rep.Rows > uint64(len(out)) {
 		out = append(out, fmt.Sprintf("… and %d more", rep.Rows-uint64(len(out))))

@@ -155,12 +155,12 @@ func resumeAction(c *cli.Context) error {
 
 func rfcSec(s int64) string { return time.Unix(s, 0).UTC().Format(time.RFC3339) }
 
-// serverNow reads ClickHouse's clock in epoch seconds: pauses and backfills are judged against
-// it, never against this machine's.
+// serverNow reads ClickHouse's clock in epoch seconds: pauses, backfills and run-now requests
+// are judged against it, never against this machine's.
 func serverNow(c *cli.Context, conn driver.Conn) (int64, error) {
-	var now uint32
-	if err := conn.QueryRow(c.Context, "SELECT toUnixTimestamp(now())").Scan(&now); err != nil {
+	now, err := store.New(conn, "").ServerClock(c.Context)
+	if err != nil {
 		return 0, cli.Exit(fmt.Sprintf("read the server clock: %v", err), exitError)
 	}
-	return int64(now), nil
+	return now.Unix(), nil
 }

@@ -73,7 +73,7 @@ func statusAction(c *cli.Context) error {
 		f := huntFilesOf(set)
 		files = &f
 	}
-	rep, err := status.Read(c.Context, conn, store.New(conn, chOpts.Database), chOpts.Database, entries)
+	rep, err := status.Read(c.Context, store.New(conn, chOpts.Database), entries)
 	if err != nil {
 		return cli.Exit(err.Error(), exitError)
 	}

@@ -65,12 +65,10 @@ func triggerAction(c *cli.Context) error {
 		return err
 	}
 	defer conn.Close()
-	var now int64
-	var nowU uint32
-	if err := conn.QueryRow(c.Context, "SELECT toUnixTimestamp(now())").Scan(&nowU); err != nil {
-		return cli.Exit(fmt.Sprintf("read the server clock: %v", err), exitError)
+	now, err := serverNow(c, conn)
+	if err != nil {
+		return err
 	}
-	now = int64(nowU)
 	if fire == 0 {
 		fire = now
 	}

@@ -50,7 +50,7 @@ func (o *ops) entries() []hunt.Hunt {
 
 // server is the --listen server.
 func (o *ops) server(addr string, tel *serve.Telemetry, ready func() error) *serve.Server {
-	web := &status.Web{Conn: o.conn, Store: store.New(o.conn, o.database), Database: o.database,
+	web := &status.Web{Store: store.New(o.conn, o.database), Database: o.database,
 		Entries: o.entries, Files: o.huntFiles, Token: o.token, Logger: o.log}
 	o.metrics.ObserveHuntFiles(func() (runner.HuntFiles, bool) {
 		f, ok := o.huntFiles()
@@ -83,7 +83,7 @@ func (o *ops) watchHealth(ctx context.Context) error {
 			continue
 		}
 		last = time.Now()
-		if rep, err := status.Read(ctx, o.conn, wm, o.database, o.entries()); err == nil {
+		if rep, err := status.Read(ctx, wm, o.entries()); err == nil {
 			o.metrics.SetHuntHealth(healthOf(rep))
 		} else if ctx.Err() == nil {
 			o.log.Debug("hunt health not read", "error", err)

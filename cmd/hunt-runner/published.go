@@ -10,6 +10,7 @@ import (
 	"github.com/hunt-runner/hunt-runner/configsrc"
 	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/status"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // forceFlag lets trigger, pause, resume and backfill act on a hunt the published schedule
@@ -24,7 +25,7 @@ func forceFlag() cli.Flag {
 // does (and a ghost row in status). It returns the hunt's entry; with --force an unpublished
 // id is a warning and the entry is nil. The refusal names the nearest published id.
 func requirePublished(c *cli.Context, conn driver.Conn, database, id string) (*hunt.Hunt, error) {
-	sched, err := status.Published(c.Context, conn, database)
+	sched, err := status.Published(c.Context, store.New(conn, database))
 	if err != nil {
 		return nil, cli.Exit(fmt.Sprintf("%s: %v", c.Command.Name, err), exitError)
 	}

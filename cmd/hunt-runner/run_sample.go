@@ -11,7 +11,8 @@ import (
 
 // The sample data `hunt-runner dev` generates: database sample with auth, process and DNS
 // events, mostly benign with a few attack patterns mixed in, so the example hunts find
-// something every few minutes.
+// something every few minutes. This SQL is on the user's data (database sample, what the
+// hunts read), not on hunt-runner's own tables, so it stays here rather than in package store.
 var sampleDDL = []string{
 	"CREATE DATABASE IF NOT EXISTS sample",
 	`CREATE TABLE IF NOT EXISTS sample.auth_events (
