@@ -16,6 +16,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
 	"github.com/hunt-runner/hunt-runner/hunt"
+	"github.com/hunt-runner/hunt-runner/internal/attrib"
 	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/lease"
@@ -206,9 +207,9 @@ FROM numbers(%[4]d)`, perGoroutine, e.now, claim, n*perGoroutine))
 				run := store.Run{HuntID: l.HuntID, Fire: e.now, RunID: uuid.New(), Owner: "limit",
 					WindowStart: e.now - 1, WindowEnd: e.now, Started: time.Now()}
 				w := window{Span: schedule.Span{Start: e.now - 1, End: e.now}, DataStart: time.Unix(e.now-1, 0), DataEnd: time.Unix(e.now, 0)}
-				f, err := r.query(ctx, h, e.now, run.RunID, w)
+				f, err := r.query(ctx, h, e.now, run.RunID, w, attrib.Live)
 				if err == nil {
-					err = r.storeFindings(ctx, h, e.now, run.RunID, f.docs)
+					err = r.storeFindings(ctx, h, e.now, run.RunID, f.docs, attrib.Live)
 				}
 				if err == nil {
 					err = wm.Advance(ctx, l, run)

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hunt-runner/hunt-runner/hunt"
+	"github.com/hunt-runner/hunt-runner/internal/attrib"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/store"
@@ -224,14 +225,18 @@ func (r *Runner) runHunt(ctx context.Context, j *job, runID uuid.UUID, w window)
 		j.markLost("the lease was past its trusted deadline before the run started")
 		return found{}, errLeaseLost
 	}
-	res, err := r.query(ctx, j.hunt, j.fire, runID, w)
+	kind := attrib.Live
+	if j.backfill != nil {
+		kind = attrib.Backfill
+	}
+	res, err := r.query(ctx, j.hunt, j.fire, runID, w, kind)
 	if err != nil {
 		return res, err
 	}
 	if res.dropped > 0 {
 		r.opts.Metrics.findingsDropped(ctx, j.hunt.ID, res.dropped)
 	}
-	return res, r.storeFindings(ctx, j.hunt, j.fire, runID, res.docs)
+	return res, r.storeFindings(ctx, j.hunt, j.fire, runID, res.docs, kind)
 }
 
 var errLeaseLost = errors.New("lease lost during the run")
