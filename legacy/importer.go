@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
-	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/status"
 	"github.com/hunt-runner/hunt-runner/store"
@@ -335,7 +334,7 @@ func readCurrent(ctx context.Context, conn driver.Conn, database string, ids []s
 		return nil, fmt.Errorf("import-legacy: read %s.hunt_watermark: %w", db, err)
 	}
 	rows, err = conn.Query(ctx, "SELECT hunt_id, owner, toInt64(fire), toUnixTimestamp64Milli(until) FROM ("+
-		lease.NewestLeaseSQL(database, "ids")+") WHERE until > now64(3)", clickhouse.Named("ids", ids))
+		store.NewestLeaseSQL(database, "ids")+") WHERE until > now64(3)", clickhouse.Named("ids", ids))
 	if err != nil {
 		return nil, fmt.Errorf("import-legacy: read %s.%s: %w", db, chstore.TableLease, err)
 	}
