@@ -60,18 +60,19 @@ func TestRefusedClaimIsRetried(t *testing.T) {
 	fire := serverNow(t, db) - 1
 	srv.SetFaults(t, ctl.FaultRule{Name: "quorum", Kind: ctl.KindInsert, Match: "arrayZip", Times: 2,
 		Effect: ctl.FailBefore, Code: 286})
-	var won bool
-	for range 5 { // a claim acknowledged past the settle on a loaded machine is lost: try again
+	// A claim acknowledged past the settle on a loaded machine is lost: claim again, for as long
+	// as it takes, never assuming the first claim (or the fifth) wins.
+	won := chtest.Poll(3*time.Minute, func() bool {
 		res, err := c.Claim(context.Background(), []lease.Fire{{HuntID: "h", Fire: fire}})
 		if err != nil || len(res.Failed) > 0 {
 			t.Fatalf("claim refused twice before executing: %+v, %v; want it retried", res, err)
 		}
 		if len(res.Won) == 1 {
-			won = true
-			break
+			return true
 		}
-		waitServerPast(t, db, time.Now().Add(3*time.Second))
-	}
+		waitServerPast(t, db, time.Now().Add(3*time.Second)) // the lost claim's provisional row expires
+		return false
+	})
 	if !won {
 		t.Fatal("the claim never won")
 	}

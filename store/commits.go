@@ -61,12 +61,7 @@ WHERE l.claim_id = toUUID({claim:String}) AND toInt64(l.fire) = {fire:Int64}
 		prev = run.GapStart
 	}
 	bound := CommitBound(ctx)
-	wctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
-		"async_insert":               0,
-		"join_use_nulls":             0,
-		"insert_deduplication_token": "commit:" + run.RunID.String(),
-		"max_execution_time":         bound.Seconds(),
-	}))
+	wctx := writeCtx(withExecutionBound(ctx, bound), "commit:"+run.RunID.String())
 	err := s.conn.Exec(wctx, q,
 		clickhouse.Named("ids", []string{l.HuntID}),
 		clickhouse.Named("h", l.HuntID),

@@ -24,27 +24,6 @@ func (s *Store) Leases() *Leases { return &Leases{s: s} }
 
 var _ lease.Store = (*Leases)(nil)
 
-// writeSettings are set on every coordination write: synchronous (an async insert is
-// invisible until flushed and its errors are lost) and explicit about join defaults, which
-// the freeness checks rely on (an unmatched LEFT JOIN row reads as epoch 0: no lease, no
-// watermark).
-func writeSettings(ctx context.Context, token string) clickhouse.Settings {
-	s := clickhouse.Settings{
-		"async_insert":   0,
-		"join_use_nulls": 0,
-	}
-	if d, ok := ctx.Value(executionBoundKey{}).(time.Duration); ok && d > 0 {
-		s["max_execution_time"] = d.Seconds()
-	}
-	if token != "" {
-		// Replicated tables drop an insert whose block hash they have seen; a token unique
-		// to this attempt keeps a new attempt from being mistaken for an old one, while a
-		// client retry of the same attempt stays idempotent.
-		s["insert_deduplication_token"] = token
-	}
-	return s
-}
-
 // chunks splits a batch into statements of at most lease.MaxStatement hunts.
 func chunks[T any](all []T) [][]T {
 	var out [][]T
@@ -150,7 +129,7 @@ LEFT JOIN (` + pausedSQL(ls.s.database, "now64(3)") + `) AS p ON p.hunt_id = ` +
 WHERE (l.until <= now64(3) OR (w.hunt_id != '' AND toInt64(l.fire) <= toInt64(w.watermark)))
   AND toInt64(w.watermark) < b.f
   AND p.hunt_id = ''`
-	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(writeSettings(ctx, batchToken(claimIDs))))
+	ctx = writeCtx(ctx, batchToken(claimIDs))
 	return ls.s.conn.Exec(ctx, q,
 		clickhouse.Named("owner", claims[0].Owner),
 		clickhouse.Named("lease_ms", length.Milliseconds()),
@@ -235,15 +214,6 @@ func (s *Store) ReplicaDelay(ctx context.Context) (time.Duration, error) {
 	return time.Duration(secs) * time.Second, nil
 }
 
-// withExecutionBound makes the server abort the statement once it has run for d
-// (max_execution_time): what the caller derives from when the statement's rows can land
-// holds on the server, not only while the client waits.
-func withExecutionBound(ctx context.Context, d time.Duration) context.Context {
-	return context.WithValue(ctx, executionBoundKey{}, d)
-}
-
-type executionBoundKey struct{}
-
 // liveOnly narrows a fenced write to a lease that is still live on the server clock.
 const liveOnly = " AND until > now64(3)"
 
@@ -257,7 +227,7 @@ func (ls *Leases) writeFenced(ctx context.Context, ids, claimIDs []string, until
 SELECT hunt_id, fire, owner, claim_id, ` + nextClaimed("claimed") + `, ` + untilExpr + `
 FROM (` + NewestLeaseSQL(ls.s.database, "ids") + `)
 WHERE has(arrayMap(x -> toUUID(x), {claims:Array(String)}), claim_id)` + extraWhere
-	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(writeSettings(ctx, token)))
+	ctx = writeCtx(ctx, token)
 	return ls.s.conn.Exec(ctx, q, append([]any{
 		clickhouse.Named("ids", uniq(ids)),
 		clickhouse.Named("claims", claimIDs),

@@ -73,8 +73,7 @@ SELECT {h:String}, toDateTime({fire:Int64}, 'UTC'), toUUID({run:String}), {owner
        {dropped:UInt64}, {kind:String}`
 	// The run id is the deduplication token: a retry of this row on a replicated table after a
 	// lost answer is dropped by the block deduplication.
-	ictx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
-		"async_insert": 0, "insert_deduplication_token": "run:" + r.RunID.String() + ":" + r.Status}))
+	ictx := writeCtx(ctx, "run:"+r.RunID.String()+":"+r.Status)
 	err := s.conn.Exec(ictx, q,
 		clickhouse.Named("h", r.HuntID), clickhouse.Named("fire", r.Fire), clickhouse.Named("run", r.RunID.String()),
 		clickhouse.Named("owner", r.Owner), clickhouse.Named("status", r.Status),

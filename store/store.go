@@ -12,6 +12,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"time"
 	"unicode/utf8"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -47,19 +48,51 @@ func (s *Store) table(name string) string {
 	return chstore.QuoteIdent(s.database) + "." + chstore.QuoteIdent(name)
 }
 
-// insertCtx sets what every coordination insert carries: synchronous, explicit join defaults,
-// and a deduplication
-// token derived from the row's content, so a retry routed to another replica after a lost
-// answer is dropped by the block deduplication (an identical later write is dropped too, which
-// changes nothing).
+// writeCtx carries the settings of every write to hunt-runner's tables, the one place they are
+// chosen: synchronous (an async insert is invisible until flushed and its errors are lost),
+// explicit about join defaults, which the fences rely on (an unmatched LEFT JOIN row reads as
+// epoch 0: no lease, no watermark), the write's deduplication token, and its server-side
+// execution bound when it has one (withExecutionBound).
+func writeCtx(ctx context.Context, token string) context.Context {
+	s := clickhouse.Settings{
+		"async_insert":   0,
+		"join_use_nulls": 0,
+	}
+	if d, ok := ctx.Value(executionBoundKey{}).(time.Duration); ok && d > 0 {
+		s["max_execution_time"] = d.Seconds()
+	}
+	if token != "" {
+		// Replicated tables drop an insert whose block hash they have seen; a token unique
+		// to this attempt keeps a new attempt from being mistaken for an old one, while a
+		// client retry of the same attempt stays idempotent.
+		s["insert_deduplication_token"] = token
+	}
+	return clickhouse.Context(ctx, clickhouse.WithSettings(s))
+}
+
+// withExecutionBound makes the server abort the statement once it has run for d
+// (max_execution_time): what the caller derives from when the statement's rows can land
+// holds on the server, not only while the client waits.
+func withExecutionBound(ctx context.Context, d time.Duration) context.Context {
+	return context.WithValue(ctx, executionBoundKey{}, d)
+}
+
+type executionBoundKey struct{}
+
+// insertCtx is writeCtx with a token derived from the row's content (contentToken).
 func insertCtx(ctx context.Context, parts ...any) context.Context {
+	return writeCtx(ctx, contentToken(parts...))
+}
+
+// contentToken is a deduplication token derived from a row's content, so a retry routed to
+// another replica after a lost answer is dropped by the block deduplication (an identical later
+// write is dropped too, which changes nothing).
+func contentToken(parts ...any) string {
 	h := sha256.New()
 	for _, p := range parts {
 		fmt.Fprintf(h, "%v\x00", p)
 	}
-	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
-		"async_insert": 0, "insert_deduplication_token": hex.EncodeToString(h.Sum(nil)[:16]),
-		"join_use_nulls": 0})) // a hunt without a previous row reads zeros
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // MaxErrorBytes bounds the error text stored with a run or a hunt's state. Errors can quote a
