@@ -114,7 +114,7 @@ func (e *env) runner(owner string, set *hunt.Set, mod func(*Options)) envRunner 
 	if mod != nil {
 		mod(&opts)
 	}
-	coord, err := lease.New(e.db.Conn, lease.Options{Owner: owner, Lease: opts.Lease, Settle: opts.Settle, Database: e.db.Name})
+	coord, err := lease.New(store.New(e.db.Conn, e.db.Name).Leases(), lease.Options{Owner: owner, Lease: opts.Lease, Settle: opts.Settle})
 	if err != nil {
 		e.t.Fatal(err)
 	}

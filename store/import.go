@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/hunt-runner/hunt-runner/hunt"
-	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
@@ -222,7 +221,7 @@ func (s *Store) ImportProgress(ctx context.Context, ids []string) (map[string]Im
 		return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableWatermark, err)
 	}
 	rows, err = s.conn.Query(ctx, "SELECT hunt_id, owner, toInt64(fire), toUnixTimestamp64Milli(until) FROM ("+
-		lease.NewestLeaseSQL(s.database, "ids")+") WHERE until > now64(3)", clickhouse.Named("ids", ids))
+		NewestLeaseSQL(s.database, "ids")+") WHERE until > now64(3)", clickhouse.Named("ids", ids))
 	if err != nil {
 		return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableLease, err)
 	}
