@@ -63,7 +63,7 @@ external_url: https://hunts.example.com/
 	if s, _ := cfg.Sink("am"); len(s.URLs) != 2 || s.ResolveAfter != 2*time.Hour || s.Lookback != 6*time.Hour {
 		t.Errorf("am sink %+v", s)
 	}
-	if s, _ := cfg.Sink("soc"); s.ResolveAfter != DefaultResolveAfter || s.Lookback != 0 {
+	if s, _ := cfg.Sink("soc"); s.ResolveAfter != ResolveAfterDefault || s.Lookback != 0 {
 		t.Errorf("defaults not applied: %+v", s)
 	}
 	if cfg.ExternalURL != "https://hunts.example.com" {
