@@ -50,10 +50,6 @@ const (
 	CommonLabelValue = "hunt-runner"
 )
 
-// sinkNameRe equals configsrc.SinkNameRe (TestSinkNameShapeMatchesHuntFiles); it is not
-// imported from there so that this package, and the Alertmanager test module, do not pull in
-// configsrc's git client.
-var sinkNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 // Config is a parsed --notify-config file. Secrets are read from their files at parse time.
 type Config struct {
@@ -386,7 +382,7 @@ func (p *cfgParser) sink(n *yaml.Node) (Sink, bool) {
 		switch k.Value {
 		case "name":
 			if name, ok := p.str(v, "name"); ok {
-				if !sinkNameRe.MatchString(name) {
+				if !hunt.SinkNameRe.MatchString(name) {
 					p.at(v, "sink name %s is not valid: letters, digits, '_', '.', '-', starting with a letter or digit, at most 64", printable(name))
 				}
 				s.Name = name

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hunt-runner/hunt-runner/configsrc"
 	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
@@ -145,12 +144,6 @@ func TestParseConfigErrors(t *testing.T) {
 	_, err = ParseConfig("n.yaml", []byte("sinks: [{name: a, type: webhook, url_file: "+urlFile+"}]"))
 	if err == nil || strings.Contains(err.Error(), pw) {
 		t.Errorf("credentials in url_file: %v", err)
-	}
-}
-
-func TestSinkNameShapeMatchesHuntFiles(t *testing.T) {
-	if sinkNameRe.String() != configsrc.SinkNameRe.String() {
-		t.Errorf("sink names: notify config %s, hunt files %s", sinkNameRe, configsrc.SinkNameRe)
 	}
 }
 
