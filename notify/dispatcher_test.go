@@ -397,7 +397,7 @@ func TestBackoffDoesNotStarveNewerFires(t *testing.T) {
 	down.fail = 1 << 30
 	cfg := &Config{Sinks: []Sink{{Name: "up", Type: TypeWebhook, URLs: []string{up.URL}, Timeout: 5 * time.Second, Lookback: testHistory},
 		{Name: "down", Type: TypeWebhook, URLs: []string{down.URL}, Timeout: 5 * time.Second, Lookback: testHistory}},
-		Routes: []Route{{Sinks: []string{"up", "down"}}}, MaxFindings: 20, Horizon: DefaultHorizon}
+		Routes: []Route{{Sinks: []string{"up", "down"}}}, MaxFindings: 20, Horizon: HorizonDefault}
 	o := testOptions(db, cfg, "pod-a")
 	o.Batch, o.RetryBase, o.RetryMax = 2, time.Hour, time.Hour // a poll reads at most 8 fires
 	d := newDispatcher(t, db, []hunt.Hunt{{ID: "brute"}}, o)

@@ -43,7 +43,7 @@ func TestSinkEnabledAfterHistoryGetsOnlyNewFires(t *testing.T) {
 	// Both sinks are enabled by the same first poll; "hist" asks for two hours of history.
 	cfg := &Config{Sinks: []Sink{{Name: "new", Type: TypeWebhook, URLs: []string{recv.URL}, Timeout: 5 * time.Second},
 		{Name: "hist", Type: TypeWebhook, URLs: []string{hist.URL}, Timeout: 5 * time.Second, Lookback: 2 * time.Hour}},
-		Routes: []Route{{Sinks: []string{"new", "hist"}}}, MaxFindings: DefaultMaxFindings, Horizon: DefaultHorizon}
+		Routes: []Route{{Sinks: []string{"new", "hist"}}}, MaxFindings: NotifyFindingsDefault, Horizon: HorizonDefault}
 	o := testOptions(db, cfg, "a")
 	o.Concurrency = 8
 	d := newDispatcher(t, db, hunts, o)
@@ -79,7 +79,7 @@ func TestSinkEnabledAfterHistoryGetsOnlyNewFires(t *testing.T) {
 	// the new fire out of every poll.
 	later := now.Add(time.Minute)
 	commit(t, db, "h", later, `{"n":"while down"}`)
-	cfg2 := &Config{Sinks: cfg.Sinks[:1], Routes: []Route{{Sinks: []string{"new"}}}, MaxFindings: DefaultMaxFindings, Horizon: DefaultHorizon}
+	cfg2 := &Config{Sinks: cfg.Sinks[:1], Routes: []Route{{Sinks: []string{"new"}}}, MaxFindings: NotifyFindingsDefault, Horizon: HorizonDefault}
 	o2 := testOptions(db, cfg2, "b")
 	o2.Batch = 2
 	d2 := newDispatcher(t, db, hunts, o2)
@@ -162,7 +162,7 @@ func TestSinkInUseBeforeEnablementKeepsItsFires(t *testing.T) {
 		commitAt(t, db, "h", f, f.Add(time.Second), fmt.Sprintf(`{"n":%d}`, i))
 	}
 	cfg := &Config{Sinks: []Sink{{Name: "soc", Type: TypeWebhook, URLs: []string{recv.URL}, Timeout: 5 * time.Second}},
-		Routes: []Route{{Sinks: []string{"soc"}}}, MaxFindings: DefaultMaxFindings, Horizon: DefaultHorizon}
+		Routes: []Route{{Sinks: []string{"soc"}}}, MaxFindings: NotifyFindingsDefault, Horizon: HorizonDefault}
 	d := newDispatcher(t, db, []hunt.Hunt{{ID: "h"}}, testOptions(db, cfg, "a"))
 	pollUntil(t, d, "the fires committed while stopped delivered", func() bool { return len(recv.ok(t)) >= 3 })
 	if n := len(recv.ok(t)); n != 3 {

@@ -169,7 +169,7 @@ func webhookConfig(url string, key []byte) *Config {
 	return &Config{
 		Sinks:       []Sink{{Name: "soc", Type: TypeWebhook, URLs: []string{url}, Secret: key, Timeout: 5 * time.Second, Lookback: testHistory}},
 		Routes:      []Route{{Sinks: []string{"soc"}}},
-		MaxFindings: DefaultMaxFindings, Horizon: DefaultHorizon,
+		MaxFindings: NotifyFindingsDefault, Horizon: HorizonDefault,
 	}
 }
 

@@ -20,7 +20,7 @@ func TestMetricsRecordOutcomes(t *testing.T) {
 	bad.fail, bad.failCode = 1<<30, 400
 	cfg := &Config{Sinks: []Sink{{Name: "ok", Type: TypeWebhook, URLs: []string{ok.URL}, Timeout: 5 * time.Second, Lookback: testHistory},
 		{Name: "bad", Type: TypeWebhook, URLs: []string{bad.URL}, Timeout: 5 * time.Second, Lookback: testHistory}},
-		Routes: []Route{{Sinks: []string{"ok", "bad"}}}, MaxFindings: 20, Horizon: DefaultHorizon}
+		Routes: []Route{{Sinks: []string{"ok", "bad"}}}, MaxFindings: 20, Horizon: HorizonDefault}
 	reader := sdkmetric.NewManualReader()
 	m, err := NewMetrics(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test"))
 	if err != nil {
