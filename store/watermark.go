@@ -219,8 +219,8 @@ func (s *Store) snapshot(ctx context.Context, how snapshotForm) (Snapshot, error
 			continue
 		}
 		states := snap.Hunts
-		if strings.Contains(hunt, chstore.BackfillInfix) {
-			states = keys
+		if strings.Contains(hunt, chstore.BackfillInfix) || strings.Contains(hunt, DeliveryInfix) {
+			states = keys // a coordination key, not a hunt
 		}
 		h := states[hunt]
 		switch kind {

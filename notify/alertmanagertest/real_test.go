@@ -265,7 +265,7 @@ func TestRealAlertmanagerNotifiesEveryFire(t *testing.T) {
 	hunts := []notify.Hunt{{ID: "new-admin", Description: "A new admin account appeared.", Severity: "high",
 		Labels: map[string]string{"team": "secops"}}}
 	d, err := notify.New(db.Conn, func() []notify.Hunt { return hunts }, notify.Options{Config: cfg, Database: db.Name,
-		Owner: "t", Poll: 50 * time.Millisecond, Settle: 10 * time.Millisecond, Lease: 10 * time.Second})
+		Owner: "t", Poll: 50 * time.Millisecond, Settle: 400 * time.Millisecond, Lease: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -333,7 +333,7 @@ func TestRealAlertmanagerSinkEnabledAfterHistoryGetsNone(t *testing.T) {
 	}
 	hunts := []notify.Hunt{{ID: "noisy", Severity: "high"}}
 	d, err := notify.New(db.Conn, func() []notify.Hunt { return hunts }, notify.Options{Config: cfg, Database: db.Name,
-		Owner: "t", Poll: 50 * time.Millisecond, Settle: 10 * time.Millisecond, Lease: 10 * time.Second})
+		Owner: "t", Poll: 50 * time.Millisecond, Settle: 400 * time.Millisecond, Lease: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
