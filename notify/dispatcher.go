@@ -326,13 +326,11 @@ func (d *Dispatcher) Poll(ctx context.Context) (PollResult, error) {
 			d.release(ctx, h)
 		}
 	}()
-	// The start may run for half of the trust left (store.CommitBound), so it lands while
-	// every claim it writes under is live.
 	trusted := claimed.Won[0].Trusted
 	for _, l := range claimed.Won {
 		trusted = earliest(trusted, l.Trusted)
 	}
-	sctx, scancel := context.WithTimeout(ctx, time.Until(trusted))
+	sctx, scancel := trustedCtx(ctx, trusted)
 	started, err := d.st.StartDeliveries(sctx, claimed.Won, ids)
 	scancel()
 	if err != nil {
@@ -449,6 +447,7 @@ func (d *Dispatcher) renew(ctx context.Context, h *hold) {
 		case err != nil:
 			d.log.Warn("notify: claim renewal failed; retrying", "key", l.HuntID, "error", err)
 		default:
+			d.log.Debug("notify: claim renewed", "key", l.HuntID, "until", next.Until, "trusted_for", time.Until(next.Trusted))
 			h.mu.Lock()
 			h.l = next
 			h.mu.Unlock()
@@ -534,8 +533,16 @@ func (d *Dispatcher) unsuppressed(ctx context.Context, h Hunt, fire int64, fs []
 	return out, len(fs) - len(out), nil
 }
 
-// outcomeTimeout bounds an outcome write and its read-back.
-const outcomeTimeout = 30 * time.Second
+// writeTimeout bounds a delivery write and its read-back.
+const writeTimeout = 30 * time.Second
+
+// trustedCtx is the context of a write under a claim trusted until trusted: the store lets
+// the statement run on the server for half of its deadline (store.CommitBound), that is until
+// trusted at most, and fences it on the lease outliving that, so whatever it writes lands
+// while the claim is still this pod's; the other half is the read-back's.
+func trustedCtx(ctx context.Context, trusted time.Time) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, min(writeTimeout, 2*time.Until(trusted)))
+}
 
 // deliver sends one started delivery under h and writes its outcome; now estimates the server
 // clock. It returns the outcome recorded, or outcomeLost when none was.
@@ -558,9 +565,7 @@ func (d *Dispatcher) deliver(ctx context.Context, h *hold, hu Hunt, c store.Deli
 		d.o.Metrics.outcome(c.Sink, outcomeLost)
 		return outcomeLost
 	}
-	// The write may run for half of this on the server (store.CommitBound), within the trust
-	// left, and the fence wants the lease to outlive that: the row lands before the lease ends.
-	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), min(outcomeTimeout, time.Until(l.Trusted)))
+	wctx, wcancel := trustedCtx(context.WithoutCancel(ctx), l.Trusted)
 	defer wcancel()
 	if err := d.st.FinishDelivery(wctx, l, c, store.DeliveryOutcome{Status: status, LastError: lastErr, Backoff: backoff}); err != nil {
 		if errors.Is(err, store.ErrFenced) {

@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -179,7 +181,11 @@ func webhookConfig(url string, key []byte) *Config {
 // renewal on a starved engine does not lose it (a lost lease means a legitimate resend, which
 // the exactly-one-delivery assertions would misread); tests of expiry shorten it.
 func testOptions(db *chtest.DB, cfg *Config, owner string) Options {
-	return Options{Config: cfg, Database: db.Name, Owner: owner, Poll: 20 * time.Millisecond,
+	var log *slog.Logger
+	if os.Getenv("NOTIFY_TEST_LOG") != "" { // the Dispatchers' logs, to see why a test waits
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("owner", owner)
+	}
+	return Options{Logger: log, Config: cfg, Database: db.Name, Owner: owner, Poll: 20 * time.Millisecond,
 		Settle: 400 * time.Millisecond, Lease: 6 * time.Second, RetryBase: 20 * time.Millisecond, RetryMax: 100 * time.Millisecond}
 }
 
