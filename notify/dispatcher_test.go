@@ -48,7 +48,7 @@ func TestEveryCommittedFireDeliveredOnceKeyAcrossRetriesAndDispatchers(t *testin
 	a := newDispatcher(t, db, hunts, testOptions(db, cfg, "pod-a"))
 	b := newDispatcher(t, db, hunts, testOptions(db, cfg, "pod-b"))
 	stopA, stopB := run(t, a), run(t, b)
-	chtest.Eventually(t, 60*time.Second, "every committed fire delivered", func() bool { return len(recv.ok(t)) >= len(want) })
+	chtest.Eventually(t, 120*time.Second, "every committed fire delivered", func() bool { return len(recv.ok(t)) >= len(want) })
 	stopA()
 	stopB()
 

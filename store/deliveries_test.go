@@ -71,7 +71,7 @@ func TestDeliveryFences(t *testing.T) {
 	}
 	plan("planner", "soc", "am")
 	soc := store.DeliveryID{HuntID: "brute", Fire: fire, Sink: "soc"}
-	a, b := coordinator(t, db, "a", 2*time.Second), coordinator(t, db, "b", time.Minute)
+	a, b := coordinator(t, db, "a", 6*time.Second), coordinator(t, db, "b", time.Minute)
 
 	la := claimKey(t, a, "brute", "soc", fire)
 	// As the Dispatcher does: the statement may run until the claim's trust deadline.
