@@ -20,9 +20,9 @@ import (
 )
 
 // Two Dispatchers, a receiver that fails for a while and then recovers: every committed fire
-// with findings reaches it, each (hunt, fire, sink) under one key and one body across all
-// attempts of both Dispatchers, never two attempts of a key at once, and nothing of a run that
-// did not commit.
+// with findings reaches it and is recorded delivered, each (hunt, fire, sink) under one key and
+// one body across all attempts of both Dispatchers, never two attempts of a key at once, and
+// nothing of a run that did not commit.
 func TestEveryCommittedFireDeliveredOnceKeyAcrossRetriesAndDispatchers(t *testing.T) {
 	db := testDB(t)
 	recv := newReceiver(t)
@@ -48,7 +48,9 @@ func TestEveryCommittedFireDeliveredOnceKeyAcrossRetriesAndDispatchers(t *testin
 	a := newDispatcher(t, db, hunts, testOptions(db, cfg, "pod-a"))
 	b := newDispatcher(t, db, hunts, testOptions(db, cfg, "pod-b"))
 	stopA, stopB := run(t, a), run(t, b)
-	chtest.Eventually(t, 120*time.Second, "every committed fire delivered", func() bool { return len(recv.ok(t)) >= len(want) })
+	chtest.Eventually(t, 120*time.Second, "every committed fire delivered", func() bool {
+		return countStatus(deliveryRows(t, db), StatusDelivered) == len(want)
+	})
 	stopA()
 	stopB()
 
@@ -80,8 +82,12 @@ func TestEveryCommittedFireDeliveredOnceKeyAcrossRetriesAndDispatchers(t *testin
 		}
 	}
 	for k := range want {
-		if okByKey[k] != 1 {
-			t.Errorf("key %s delivered %d times, want 1", k, okByKey[k])
+		// At least once: an outcome whose write did not land (a claim lost to a starved
+		// engine) is sent again, with the same key and body; never two at once (overlap).
+		if okByKey[k] < 1 {
+			t.Errorf("key %s delivered %d times, want at least 1", k, okByKey[k])
+		} else if okByKey[k] > 1 {
+			t.Logf("key %s delivered %d times (an outcome not recorded was sent again)", k, okByKey[k])
 		}
 	}
 	if recv.overlap {

@@ -1,6 +1,7 @@
 // Package store holds the per-hunt progress: fenced watermark writes, the run log
 // (hunt_run), per-hunt state (hunt_state), run-now requests, and the one-round-trip Snapshot
-// the runner plans each tick from.
+// the runner plans each tick from; and notify's delivery and suppression records
+// (deliveries.go, suppress.go), written fenced on the (hunt, sink) claims of package lease.
 package store
 
 import (
