@@ -50,7 +50,6 @@ const (
 	CommonLabelValue = "hunt-runner"
 )
 
-
 // Config is a parsed --notify-config file. Secrets are read from their files at parse time.
 type Config struct {
 	File        string

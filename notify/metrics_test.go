@@ -35,7 +35,7 @@ func TestMetricsRecordOutcomes(t *testing.T) {
 		if _, err := d.Poll(ctx); err != nil {
 			t.Fatal(err)
 		}
-		ds := deliveries(t, db)
+		ds := deliveryRows(t, db)
 		return countStatus(ds, StatusDelivered) == 1 && countStatus(ds, StatusDead) == 1
 	})
 	d.polls = 0 // the gauges are refreshed on the next poll

@@ -183,11 +183,12 @@ func (s *Store) snapshot(ctx context.Context) (Snapshot, error) {
 	if snap.Now.IsZero() {
 		return snap, errors.New("store: snapshot: no clock row")
 	}
-	keys := map[string]HuntState{} // backfill coordination keys
-	// update applies f to the state of hunt, a hunt id or a backfill's coordination key.
+	keys := map[string]HuntState{} // backfill and delivery coordination keys
+	// update applies f to the state of hunt, a hunt id or a coordination key (a backfill's or a
+	// delivery queue's), which is never a hunt.
 	update := func(hunt string, f func(*HuntState)) {
 		states := snap.Hunts
-		if strings.Contains(hunt, schema.BackfillInfix) {
+		if strings.Contains(hunt, schema.BackfillInfix) || strings.Contains(hunt, DeliveryInfix) {
 			states = keys
 		}
 		h := states[hunt]

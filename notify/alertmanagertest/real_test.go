@@ -266,7 +266,7 @@ func TestRealAlertmanagerNotifiesEveryFire(t *testing.T) {
 	hunts := hunt.NewSet([]hunt.Hunt{{Enabled: true, ID: "new-admin", Description: "A new admin account appeared.", Severity: "high",
 		Labels: map[string]string{"team": "secops"}}}, "test", "")
 	d, err := notify.New(db.Conn, func() *hunt.Set { return hunts }, notify.Options{Config: cfg, Database: db.Name,
-		Owner: "t", Poll: 50 * time.Millisecond, Settle: 10 * time.Millisecond, Lease: 10 * time.Second})
+		Owner: "t", Poll: 50 * time.Millisecond, Settle: 400 * time.Millisecond, Lease: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +334,7 @@ func TestRealAlertmanagerSinkEnabledAfterHistoryGetsNone(t *testing.T) {
 	}
 	hunts := hunt.NewSet([]hunt.Hunt{{Enabled: true, ID: "noisy", Severity: "high"}}, "test", "")
 	d, err := notify.New(db.Conn, func() *hunt.Set { return hunts }, notify.Options{Config: cfg, Database: db.Name,
-		Owner: "t", Poll: 50 * time.Millisecond, Settle: 10 * time.Millisecond, Lease: 10 * time.Second})
+		Owner: "t", Poll: 50 * time.Millisecond, Settle: 400 * time.Millisecond, Lease: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
