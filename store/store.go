@@ -1,10 +1,13 @@
-// Package store is the only package that speaks SQL to hunt-runner's own tables. Each table
-// family has its file: leases.go (hunt_lease: the claim protocol's lease.Store), commits.go
-// (hunt_watermark: the compare-and-set commit), runs.go (hunt_run and run-now requests),
-// state.go (hunt_state), snapshot.go (the reads a tick plans from), control.go (pause,
-// backfill), heartbeat.go, import.go; newest.go holds the one "newest row" form of each
-// table. Table names come from chstore's constants; write settings, deduplication tokens and
-// key encodings are set here, once per write.
+// Package store is the only package that speaks SQL to hunt-runner's own tables
+// (store/boundary_test.go enforces it). Each table family has its file: leases.go (hunt_lease:
+// the claim protocol's lease.Store), commits.go (hunt_watermark: the compare-and-set commit),
+// runs.go (hunt_run and run-now requests), state.go (hunt_state), snapshot.go (the reads a tick
+// plans from), control.go (pause, backfill), deliveries.go and suppress.go (notification
+// deliveries and suppression), findings.go (hunt_findings), status.go (the status report's
+// reads), ownership.go (who publishes a hunt), heartbeat.go, import.go (import-legacy);
+// newest.go holds the one "newest row" form of each table. The tables themselves (names, DDL,
+// upgrades, retention, grants) are defined in the leaf package store/schema. Write settings,
+// deduplication tokens and key encodings are set here, once per write.
 package store
 
 import (
