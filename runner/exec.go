@@ -42,6 +42,7 @@ type found struct {
 	dropped   uint64   // result rows not stored: past max_findings or past the run's byte cap
 	truncated uint64   // findings over the per-finding byte cap, stored as truncation records
 	bytes     int64    // what the kept rows cost, documents and labels
+	silent    []hunt.Source // declared sources found silent before the run (no_data)
 }
 
 // findingCaps bound what one run reads: rows, and bytes per finding and per run.
@@ -77,6 +78,11 @@ func (r *Runner) query(ctx context.Context, h *hunt.Hunt, fire int64, runID uuid
 	// result_overflow_mode='break': that setting is also applied on the shards running parts
 	// of a distributed query, where cutting a partial result silently would change what the
 	// hunt finds, and it still sends the whole block that crosses it.
+	settings := clickhouse.Settings{
+		"max_execution_time": int(timeout / time.Second),
+		"log_comment":        fmt.Sprintf("hunt-runner hunt_id=%s fire=%d run_id=%s", h.ID, fire, runID),
+	}
+	budgetSettings(h, settings)
 	qctx := clickhouse.Context(ctx,
 		clickhouse.WithParameters(clickhouse.Parameters{
 			configsrc.ParamLimit:           strconv.Itoa(caps.rows + 1),
@@ -86,10 +92,7 @@ func (r *Runner) query(ctx context.Context, h *hunt.Hunt, fire int64, runID uuid
 			"window_start":                 EpochParam(w.DataStart),
 			"window_end":                   EpochParam(w.DataEnd),
 		}),
-		clickhouse.WithSettings(clickhouse.Settings{
-			"max_execution_time": int(timeout / time.Second),
-			"log_comment":        fmt.Sprintf("hunt-runner hunt_id=%s fire=%d run_id=%s", h.ID, fire, runID),
-		}),
+		clickhouse.WithSettings(settings),
 	)
 	rows, err := r.huntConn.Query(qctx, configsrc.FindingsQuery(h.Query))
 	if err != nil {
