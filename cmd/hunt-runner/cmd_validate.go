@@ -118,8 +118,15 @@ func validateAction(c *cli.Context) error {
 				// The shape is safe; now the names must exist (tables, columns, functions).
 				err = configsrc.ResolveWithServer(c.Context, conn, h)
 			}
+			var sourceProblems []configsrc.Problem
+			if err == nil {
+				// Declared sources: the tables exist and have their time columns (catalogue only).
+				sourceProblems, err = configsrc.CheckSourcesWithServer(c.Context, conn, h)
+			}
 			var refusal *configsrc.RefusedError
 			switch {
+			case err == nil && len(sourceProblems) > 0:
+				problems = append(problems, sourceProblems...)
 			case err == nil:
 				valid = append(valid, h)
 			case errors.As(err, &refusal):
