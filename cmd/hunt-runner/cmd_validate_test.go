@@ -388,7 +388,7 @@ func TestValidateSourcesAndBudget(t *testing.T) {
 	writeTestFile(t, filepath.Join(dir, "col.yaml"), "interval: 5m\n"+q+"sources:\n  - {table: "+feed+", time_column: when, max_silence: 1m}\n")
 	out, err = runApp(t, "validate", "--clickhouse-url", db.URL, "--resolve-names=false", dir)
 	for _, want := range []string{filepath.Join(dir, "gone.yaml") + ":5:1: sources: table nosuch does not exist",
-		filepath.Join(dir, "col.yaml") + ":4:1: sources: table "+feed+" has no column when", ": 1 valid hunt,"} {
+		filepath.Join(dir, "col.yaml") + ":4:1: sources: table " + feed + " has no column when", ": 1 valid hunt,"} {
 		if exitCode(err) != exitError || !strings.Contains(out, want) {
 			t.Errorf("with the server, want %q: exit %d\n%s", want, exitCode(err), out)
 		}
