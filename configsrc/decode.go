@@ -51,7 +51,7 @@ var (
 
 var knownKeys = []string{"id", "description", "interval", "cron", "schedule", "enabled", "query",
 	"delay", "max_catchup", "timeout", "severity", "labels", "timestamp_field", "checkpoint_timestamp_field", "max_findings",
-	"notify", "suppress"}
+	"notify", "suppress", "sources", "max_rows_read", "max_bytes_read", "on_budget"}
 
 // legacyKeys are keys of the earlier runner and its API that have no meaning here; each gets a
 // message saying what to do instead of a bare "unknown key".
@@ -304,6 +304,7 @@ func (d *decoder) hunt(root *yaml.Node, stem string) (parsed, bool) {
 	if len(d.problems) > 0 {
 		return p, false
 	}
+	d.budgetDefaults(h)
 	*h = h.WithDefaults()
 	h.Hash = h.ComputeHash()
 	return p, true
@@ -372,6 +373,8 @@ func (d *decoder) keys(p *parsed, order []string, f map[string][2]*yaml.Node) hu
 			h.Suppress = d.suppress(v)
 		case "max_findings":
 			h.MaxFindings = d.maxFindings(v)
+		case "sources", "max_rows_read", "max_bytes_read", "on_budget":
+			d.sourceOrBudget(h, key, v)
 		case "timestamp_field", "checkpoint_timestamp_field":
 			if s, ok := d.str(v, key); ok {
 				if k.ts != nil && s != k.tsField {

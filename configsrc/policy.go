@@ -29,6 +29,8 @@ type Policy struct {
 	AllowSystem bool
 	// CoordinationDatabase is hunt-runner's own database: a hunt may never name it.
 	CoordinationDatabase string
+	// Budget is the read budget's default and ceiling (sources.go).
+	Budget Budget
 }
 
 // ParseTableFunctions reads a comma-separated --allow-table-functions value.

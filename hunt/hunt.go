@@ -31,7 +31,32 @@ const (
 	// HuntSetDefault is the hunt set of every command that is not given one, and of every row
 	// written before hunt sets existed (the hunt_set columns default to it).
 	HuntSetDefault = "default"
+	// OnBudgetDefault is what a run stopped by its read budget does when a hunt sets no
+	// on_budget: it fails, and the window stays owed.
+	OnBudgetDefault = OnBudgetFail
 )
+
+// What a run stopped by its read budget does (on_budget:).
+const (
+	// OnBudgetFail keeps the window owed: the run is recorded over_budget and the hunt backs
+	// off until its next fire (or a new revision of it).
+	OnBudgetFail = "fail"
+	// OnBudgetSkip commits the window as a recorded gap, so the hunt moves on.
+	OnBudgetSkip = "skip"
+)
+
+// Source is one entry of a hunt's sources: a table the hunt reads whose newest time tells
+// whether its feed is alive.
+type Source struct {
+	// Table is db.table or table (the hunts identity's current database), as written.
+	Table string
+	// TimeColumn is the column whose newest value is the source's last word.
+	TimeColumn string
+	// MaxSilence is how long the newest row may be older than the run's data window end
+	// before the source counts as silent.
+	MaxSilence time.Duration
+	Line       int // line of the entry in the hunt file
+}
 
 // Hunt is one validated hunt definition. Times are whole seconds, as the decoder reads them;
 // the *Seconds methods give them on the schedule grid.
@@ -64,6 +89,14 @@ type Hunt struct {
 	Notify []string
 	// Suppress is suppress: {by, for}; nil means every fire with findings notifies.
 	Suppress *Suppress
+	// Sources are the declared sources (sources:), checked for freshness before each run.
+	Sources []Source
+	// MaxRowsRead and MaxBytesRead are the read budget of one run (max_rows_read,
+	// max_bytes_read; the operator's default when unset, 0: none), applied on the server as
+	// max_rows_to_read / max_bytes_to_read.
+	MaxRowsRead, MaxBytesRead uint64
+	// OnBudget is OnBudgetFail (default) or OnBudgetSkip.
+	OnBudget string
 }
 
 // Suppress is a hunt's suppress: block. A finding whose By fields (top-level keys of the
@@ -83,6 +116,7 @@ func (h Hunt) WithDefaults() Hunt {
 	h.MaxCatchup = cmp.Or(h.MaxCatchup, CatchUpIntervalsDefault*h.Interval)
 	// The decoder refuses a max_findings past the ceiling; a hunt built by hand is held to it.
 	h.MaxFindings = min(cmp.Or(h.MaxFindings, MaxFindingsDefault), MaxFindingsCeiling)
+	h.OnBudget = cmp.Or(h.OnBudget, OnBudgetDefault)
 	return h
 }
 
@@ -114,8 +148,22 @@ func (h *Hunt) QueryPos(line, col int) (fileLine, fileCol int) {
 
 // ComputeHash is the value of Hash: a hex SHA-256 over the fields that define how the hunt
 // runs, in a fixed encoding. It is published in hunt_schedule.config_hash, so the encoding is
-// kept stable: a field added here changes every hunt's hash once.
+// kept stable: a field added here changes every hunt's hash once, unless it is omitted while
+// unset (sources and the read budget are), so hunts that do not use it keep their hash.
 func (h *Hunt) ComputeHash() string {
+	type source struct {
+		Table      string `json:"table"`
+		TimeColumn string `json:"time_column"`
+		MaxSilence int64  `json:"max_silence"`
+	}
+	var sources []source
+	for _, s := range h.Sources {
+		sources = append(sources, source{s.Table, s.TimeColumn, secs(s.MaxSilence)})
+	}
+	onBudget := h.OnBudget
+	if onBudget == OnBudgetDefault {
+		onBudget = ""
+	}
 	norm := struct {
 		ID          string            `json:"id"`
 		Description string            `json:"description"`
@@ -130,8 +178,13 @@ func (h *Hunt) ComputeHash() string {
 		Severity    string            `json:"severity"`
 		Labels      map[string]string `json:"labels"` // encoding/json sorts map keys
 		MaxFindings int               `json:"max_findings"`
+		Sources     []source          `json:"sources,omitempty"`
+		MaxRows     uint64            `json:"max_rows_read,omitempty"`
+		MaxBytes    uint64            `json:"max_bytes_read,omitempty"`
+		OnBudget    string            `json:"on_budget,omitempty"`
 	}{h.ID, h.Description, secs(h.Interval), secs(h.Offset), h.Pinned, h.Enabled, h.Query,
-		secs(h.Delay), secs(h.MaxCatchup), secs(h.Timeout), h.Severity, h.Labels, h.MaxFindings}
+		secs(h.Delay), secs(h.MaxCatchup), secs(h.Timeout), h.Severity, h.Labels, h.MaxFindings,
+		sources, h.MaxRowsRead, h.MaxBytesRead, onBudget}
 	b, err := json.Marshal(norm)
 	if err != nil { // cannot happen: only strings, ints, bools and a string map
 		panic(err)

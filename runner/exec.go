@@ -38,11 +38,12 @@ func EpochParam(t time.Time) string {
 
 // found is what one run of a hunt found.
 type found struct {
-	docs      []string // distinct findings kept, within the hunt's max_findings and the byte caps, in the query's order
-	total     uint64   // result rows before any cap
-	dropped   uint64   // result rows not stored: past max_findings or past the run's byte cap
-	truncated uint64   // findings over the per-finding byte cap, stored as truncation records
-	bytes     int64    // what the kept rows cost, documents and labels
+	docs      []string      // distinct findings kept, within the hunt's max_findings and the byte caps, in the query's order
+	total     uint64        // result rows before any cap
+	dropped   uint64        // result rows not stored: past max_findings or past the run's byte cap
+	truncated uint64        // findings over the per-finding byte cap, stored as truncation records
+	bytes     int64         // what the kept rows cost, documents and labels
+	silent    []hunt.Source // declared sources found silent before the run (no_data)
 }
 
 // findingCaps bound what one run reads: rows, and bytes per finding and per run.
@@ -83,6 +84,7 @@ func (r *Runner) statement(h *hunt.Hunt, fire int64, runID uuid.UUID, w window, 
 		"max_execution_time": int(h.Timeout / time.Second),
 		"log_comment":        r.comment(h, fire, runID, kind).String(),
 	}
+	budgetSettings(h, settings)
 	return configsrc.FindingsQuery(h.Query), params, settings
 }
 

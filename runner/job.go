@@ -199,6 +199,10 @@ func (r *Runner) execute(j *job) {
 	commitCtx, cancel := context.WithTimeout(trace.ContextWithSpan(r.runCtx, span), r.commitBudget())
 	defer cancel()
 	run.Status, err = r.commit(commitCtx, log, j, run, err)
+	if run.Status == hunt.RunSucceeded && len(res.silent) > 0 {
+		run.Status = hunt.RunNoData // committed: nothing is examined twice, but the hunt is blind
+		run.Error = noDataMessage(res.silent)
+	}
 	rep := RunReport{HuntID: h.ID, Fire: j.fire, RunID: runID, Requested: j.requested, Status: run.Status, Err: err,
 		WindowStart: w.DataStart, WindowEnd: w.DataEnd, Rows: run.RowsWritten, Dropped: run.FindingsDropped,
 		Duration: time.Since(startedLocal)}
@@ -210,6 +214,9 @@ func (r *Runner) execute(j *job) {
 	}
 	if err != nil {
 		run.Error = err.Error()
+	}
+	if run.Status == hunt.RunOverBudget {
+		run.RowsWritten, run.FindingsDropped = 0, 0
 	}
 	r.record(commitCtx, log, span, j, run, rep)
 	r.opts.Metrics.runDone(ctx, h.ID, run.Kind, rep.Status, rep.Duration, rep.Rows)
@@ -229,7 +236,16 @@ func (r *Runner) runHunt(ctx context.Context, j *job, runID uuid.UUID, w window)
 	if j.backfill != nil {
 		kind = attrib.Backfill
 	}
+	// Freshness is about the live feed: a backfill reads the past, whatever the source does now.
+	var silent []hunt.Source
+	if j.backfill == nil {
+		var err error
+		if silent, err = r.silentSources(ctx, j.hunt, w); err != nil {
+			return found{}, err
+		}
+	}
 	res, err := r.query(ctx, j.hunt, j.fire, runID, w, kind)
+	res.silent = silent
 	if err != nil {
 		return res, err
 	}
@@ -250,10 +266,19 @@ func (r *Runner) commit(ctx context.Context, log logger, j *job, run store.Run, 
 		return hunt.RunLost, errLeaseLost
 	case runErr != nil && r.runCtx.Err() != nil:
 		return hunt.RunCancelled, runErr // shutdown cut the run: commit nothing, the lease expires
+	// A backfill chunk over its budget fails like any error (its backoff, docs/runner.md).
+	case runErr != nil && overBudget(runErr) && j.backfill == nil && j.hunt.OnBudget == hunt.OnBudgetSkip:
+		run = skipWindow(run) // commit the window as a recorded gap, below
+	case runErr != nil && overBudget(runErr) && j.backfill == nil:
+		return hunt.RunOverBudget, runErr // the window stays owed; record holds the hunt off
 	case runErr != nil:
 		return hunt.RunFailed, runErr
 	}
-	run.Status = hunt.RunSucceeded
+	done := hunt.RunSucceeded
+	if runErr != nil {
+		done = hunt.RunOverBudget
+	}
+	run.Status = done
 	// The lease is trusted from its last renewal on; the commit, retries included, must fit
 	// in what is left of it.
 	j.endRenewal()
@@ -286,7 +311,7 @@ func (r *Runner) commit(ctx context.Context, log logger, j *job, run store.Run, 
 	})
 	switch {
 	case err == nil:
-		return hunt.RunSucceeded, nil
+		return done, runErr
 	case errors.Is(err, store.ErrFenced), errors.Is(err, lease.ErrLost):
 		return hunt.RunLost, fmt.Errorf("commit refused: %w", err)
 	case retryable(err):
@@ -352,6 +377,8 @@ func (r *Runner) record(ctx context.Context, log logger, span trace.Span, j *job
 		span.SetStatus(codes.Error, "failed")
 		span.RecordError(logSafe(rep.Err))
 		log.Error("hunt run failed", "error", rep.Err, "consecutive_failures", failures, "backoff", d.String())
+	case hunt.RunNoData, hunt.RunOverBudget:
+		r.recordBlind(ctx, log, span, j, run, rep)
 	case hunt.RunLost:
 		// Someone else owns the fire now: no commit, no release, only the audit row.
 		run.Finished = time.Now().UTC()

@@ -19,6 +19,8 @@ type HuntHealth struct {
 	Lag                 int64     // seconds the oldest owed fire has been owed
 	LastSuccess         time.Time // zero: never succeeded
 	ConsecutiveFailures uint32
+	NoData              bool // state no_data: a declared source is silent
+	OverBudget          bool // state over_budget: the newest run was stopped by its read budget
 }
 
 // BehindIntervals is how many of its intervals a hunt's lag must exceed for
@@ -39,6 +41,8 @@ const (
 //	hunt_runner_hunts_behind                              hunts owing a fire for more than BehindIntervals intervals
 //	hunt_runner_hunts_never_succeeded                     hunts owing a fire for more than an interval, never committed
 //	hunt_runner_lag_intervals_max                         the largest lag of any hunt, in that hunt's intervals
+//	hunt_runner_hunts_no_data                             hunts in state no_data (a declared source is silent)
+//	hunt_runner_hunts_over_budget                         hunts in state over_budget (stopped by the read budget)
 //	hunt_runner_hunt_files_invalid                        problems in the hunt files loaded, offline and server-side
 //	hunt_runner_hunts_stale                               hunts held at their last good definition
 //	hunt_runner_reloads_total{outcome}                    ok|error
@@ -138,6 +142,16 @@ func (m *Metrics) registerHealth(meter metric.Meter) error {
 	if err != nil {
 		return err
 	}
+	noData, err := meter.Int64ObservableGauge("hunt_runner_hunts_no_data",
+		metric.WithDescription("Hunts in state no_data: their newest run committed while a declared source had been silent past its max_silence."))
+	if err != nil {
+		return err
+	}
+	overBudget, err := meter.Int64ObservableGauge("hunt_runner_hunts_over_budget",
+		metric.WithDescription("Hunts in state over_budget: their newest run was stopped by its read budget (max_rows_read, max_bytes_read)."))
+	if err != nil {
+		return err
+	}
 	_, err = meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		g.mu.Lock()
 		defer g.mu.Unlock()
@@ -167,6 +181,8 @@ func (m *Metrics) registerHealth(meter metric.Meter) error {
 			o.ObserveInt64(behindN, t.behind)
 			o.ObserveInt64(neverN, t.never)
 			o.ObserveFloat64(lagMax, t.lagMax)
+			o.ObserveInt64(noData, t.noData)
+			o.ObserveInt64(overBudget, t.overBudget)
 		}
 		if g.files != nil {
 			if f, ok := g.files(); ok {
@@ -175,17 +191,24 @@ func (m *Metrics) registerHealth(meter metric.Meter) error {
 			}
 		}
 		return nil
-	}, interval, lag, lastSuccess, never, failures, invalid, stale, failing, failuresMax, behindN, neverN, lagMax)
+	}, interval, lag, lastSuccess, never, failures, invalid, stale, failing, failuresMax, behindN, neverN, lagMax, noData, overBudget)
 	return err
 }
 
 // healthTotals are the totals of the hunt-health gauges.
 type healthTotals struct {
 	failing, failuresMax, behind, never int64
+	noData, overBudget                  int64
 	lagMax                              float64
 }
 
 func (t *healthTotals) add(h HuntHealth) {
+	if h.NoData {
+		t.noData++
+	}
+	if h.OverBudget {
+		t.overBudget++
+	}
 	if h.ConsecutiveFailures > 0 {
 		t.failing++
 	}

@@ -42,7 +42,7 @@ func recordEverything(ctx context.Context, m *Metrics) {
 	m.claimInserted(ctx, 200*time.Millisecond)
 	m.setReplicaDelay(time.Second)
 	m.SetHuntHealth(map[string]HuntHealth{"h": {Interval: 60, LastSuccess: time.Now()}, "n": {Interval: 60, Lag: 150, ConsecutiveFailures: 2},
-		"o": {Interval: 60, Lag: 90, ConsecutiveFailures: 1}})
+		"o": {Interval: 60, Lag: 90, ConsecutiveFailures: 1, NoData: true, OverBudget: true}})
 	m.Reloaded(ctx, ReloadOK)
 	m.ObserveHuntFiles(func() (HuntFiles, bool) { return HuntFiles{Invalid: 2, Stale: 1}, true })
 }
@@ -72,6 +72,7 @@ func TestExportedMetricNames(t *testing.T) {
 	for _, want := range []string{`hunt_runner_hunts_failing 2`, `hunt_runner_consecutive_failures_max 2`,
 		`hunt_runner_hunts_behind 1`, `hunt_runner_hunts_never_succeeded 2`, `hunt_runner_lag_intervals_max 2.5`,
 		`hunt_runner_hunt_files_invalid 2`, `hunt_runner_hunts_stale 1`, `hunt_runner_reloads_total{outcome="ok"} 1`,
+		`hunt_runner_hunts_no_data 1`, `hunt_runner_hunts_over_budget 1`,
 		`hunt_runner_runs_total{kind="scheduled",outcome="succeeded"} 1`, `hunt_runner_runs_total{kind="backfill",outcome="failed"} 1`,
 		`hunt_runner_run_duration_seconds_count{kind="scheduled",outcome="succeeded"} 1`,
 		`hunt_runner_rows_written_total 3`, `hunt_runner_gaps_total 1`, `hunt_runner_behind_seconds 7`,

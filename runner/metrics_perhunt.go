@@ -32,7 +32,8 @@ const (
 // hunt_runner_run_duration_seconds: their product per itemised hunt bounds the largest
 // instrument (MetricsSeriesLimit).
 var (
-	runOutcomes = []hunt.RunStatus{hunt.RunSucceeded, hunt.RunFailed, hunt.RunLost, hunt.RunCancelled, hunt.RunUnknown}
+	runOutcomes = []hunt.RunStatus{hunt.RunSucceeded, hunt.RunFailed, hunt.RunLost, hunt.RunCancelled, hunt.RunUnknown,
+		hunt.RunNoData, hunt.RunOverBudget}
 	runKinds    = []hunt.Kind{hunt.KindScheduled, hunt.KindRequest, hunt.KindBackfill}
 )
 

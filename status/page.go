@@ -63,9 +63,18 @@ type huntPage struct {
 	Files    *HuntFiles
 }
 
-// stateRank orders the page: what needs a person comes first.
-var stateRank = map[string]int{StateFailing: 0, StateStale: 1, StateUnpublished: 2, StateNeverRun: 3, StateBehind: 4,
-	StateRunning: 5, StatePaused: 6, StateOK: 7, StateDisabled: 8}
+// stateOrder orders the page: what needs a person comes first. stateRank is its index.
+var (
+	stateOrder = []string{StateFailing, StateOverBudget, StateNoData, StateStale, StateUnpublished, StateNeverRun, StateBehind,
+		StateRunning, StatePaused, StateOK, StateDisabled}
+	stateRank = func() map[string]int {
+		m := map[string]int{}
+		for i, s := range stateOrder {
+			m[s] = i
+		}
+		return m
+	}()
+)
 
 func rows(rep Report) []row {
 	out := make([]row, 0, len(rep.Hunts))
@@ -101,7 +110,7 @@ func (w *Web) pageIndex(rw http.ResponseWriter, r *http.Request) {
 	for _, h := range rep.Hunts {
 		counts[h.State]++
 	}
-	for _, s := range []string{StateFailing, StateStale, StateUnpublished, StateNeverRun, StateBehind, StateRunning, StatePaused, StateOK, StateDisabled} {
+	for _, s := range stateOrder {
 		if counts[s] > 0 {
 			p.Counts = append(p.Counts, stateCount{s, counts[s]})
 		}

@@ -34,7 +34,9 @@ type Hunt struct {
 	// does not count it.
 	Unpublished bool `json:"unpublished,omitempty"`
 	// State is one word for a person: see the State* constants.
-	State         string `json:"state"`
+	State string `json:"state"`
+	// StateDetail says why, for no_data (which sources are silent) and over_budget.
+	StateDetail   string `json:"state_detail,omitempty"`
 	LatestFire    string `json:"latest_fire,omitempty"`
 	NextFire      string `json:"next_fire,omitempty"`
 	Watermark     string `json:"watermark,omitempty"`
@@ -76,6 +78,8 @@ type Hunt struct {
 // States of Hunt.State, in the order the page ranks them (worst first).
 const (
 	StateFailing     = "failing"     // the newest attempt failed (consecutive_failures > 0)
+	StateOverBudget  = "over_budget" // the newest run was stopped by its read budget
+	StateNoData      = "no_data"     // the newest run committed while a declared source was silent
 	StateStale       = "stale"       // its file has a problem; runners keep the last good definition
 	StateUnpublished = "unpublished" // runners know it, hunt_schedule does not
 	StateNeverRun    = "never-run"   // enabled, owed, and no attempt has finished yet
@@ -224,7 +228,10 @@ func build(snap store.Snapshot, e hunt.Hunt, unpublished bool, pub publishedEntr
 	if hs.Paused {
 		hs.NextFire = "" // a paused hunt fires at no time until resumed
 	}
-	hs.State = stateOf(hs, lr)
+	hs.State = stateOf(hs, lr, st.Status)
+	if hs.State == StateNoData || hs.State == StateOverBudget {
+		hs.StateDetail = CleanError(st.LastError)
+	}
 	return hs
 }
 
@@ -247,7 +254,9 @@ func firstOwed(e *hunt.Hunt, pub publishedEntry, lr store.RunSummary) (int64, bo
 }
 
 // stateOf ranks what a person most needs to know about the hunt into one word.
-func stateOf(h Hunt, lr store.RunSummary) string {
+// health is the hunt_state status of its newest run: no_data and over_budget hold until a run
+// succeeds again.
+func stateOf(h Hunt, lr store.RunSummary, health hunt.RunStatus) string {
 	switch {
 	case !h.Enabled && !h.Unpublished:
 		return StateDisabled
@@ -255,6 +264,10 @@ func stateOf(h Hunt, lr store.RunSummary) string {
 		return StatePaused
 	case h.ConsecutiveFailures > 0 || (lr.HasLast && lr.Status == hunt.RunFailed.String()):
 		return StateFailing
+	case health == hunt.RunOverBudget:
+		return StateOverBudget
+	case health == hunt.RunNoData:
+		return StateNoData
 	case h.Unpublished:
 		return StateUnpublished
 	case h.Watermark == "" && !lr.HasLast && h.BehindSeconds > 0:

@@ -40,10 +40,10 @@ type Run struct {
 // RecordRun appends a hunt_run row.
 func (s *Store) RecordRun(ctx context.Context, r Run) error {
 	switch r.Status {
-	case hunt.RunFailed, hunt.RunLost:
+	case hunt.RunFailed, hunt.RunLost, hunt.RunOverBudget:
 	default:
 		// Succeeded and gap rows are commits: only Advance writes them, in hunt_watermark.
-		return fmt.Errorf("watermark: run status %q is not one of failed, lost (commits go through Advance)", r.Status)
+		return fmt.Errorf("watermark: run status %q is not one of failed, lost, over_budget (commits go through Advance)", r.Status)
 	}
 	if r.RunID == uuid.Nil {
 		r.RunID = uuid.New()

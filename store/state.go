@@ -26,6 +26,9 @@ type State struct {
 	// A failure backs the hunt off: the n-th consecutive failure (n as derived) sets retry_after
 	// to the server's now plus min(BackoffBase × 2^(n−1), BackoffCap) (0: no backoff).
 	BackoffBase, BackoffCap time.Duration
+	// Hold sets retry_after to the server's now plus Hold for a run that did not fail but must
+	// not be retried at once (over_budget: until the hunt's next fire). 0: no hold.
+	Hold time.Duration
 }
 
 // SetState writes a hunt_state row (updated = server clock).
@@ -71,33 +74,39 @@ func (s *Store) setStates(ctx context.Context, sts []State) error {
 	var (
 		ids, statuses, errs = make([]string, len(sts)), make([]string, len(sts)), make([]string, len(sts))
 		fires, bases, caps  = make([]int64, len(sts)), make([]int64, len(sts)), make([]int64, len(sts))
+		holds               = make([]int64, len(sts))
 		overran, aggressive = make([]bool, len(sts)), make([]bool, len(sts))
 		token               = []any{"state"}
 	)
 	for i, st := range sts {
 		ids[i], statuses[i], errs[i] = st.HuntID, st.Status.String(), boundError(st.LastError)
 		fires[i], bases[i], caps[i] = st.LastFire, st.BackoffBase.Milliseconds(), st.BackoffCap.Milliseconds()
-		overran[i], aggressive[i] = st.Overran, st.TooAggressive
+		overran[i], aggressive[i], holds[i] = st.Overran, st.TooAggressive, st.Hold.Milliseconds()
 		token = append(token, st.HuntID, st.Status, st.LastError, st.LastFire, st.Overran, st.TooAggressive,
 			st.BackoffBase, st.BackoffCap)
+		if st.Hold > 0 { // only then: the tokens of rows without a hold stay as they were
+			token = append(token, st.Hold)
+		}
 	}
 	q := `INSERT INTO ` + s.table(schema.TableState) + ` (hunt_id, status, consecutive_failures, last_error, last_fire, updated,
     retry_after, overrun_count, too_aggressive)
 SELECT b.h, b.status, b.failures, b.err, toDateTime(b.fire, 'UTC'), now64(6),
     if(b.failures > 0 AND b.base > 0,
        now64(3) + toIntervalMillisecond(least(toUInt64(b.base) * bitShiftLeft(toUInt64(1), least(greatest(b.failures, 1) - 1, 40)), toUInt64(b.cap))),
-       toDateTime64(0, 3, 'UTC')),
+       if(b.hold > 0, now64(3) + toIntervalMillisecond(b.hold), toDateTime64(0, 3, 'UTC'))),
     toUInt64(p.overrun_count) + if(b.overran AND toInt64(p.last_fire) < b.fire, 1, 0), b.aggressive
 FROM (SELECT r.1 AS h, r.2 AS status, r.3 AS err, r.4 AS fire, r.5 AS base, r.6 AS cap, r.7 AS overran, r.8 AS aggressive,
+             r.9 AS hold,
              if(r.2 = '` + hunt.RunFailed.String() + `', toUInt32(p0.consecutive_failures + 1), toUInt32(0)) AS failures
       FROM (SELECT arrayJoin(arrayZip({h:Array(String)}, {status:Array(String)}, {err:Array(String)}, {fire:Array(Int64)},
-                {base_ms:Array(Int64)}, {cap_ms:Array(Int64)}, {overran:Array(Bool)}, {aggressive:Array(Bool)})) AS r) AS z
+                {base_ms:Array(Int64)}, {cap_ms:Array(Int64)}, {overran:Array(Bool)}, {aggressive:Array(Bool)},
+                {hold_ms:Array(Int64)})) AS r) AS z
       LEFT JOIN (` + newestStateSQL(s.database, "h") + `) AS p0 ON p0.hunt_id = z.r.1) AS b
 LEFT JOIN (` + newestStateSQL(s.database, "h") + `) AS p ON p.hunt_id = b.h
 WHERE toInt64(p.last_fire) <= b.fire`
 	args := []any{clickhouse.Named("h", ids), clickhouse.Named("status", statuses), clickhouse.Named("err", errs),
 		clickhouse.Named("fire", fires), clickhouse.Named("base_ms", bases), clickhouse.Named("cap_ms", caps),
-		clickhouse.Named("overran", overran), clickhouse.Named("aggressive", aggressive)}
+		clickhouse.Named("overran", overran), clickhouse.Named("aggressive", aggressive), clickhouse.Named("hold_ms", holds)}
 	if err := s.conn.Exec(insertCtx(ctx, token...), q, args...); err != nil {
 		if len(sts) == 1 {
 			return fmt.Errorf("watermark: set state %s: %w", sts[0].HuntID, err)

@@ -192,6 +192,9 @@ func printStatus(w io.Writer, rep status.Report) {
 	}
 	tw.Flush()
 	for _, h := range rep.Hunts {
+		if h.State == status.StateNoData || h.State == status.StateOverBudget {
+			fmt.Fprintf(w, "%s %s: %s\n", h.State, h.HuntID, oneLine(h.StateDetail))
+		}
 		if h.Stale {
 			fmt.Fprintf(w, "stale %s: its file has a problem, so runners keep its last good definition (the edit is not live): %s\n", h.HuntID, oneLine(h.FileProblem))
 		}

@@ -33,7 +33,10 @@ func validateCommand() *cli.Command {
 			"parsed by the server (EXPLAIN AST, which evaluates nothing) and checked against the same rules,\n" +
 			"and the databases, tables and columns it names are looked up in system.tables and\n" +
 			"system.columns: an unknown one is a problem. Nothing of the hunt ever runs. --resolve-names=false\n" +
-			"skips the look-up, e.g. against a CI server without the source tables.\n" +
+			"skips the look-up, e.g. against a CI server without the source tables. Declared sources (sources:)\n" +
+			"are always looked up in system.columns: each table must exist and have its time_column.\n" +
+			"Read budgets (max_rows_read, max_bytes_read) are held to --max-rows-read-ceiling and\n" +
+			"--max-bytes-read-ceiling, with or without a server.\n" +
 			"Without --clickhouse-url only a lexical check of the SQL runs, and validate says so: a typo the\n" +
 			"parser would catch, or a missing table, passes.\n\n" +
 			"Exit status: 0 all valid, 1 any problem or no hunt file at all (a wrong path must not pass CI),\n" +
@@ -118,8 +121,15 @@ func validateAction(c *cli.Context) error {
 				// The shape is safe; now the names must exist (tables, columns, functions).
 				err = configsrc.ResolveWithServer(c.Context, conn, h)
 			}
+			var sourceProblems []configsrc.Problem
+			if err == nil {
+				// Declared sources: the tables exist and have their time columns (catalogue only).
+				sourceProblems, err = configsrc.CheckSourcesWithServer(c.Context, conn, h)
+			}
 			var refusal *configsrc.RefusedError
 			switch {
+			case err == nil && len(sourceProblems) > 0:
+				problems = append(problems, sourceProblems...)
 			case err == nil:
 				valid = append(valid, h)
 			case errors.As(err, &refusal):

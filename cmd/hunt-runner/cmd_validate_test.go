@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -346,5 +347,50 @@ func TestValidateFileNamesCannotForgeLines(t *testing.T) {
 	}
 	if strings.Contains(out, "\x1b") || !strings.Contains(out, `evil\x0ahunts/forged.yaml:1:1: all good\x1b[2K.yaml`) {
 		t.Errorf("file name not escaped:\n%q", out)
+	}
+}
+
+// Declared sources and read budgets: malformed values and a budget above the operator's
+// ceiling fail offline with file:line; with a server, a source table that does not exist or
+// lacks its time column fails with the line of its entry.
+func TestValidateSourcesAndBudget(t *testing.T) {
+	db := chtest.New(t)
+	if err := db.Conn.Exec(context.Background(), "CREATE TABLE feed (ts DateTime, v UInt8) ENGINE = MergeTree ORDER BY ts"); err != nil {
+		t.Fatal(err)
+	}
+	q := "query: SELECT v FROM " + db.Name + ".feed WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}\n"
+	feed := db.Name + ".feed"
+	dir := t.TempDir()
+	writeTestFile(t, filepath.Join(dir, "ok.yaml"), "interval: 5m\n"+q+"sources: [{table: "+feed+", time_column: ts, max_silence: 15m}]\nmax_rows_read: 1000\nmax_bytes_read: 1GiB\n")
+	out, err := runApp(t, "validate", "--max-rows-read-ceiling", "1000", "--max-bytes-read-ceiling", "1GiB", dir)
+	if err != nil {
+		t.Fatalf("within the ceilings: %v\n%s", err, out)
+	}
+	out, err = runApp(t, "validate", "--max-rows-read-ceiling", "999", dir)
+	if exitCode(err) != exitError || !strings.Contains(out, filepath.Join(dir, "ok.yaml")+":4:16: max_rows_read 1000 is above the operator's ceiling of 999") {
+		t.Errorf("a budget above the ceiling: exit %d\n%s", exitCode(err), out)
+	}
+	if _, err := runApp(t, "validate", "--max-bytes-read-ceiling", "lots", dir); exitCode(err) != exitUsage {
+		t.Errorf("a malformed ceiling flag: %v", err)
+	}
+	if _, err := runApp(t, "validate", "--max-rows-read-default", "10", "--max-rows-read-ceiling", "5", dir); exitCode(err) != exitUsage {
+		t.Errorf("a default above its ceiling: %v", err)
+	}
+	writeTestFile(t, filepath.Join(dir, "bad.yaml"), "interval: 5m\n"+q+"sources:\n  - {table: feed, time_column: ts, max_silence: soon}\nmax_bytes_read: 2 parsecs\n")
+	out, err = runApp(t, "validate", dir)
+	for _, want := range []string{"bad.yaml:4:49: sources.max_silence", "bad.yaml:5:17: max_bytes_read must be a size"} {
+		if exitCode(err) != exitError || !strings.Contains(out, want) {
+			t.Errorf("want %q: exit %d\n%s", want, exitCode(err), out)
+		}
+	}
+	os.Remove(filepath.Join(dir, "bad.yaml"))
+	writeTestFile(t, filepath.Join(dir, "gone.yaml"), "interval: 5m\n"+q+"sources:\n  - {table: "+feed+", time_column: ts, max_silence: 1m}\n  - {table: nosuch, time_column: ts, max_silence: 1m}\n")
+	writeTestFile(t, filepath.Join(dir, "col.yaml"), "interval: 5m\n"+q+"sources:\n  - {table: "+feed+", time_column: when, max_silence: 1m}\n")
+	out, err = runApp(t, "validate", "--clickhouse-url", db.URL, "--resolve-names=false", dir)
+	for _, want := range []string{filepath.Join(dir, "gone.yaml") + ":5:1: sources: table nosuch does not exist",
+		filepath.Join(dir, "col.yaml") + ":4:1: sources: table " + feed + " has no column when", ": 1 valid hunt,"} {
+		if exitCode(err) != exitError || !strings.Contains(out, want) {
+			t.Errorf("with the server, want %q: exit %d\n%s", want, exitCode(err), out)
+		}
 	}
 }

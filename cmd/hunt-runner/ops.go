@@ -97,7 +97,8 @@ func healthOf(rep status.Report) map[string]runner.HuntHealth {
 		if !h.Enabled {
 			continue
 		}
-		hh := runner.HuntHealth{Interval: h.IntervalSeconds, Lag: h.BehindSeconds, ConsecutiveFailures: h.ConsecutiveFailures}
+		hh := runner.HuntHealth{Interval: h.IntervalSeconds, Lag: h.BehindSeconds, ConsecutiveFailures: h.ConsecutiveFailures,
+			NoData: h.State == status.StateNoData, OverBudget: h.State == status.StateOverBudget}
 		if t, err := time.Parse(time.RFC3339, h.LastSuccess); err == nil {
 			hh.LastSuccess = t
 		}

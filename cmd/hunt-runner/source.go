@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"path"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -89,7 +90,37 @@ func policyFlags() []cli.Flag {
 			Usage: "comma-separated dictionaries (db.name, as written in dictGet) hunts may read; none by default"},
 		&cli.BoolFlag{Name: "allow-system-tables", EnvVars: envFor("allow-system-tables"),
 			Usage: "let hunts read system.* and information_schema (they hold other users' queries and server state)"},
+		&cli.Uint64Flag{Name: "max-rows-read-default", EnvVars: envFor("max-rows-read-default"), Value: configsrc.MaxRowsReadDefault,
+			Usage: "read budget in rows (max_rows_to_read on the server) of a hunt that sets no max_rows_read; 0: none"},
+		&cli.Uint64Flag{Name: "max-rows-read-ceiling", EnvVars: envFor("max-rows-read-ceiling"), Value: configsrc.MaxRowsReadCeiling,
+			Usage: "the most max_rows_read a hunt may ask for; validate refuses more. 0: no ceiling"},
+		&cli.StringFlag{Name: "max-bytes-read-default", EnvVars: envFor("max-bytes-read-default"), Value: strconv.FormatUint(configsrc.MaxBytesReadDefault, 10),
+			Usage: "read budget in bytes (e.g. 10GiB; max_bytes_to_read on the server) of a hunt that sets no max_bytes_read; 0: none"},
+		&cli.StringFlag{Name: "max-bytes-read-ceiling", EnvVars: envFor("max-bytes-read-ceiling"), Value: strconv.FormatUint(configsrc.MaxBytesReadCeiling, 10),
+			Usage: "the most max_bytes_read (e.g. 100GiB) a hunt may ask for; validate refuses more. 0: no ceiling"},
 	}
+}
+
+// readBudget reads the budget flags of policyFlags.
+func readBudget(c *cli.Context) (configsrc.Budget, error) {
+	b := configsrc.Budget{MaxRowsReadDefault: c.Uint64("max-rows-read-default"), MaxRowsReadCeiling: c.Uint64("max-rows-read-ceiling"),
+		MaxBytesReadDefault: configsrc.MaxBytesReadDefault, MaxBytesReadCeiling: configsrc.MaxBytesReadCeiling}
+	for _, f := range []struct {
+		flag string
+		to   *uint64
+	}{{"max-bytes-read-default", &b.MaxBytesReadDefault}, {"max-bytes-read-ceiling", &b.MaxBytesReadCeiling}} {
+		if v := c.String(f.flag); v != "" && v != "0" {
+			n, err := configsrc.ParseBytes(v)
+			if err != nil {
+				return b, cli.Exit(fmt.Sprintf("--%s: %v", f.flag, err), exitUsage)
+			}
+			*f.to = n
+		}
+	}
+	if err := b.Check(); err != nil {
+		return b, cli.Exit(fmt.Sprintf("read budget flags: %v", err), exitUsage)
+	}
+	return b, nil
 }
 
 // huntPolicy reads policyFlags(); the coordination database is the one the ClickHouse flags
@@ -107,8 +138,12 @@ func huntPolicy(c *cli.Context) (configsrc.Policy, error) {
 	if err != nil {
 		return configsrc.Policy{}, cli.Exit(fmt.Sprintf("--allow-dictionaries: %v", err), exitUsage)
 	}
+	budget, err := readBudget(c)
+	if err != nil {
+		return configsrc.Policy{}, err
+	}
 	p := configsrc.Policy{AllowTableFunctions: fns, AllowFunctions: extra, AllowDictionaries: dicts,
-		AllowSystem: c.Bool("allow-system-tables"), CoordinationDatabase: chstore.DefaultDatabase}
+		AllowSystem: c.Bool("allow-system-tables"), CoordinationDatabase: chstore.DefaultDatabase, Budget: budget}
 	if o, err := clickhouseOptions(c).WithDefaults(); err == nil {
 		p.CoordinationDatabase = o.Database
 	}

@@ -24,7 +24,7 @@ metrics: {serviceMonitor: {enabled: true}, dashboard: {enabled: true}, prometheu
 `
 
 // The alerts issue 15 asks for, plus the hunt source and the shim's query health.
-var wantAlerts = []string{"HuntFailing", "HuntNeverSucceeded", "HuntBehind", "HuntGapRecorded", "HuntRunnerDown",
+var wantAlerts = []string{"HuntFailing", "HuntNeverSucceeded", "HuntBehind", "HuntNoData", "HuntOverBudget", "HuntGapRecorded", "HuntRunnerDown",
 	"HuntRunnerPublishedSetOutOfDate", "HuntFilesInvalid", "HuntSourceUnreadable", "HuntShimHoldingStaleValue",
 	"HuntShimQueryFailing", "HuntNoRunnerSeen", "HuntNotificationsDeadLettered"}
 

@@ -169,6 +169,8 @@ func TestHuntAlertsFireOnTheTotals(t *testing.T) {
 		{"HuntFailing", "hunt_runner_consecutive_failures_max", 2, 3}, // failuresBeforeAlert: 3
 		{"HuntBehind", "hunt_runner_hunts_behind", 0, 1},
 		{"HuntNeverSucceeded", "hunt_runner_hunts_never_succeeded", 0, 1},
+		{"HuntNoData", "hunt_runner_hunts_no_data", 0, 1},
+		{"HuntOverBudget", "hunt_runner_hunts_over_budget", 0, 1},
 	} {
 		expr := ruleExpr(t, c.alert)
 		if firing(t, expr, gauge(c.metric, "p1", c.quiet), gauge(c.metric, "p2", c.quiet)) {
