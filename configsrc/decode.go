@@ -50,7 +50,7 @@ var (
 
 var knownKeys = []string{"id", "description", "interval", "cron", "schedule", "enabled", "query",
 	"delay", "max_catchup", "timeout", "severity", "labels", "timestamp_field", "checkpoint_timestamp_field", "max_findings",
-	"notify", "suppress"}
+	"notify", "suppress", "title", "dedup", "severity_from", "runbook", "mitre"}
 
 // legacyKeys are keys of the earlier runner and its API that have no meaning here; each gets a
 // message saying what to do instead of a bare "unknown key".
@@ -301,6 +301,7 @@ func (d *decoder) hunt(root *yaml.Node, stem string) (parsed, bool) {
 	var tsNode *yaml.Node
 	var delayN, catchupN, timeoutN *yaml.Node
 	idSet := false
+	var explainN explainNodes
 
 	for _, key := range order {
 		k, v := f[key][0], f[key][1]
@@ -362,7 +363,9 @@ func (d *decoder) hunt(root *yaml.Node, stem string) (parsed, bool) {
 				tsField, tsKey, tsNode = s, key, v
 			}
 		default:
-			d.unknownKey(k, "", knownKeys)
+			if !d.explain(h, &explainN, key, v) {
+				d.unknownKey(k, "", knownKeys)
+			}
 		}
 	}
 
@@ -432,6 +435,7 @@ func (d *decoder) hunt(root *yaml.Node, stem string) (parsed, bool) {
 					d.at(tsNode, "%s is set but the query has no {window} token to expand; remove it", tsKey)
 				}
 				h.Query = strings.TrimSpace(expandWindow(q[:info.end], info.windowTokens, field))
+				d.explainColumns(h, &explainN, h.Query)
 				if len(info.windowTokens) > 0 {
 					// The expansion pastes text in after the check: check the result too, so a
 					// field that slipped past its own rule still cannot change the statement.

@@ -58,6 +58,19 @@ type Hunt struct {
 	Notify []string
 	// Suppress is suppress: {by, for}; nil means every fire with findings notifies.
 	Suppress *Suppress
+
+	// The explain keys, applied to every finding row (Explainer, docs/hunts.md): title: and
+	// dedup: are templates over output columns ({{column}}), severity_from: names the column
+	// whose value (low|medium|high|critical) is the row's severity, falling back to Severity.
+	Title        string
+	Dedup        string
+	SeverityFrom string
+	Runbook      string   // absolute http(s) URL
+	Mitre        []string // ATT&CK ids (MitreRe)
+
+	// Commit is the git commit the definition was read from ("" for a directory source): with
+	// Hash it makes the hunt's Revision. It is not part of Hash.
+	Commit string
 }
 
 // Suppress is a hunt's suppress: block. A finding whose By fields (top-level keys of the
@@ -124,8 +137,16 @@ func (h *Hunt) ComputeHash() string {
 		Severity    string            `json:"severity"`
 		Labels      map[string]string `json:"labels"` // encoding/json sorts map keys
 		MaxFindings int               `json:"max_findings"`
+		// The explain keys change what a finding row holds. omitempty keeps the hash of a hunt
+		// that sets none as it was before they existed.
+		Title        string   `json:"title,omitempty"`
+		Dedup        string   `json:"dedup,omitempty"`
+		SeverityFrom string   `json:"severity_from,omitempty"`
+		Runbook      string   `json:"runbook,omitempty"`
+		Mitre        []string `json:"mitre,omitempty"`
 	}{h.ID, h.Description, secs(h.Interval), secs(h.Offset), h.Pinned, h.Enabled, h.Query,
-		secs(h.Delay), secs(h.MaxCatchup), secs(h.Timeout), h.Severity, h.Labels, h.MaxFindings}
+		secs(h.Delay), secs(h.MaxCatchup), secs(h.Timeout), h.Severity, h.Labels, h.MaxFindings,
+		h.Title, h.Dedup, h.SeverityFrom, h.Runbook, h.Mitre}
 	b, err := json.Marshal(norm)
 	if err != nil { // cannot happen: only strings, ints, bools and a string map
 		panic(err)
