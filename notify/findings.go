@@ -18,7 +18,8 @@ import (
 // docs/findings.md shows the same statement for Grafana.
 func CommittedFindingsSQL(database string) string {
 	db := schema.QuoteIdent(database)
-	return `SELECT f.hunt_id, f.fire, f.finding_id, f.finding, f.severity, f.labels, f.found
+	return `SELECT f.hunt_id, f.fire, f.finding_id, f.finding, f.severity, f.labels, f.found,
+    f.title, f.dedup_key, f.runbook, f.mitre, f.revision
 FROM ` + db + `.` + schema.QuoteIdent(schema.TableFindings) + ` AS f
 WHERE f.fire >= toDateTime({since:Int64}, 'UTC') AND ({hunt:String} = '' OR f.hunt_id = {hunt:String})
   AND (f.hunt_id, f.fire, f.run_id) IN (
@@ -38,6 +39,13 @@ type Finding struct {
 	Severity  string            `json:"severity"`
 	Labels    map[string]string `json:"labels"`
 	Found     time.Time         `json:"found"`
+	// What the hunt's explain keys made of the row ("" and [] when it sets none, and on rows
+	// stored before they existed), and the hunt's revision that found it (hunt.Hunt.Revision).
+	Title    string   `json:"title"`
+	DedupKey string   `json:"dedup_key"`
+	Runbook  string   `json:"runbook"`
+	Mitre    []string `json:"mitre"`
+	Revision string   `json:"revision"`
 }
 
 // Findings reads committed findings of fires at or after since, newest first, at most limit.
@@ -52,7 +60,8 @@ func Findings(ctx context.Context, conn driver.Conn, database, huntID string, si
 	for rows.Next() {
 		var f Finding
 		var raw string
-		if err := rows.Scan(&f.HuntID, &f.Fire, &f.FindingID, &raw, &f.Severity, &f.Labels, &f.Found); err != nil {
+		if err := rows.Scan(&f.HuntID, &f.Fire, &f.FindingID, &raw, &f.Severity, &f.Labels, &f.Found,
+			&f.Title, &f.DedupKey, &f.Runbook, &f.Mitre, &f.Revision); err != nil {
 			return nil, err
 		}
 		if !json.Valid([]byte(raw)) {

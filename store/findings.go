@@ -7,6 +7,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/go-faster/city"
 	"github.com/google/uuid"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
@@ -21,6 +22,12 @@ type Findings struct {
 	Labels   map[string]string // nil: none
 	Docs     []string          // the findings' JSON documents, distinct, within the caps the runner applied
 	Found    time.Time         // when the run found them (the runner's clock)
+	// Explained is what the hunt's explain keys made of each document (hunt.Explainer), one
+	// per Docs entry; nil stores each with the hunt's Severity and no title or dedup key.
+	Explained []hunt.Explained
+	Runbook   string
+	Mitre     []string
+	Revision  string // hunt.Hunt.Revision of the definition that ran
 }
 
 // InsertFindings writes f's documents into hunt_findings in one insert (none when f has no
@@ -39,7 +46,8 @@ func (s *Store) InsertFindings(ctx context.Context, f Findings) error {
 	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
 		"async_insert": 0, "insert_deduplication_token": "findings:" + f.RunID.String()}))
 	ctx, insert := schema.Insert(ctx, s.database, schema.TableFindings,
-		"hunt_id", "fire", "finding_id", "finding", "severity", "labels", "run_id", "found")
+		"hunt_id", "fire", "finding_id", "finding", "severity", "labels", "run_id", "found",
+		"title", "dedup_key", "runbook", "mitre", "revision")
 	batch, err := s.conn.PrepareBatch(ctx, insert)
 	if err != nil {
 		return err
@@ -47,9 +55,18 @@ func (s *Store) InsertFindings(ctx context.Context, f Findings) error {
 	defer func() { _ = batch.Abort() }()
 	when := time.Unix(f.Fire, 0).UTC()
 	found := f.Found.UTC()
-	for _, d := range f.Docs {
+	mitre := f.Mitre
+	if mitre == nil {
+		mitre = []string{}
+	}
+	for i, d := range f.Docs {
+		e := hunt.Explained{Severity: f.Severity}
+		if i < len(f.Explained) {
+			e = f.Explained[i]
+		}
 		// city.CH64 is ClickHouse's cityHash64, so finding_id = cityHash64(finding).
-		if err := batch.Append(f.HuntID, when, city.CH64([]byte(d)), d, f.Severity, labels, f.RunID, found); err != nil {
+		if err := batch.Append(f.HuntID, when, city.CH64([]byte(d)), d, e.Severity, labels, f.RunID, found,
+			e.Title, e.DedupKey, f.Runbook, mitre, f.Revision); err != nil {
 			return err
 		}
 	}

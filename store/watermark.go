@@ -142,6 +142,9 @@ type Run struct {
 	// Interval is the hunt's interval in seconds when the run committed
 	// (hunt_watermark.interval_seconds): the next run's catch-up cap uses it.
 	Interval int64
+	// Revision is the hunt's revision that ran (hunt.Hunt.Revision); the run history shows a
+	// change of it.
+	Revision string
 }
 
 // State is what a finished run writes to hunt_state. Its counters are not taken from the
@@ -350,11 +353,11 @@ WHERE b.state = '` + BackfillActive + `' AND toInt64(w.watermark) < toInt64(b.ra
 func (s *Store) Advance(ctx context.Context, l lease.Lease, run Run) error {
 	watermark := run.WindowEnd
 	q := `INSERT INTO ` + s.table(schema.TableWatermark) + ` (hunt_id, watermark, claim_id, updated,
-    run_id, run_owner, run_start, run_rows, run_started, gap_start, gap_end, findings_dropped, kind, interval_seconds)
+    run_id, run_owner, run_start, run_rows, run_started, gap_start, gap_end, findings_dropped, kind, interval_seconds, revision)
 SELECT l.hunt_id, toDateTime({wm:Int64}, 'UTC'), l.claim_id, now64(6),
     toUUID({run:String}), {owner:String}, toDateTime({ws:Int64}, 'UTC'), {rows:UInt64},
     fromUnixTimestamp64Micro({started:Int64}, 'UTC'), toDateTime({gs:Int64}, 'UTC'), toDateTime({ge:Int64}, 'UTC'),
-    {dropped:UInt64}, {kind:String}, {interval:UInt32}
+    {dropped:UInt64}, {kind:String}, {interval:UInt32}, {revision:String}
 FROM (` + lease.NewestLeaseSQL(s.database, "ids") + `) AS l
 LEFT JOIN (` + lease.NewestWatermarkSQL(s.database, "ids") + `) AS w ON w.hunt_id = l.hunt_id
 WHERE l.claim_id = toUUID({claim:String}) AND toInt64(l.fire) = {fire:Int64}
@@ -395,6 +398,7 @@ WHERE l.claim_id = toUUID({claim:String}) AND toInt64(l.fire) = {fire:Int64}
 		clickhouse.Named("dropped", run.FindingsDropped),
 		clickhouse.Named("kind", kind.String()),
 		clickhouse.Named("interval", run.Interval),
+		clickhouse.Named("revision", run.Revision),
 	)
 	if err != nil && !lease.Transient(err) {
 		return fmt.Errorf("watermark: advance %s to %d: %w", l.HuntID, watermark, err)
@@ -482,11 +486,11 @@ func (s *Store) RecordRun(ctx context.Context, r Run) error {
 	}
 	r.Kind = cmp.Or(r.Kind, hunt.KindScheduled)
 	q := `INSERT INTO ` + s.table(schema.TableRun) + ` (hunt_id, fire, run_id, owner, status, window_start, window_end,
-       rows_written, started, finished, error, findings_dropped, kind)
+       rows_written, started, finished, error, findings_dropped, kind, revision)
 SELECT {h:String}, toDateTime({fire:Int64}, 'UTC'), toUUID({run:String}), {owner:String}, {status:String},
        toDateTime({ws:Int64}, 'UTC'), toDateTime({we:Int64}, 'UTC'), {rows:UInt64},
        fromUnixTimestamp64Micro({started:Int64}, 'UTC'), fromUnixTimestamp64Micro({finished:Int64}, 'UTC'), {err:String},
-       {dropped:UInt64}, {kind:String}`
+       {dropped:UInt64}, {kind:String}, {revision:String}`
 	// The run id is the deduplication token: a retry of this row on a replicated table after a
 	// lost answer is dropped by the block deduplication.
 	ictx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
@@ -497,6 +501,7 @@ SELECT {h:String}, toDateTime({fire:Int64}, 'UTC'), toUUID({run:String}), {owner
 		clickhouse.Named("ws", r.WindowStart), clickhouse.Named("we", r.WindowEnd), clickhouse.Named("rows", r.RowsWritten),
 		clickhouse.Named("started", r.Started.UnixMicro()), clickhouse.Named("finished", r.Finished.UnixMicro()),
 		clickhouse.Named("err", boundError(r.Error)), clickhouse.Named("dropped", r.FindingsDropped), clickhouse.Named("kind", r.Kind.String()),
+		clickhouse.Named("revision", r.Revision),
 	)
 	if err != nil {
 		return fmt.Errorf("watermark: record run %s fire %d: %w", r.HuntID, r.Fire, err)
