@@ -372,11 +372,23 @@ func (s deliveryStore) finish(ctx context.Context, h held, status, lastError str
 type finding struct {
 	ID   uint64
 	JSON string
+	// What the hunt's explain keys made of the row (hunt.Explained); "" on older rows.
+	Title, Severity, DedupKey string
+}
+
+// suppressKey is the finding's key for suppression and grouping: its dedup key when the hunt
+// sets dedup:, else its suppress.by fields.
+func (f finding) suppressKey(by []string) string {
+	if f.DedupKey != "" {
+		sum := sha256.Sum256([]byte("dedup\x00" + f.DedupKey))
+		return hex.EncodeToString(sum[:16])
+	}
+	return suppressKey(f.JSON, by)
 }
 
 // findings reads the committed run's findings of a fire, once each, ordered by finding_id.
 func (s deliveryStore) findings(ctx context.Context, huntID string, fire int64, runID uuid.UUID) ([]finding, error) {
-	rows, err := s.conn.Query(ctx, `SELECT finding_id, finding FROM `+s.table(schema.TableFindings)+`
+	rows, err := s.conn.Query(ctx, `SELECT finding_id, finding, title, severity, dedup_key FROM `+s.table(schema.TableFindings)+`
 WHERE hunt_id = {h:String} AND fire = toDateTime({f:Int64}, 'UTC') AND run_id = toUUID({r:String})
 ORDER BY finding_id LIMIT 1 BY finding_id`,
 		clickhouse.Named("h", huntID), clickhouse.Named("f", fire), clickhouse.Named("r", runID.String()))
@@ -387,7 +399,7 @@ ORDER BY finding_id LIMIT 1 BY finding_id`,
 	var out []finding
 	for rows.Next() {
 		var f finding
-		if err := rows.Scan(&f.ID, &f.JSON); err != nil {
+		if err := rows.Scan(&f.ID, &f.JSON, &f.Title, &f.Severity, &f.DedupKey); err != nil {
 			return nil, err
 		}
 		out = append(out, f)
