@@ -52,6 +52,7 @@ func buildSet(files []rawFile, fraction float64, policy Policy, source, commit s
 			s.Problems = append(s.Problems, probs...)
 			continue
 		}
+		p.hunt.Commit = commit
 		byID[p.hunt.ID] = append(byID[p.hunt.ID], p)
 	}
 	for id, ps := range byID {

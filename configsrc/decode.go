@@ -51,7 +51,8 @@ var (
 
 var knownKeys = []string{"id", "description", "interval", "cron", "schedule", "enabled", "query",
 	"delay", "max_catchup", "timeout", "severity", "labels", "timestamp_field", "checkpoint_timestamp_field", "max_findings",
-	"notify", "suppress", "sources", "max_rows_read", "max_bytes_read", "on_budget"}
+	"notify", "suppress", "sources", "max_rows_read", "max_bytes_read", "on_budget",
+	"title", "dedup", "severity_from", "runbook", "mitre"}
 
 // legacyKeys are keys of the earlier runner and its API that have no meaning here; each gets a
 // message saying what to do instead of a bare "unknown key".
@@ -318,6 +319,7 @@ type huntKeys struct {
 	ts                             *yaml.Node // timestamp_field or checkpoint_timestamp_field
 	tsField, tsKey                 string
 	idSet                          bool
+	explain                        explainNodes // title, dedup, severity_from, runbook, mitre
 }
 
 // keys reads every top-level key: the ones that stand alone into p's hunt, the rest into
@@ -387,7 +389,9 @@ func (d *decoder) keys(p *parsed, order []string, f map[string][2]*yaml.Node) hu
 				k.tsField, k.tsKey, k.ts = s, key, v
 			}
 		default:
-			d.unknownKey(kn, "", knownKeys)
+			if !d.explain(h, &k.explain, key, v) {
+				d.unknownKey(kn, "", knownKeys)
+			}
 		}
 	}
 	return k
@@ -476,6 +480,7 @@ func (d *decoder) queryOf(h *hunt.Hunt, root *yaml.Node, k huntKeys, hasRules bo
 		d.at(k.ts, "%s is set but the query has no {window} token to expand; remove it", k.tsKey)
 	}
 	h.Query = strings.TrimSpace(expandWindow(q[:info.end], info.windowTokens, cmp.Or(k.tsField, DefaultTimestampField)))
+	d.explainColumns(h, &k.explain, h.Query)
 	if len(info.windowTokens) > 0 {
 		// The expansion pastes text in after the check: check the result too, so a field that
 		// slipped past its own rule still cannot change the statement.

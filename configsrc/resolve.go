@@ -110,6 +110,26 @@ func ResolveWithServer(ctx context.Context, conn driver.Conn, h hunt.Hunt) error
 			return refused("column %s is not a column of the tables the query reads (nor an alias of the query)", shownName(id))
 		}
 	}
+	return explainColumnsKnown(h, func(c string) bool { return n.known(c, columns) })
+}
+
+// explainColumnsKnown refuses a title:, dedup: or severity_from: column that known says the
+// query cannot output: the server's catalogue sees through a * the offline check cannot.
+func explainColumnsKnown(h hunt.Hunt, known func(string) bool) error {
+	for _, k := range []struct{ key, text string }{{"title", h.Title}, {"dedup", h.Dedup}} {
+		t, err := hunt.ParseTemplate(k.text)
+		if err != nil {
+			return refused("%s: %v", k.key, err)
+		}
+		for _, c := range t.Columns() {
+			if !known(c) {
+				return refused("%s names {{%s}}, which is not an output column of the query (neither a column of the tables it reads nor an alias)", k.key, c)
+			}
+		}
+	}
+	if h.SeverityFrom != "" && !known(h.SeverityFrom) {
+		return refused("severity_from names %s, which is not an output column of the query (neither a column of the tables it reads nor an alias)", shownName(h.SeverityFrom))
+	}
 	return nil
 }
 

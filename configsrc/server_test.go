@@ -152,8 +152,20 @@ func TestResolveWithServer(t *testing.T) {
 		{"SELECT user FROM " + db.Name + ".ev" + win, ""},
 		{"SELECT user FROM " + db.Name + ".no_such_table" + win, "no_such_table"},
 		{"SELECT no_such_column FROM " + db.Name + ".ev" + win, "no_such_column"},
+		// Templates over output columns: the catalogue sees through *, so a name neither a
+		// column of ev nor an alias is refused; a column or an alias is not.
+		{"SELECT * FROM " + db.Name + ".ev" + win + " -- title {{user}}", ""},
+		{"SELECT *, 'x' AS tag FROM " + db.Name + ".ev" + win + " -- title {{tag}}", ""},
+		{"SELECT * FROM " + db.Name + ".ev" + win + " -- title {{usr}}", "title names {{usr}}"},
+		{"SELECT * FROM " + db.Name + ".ev" + win + " -- severity_from sev", "severity_from names sev"},
 	} {
 		h := hunt.Hunt{ID: "h", Query: tc.query}
+		if _, tmpl, ok := strings.Cut(tc.query, " -- title "); ok {
+			h.Title = tmpl
+		}
+		if _, col, ok := strings.Cut(tc.query, " -- severity_from "); ok {
+			h.SeverityFrom = col
+		}
 		if err := CheckWithServer(ctx, db.Conn, h, Policy{}); err != nil {
 			t.Fatalf("%s: the parse check refused it: %v", tc.query, err)
 		}

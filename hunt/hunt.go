@@ -97,6 +97,19 @@ type Hunt struct {
 	MaxRowsRead, MaxBytesRead uint64
 	// OnBudget is OnBudgetFail (default) or OnBudgetSkip.
 	OnBudget string
+
+	// The explain keys, applied to every finding row (Explainer, docs/hunts.md): title: and
+	// dedup: are templates over output columns ({{column}}), severity_from: names the column
+	// whose value (low|medium|high|critical) is the row's severity, falling back to Severity.
+	Title        string
+	Dedup        string
+	SeverityFrom string
+	Runbook      string   // absolute http(s) URL
+	Mitre        []string // ATT&CK ids (MitreRe)
+
+	// Commit is the git commit the definition was read from ("" for a directory source): with
+	// Hash it makes the hunt's Revision. It is not part of Hash.
+	Commit string
 }
 
 // Suppress is a hunt's suppress: block. A finding whose By fields (top-level keys of the
@@ -182,9 +195,17 @@ func (h *Hunt) ComputeHash() string {
 		MaxRows     uint64            `json:"max_rows_read,omitempty"`
 		MaxBytes    uint64            `json:"max_bytes_read,omitempty"`
 		OnBudget    string            `json:"on_budget,omitempty"`
+		// The explain keys change what a finding row holds. omitempty keeps the hash of a hunt
+		// that sets none as it was before they existed.
+		Title        string   `json:"title,omitempty"`
+		Dedup        string   `json:"dedup,omitempty"`
+		SeverityFrom string   `json:"severity_from,omitempty"`
+		Runbook      string   `json:"runbook,omitempty"`
+		Mitre        []string `json:"mitre,omitempty"`
 	}{h.ID, h.Description, secs(h.Interval), secs(h.Offset), h.Pinned, h.Enabled, h.Query,
 		secs(h.Delay), secs(h.MaxCatchup), secs(h.Timeout), h.Severity, h.Labels, h.MaxFindings,
-		sources, h.MaxRowsRead, h.MaxBytesRead, onBudget}
+		sources, h.MaxRowsRead, h.MaxBytesRead, onBudget,
+		h.Title, h.Dedup, h.SeverityFrom, h.Runbook, h.Mitre}
 	b, err := json.Marshal(norm)
 	if err != nil { // cannot happen: only strings, ints, bools and a string map
 		panic(err)

@@ -23,6 +23,7 @@ func NewSet(hunts []Hunt, source, commit string) *Set {
 	s := &Set{Hunts: make([]Hunt, len(hunts)), Source: source, Commit: commit}
 	for i, h := range hunts {
 		h = h.WithDefaults()
+		h.Commit = cmp.Or(h.Commit, commit)
 		if h.Hash == "" {
 			h.Hash = h.ComputeHash()
 		}

@@ -494,7 +494,7 @@ func (d *Dispatcher) planFire(ctx context.Context, h *hunt.Hunt, w store.Committ
 		}
 		var keys []string
 		for _, f := range send {
-			if k := suppressKey(f.JSON, h.Suppress.By); !slices.Contains(keys, k) {
+			if k := findingKey(f, h.Suppress.By); !slices.Contains(keys, k) {
 				keys = append(keys, k)
 			}
 		}
@@ -521,7 +521,7 @@ func (d *Dispatcher) unsuppressed(ctx context.Context, h *hunt.Hunt, fire int64,
 	}
 	keys := make([]string, len(fs))
 	for i, f := range fs {
-		keys[i] = suppressKey(f.JSON, h.Suppress.By)
+		keys[i] = findingKey(f, h.Suppress.By)
 	}
 	sup, err := d.st.SuppressedKeys(ctx, h.ID, fire, h.Suppress.For, slices.Compact(slices.Sorted(slices.Values(keys))))
 	if err != nil {
@@ -618,7 +618,8 @@ func (d *Dispatcher) attempt(ctx context.Context, h *hunt.Hunt, c store.Delivery
 	}
 	n := Notification{HuntID: c.HuntID, Description: h.Description, Fire: time.Unix(c.Fire, 0), WindowStart: time.Unix(windowStart, 0),
 		Severity: h.Severity, Labels: h.Labels, HuntURL: HuntURL(d.o.Config.ExternalURL, c.HuntID),
-		FindingsTotal: len(send), Suppressed: suppressed, IdempotencyKey: c.IdempotencyKey}
+		FindingsTotal: len(send), Suppressed: suppressed, IdempotencyKey: c.IdempotencyKey,
+		Runbook: h.Runbook, Mitre: h.Mitre, Revision: h.Revision()}
 	if sink.Type == TypeAlertmanager {
 		// From the attempt, not the fire: an alert delivered late (after retries) must still
 		// arrive firing, or Alertmanager would record it resolved and notify nobody.
@@ -626,6 +627,7 @@ func (d *Dispatcher) attempt(ctx context.Context, h *hunt.Hunt, c store.Delivery
 	}
 	for _, f := range send[:min(len(send), d.o.Config.MaxFindings)] {
 		n.Findings = append(n.Findings, json.RawMessage(f.JSON))
+		n.Details = append(n.Details, FindingDetail{Title: f.Title, Severity: cmp.Or(f.Severity, h.Severity), DedupKey: f.DedupKey})
 	}
 	body, err := n.Body(sink.Type)
 	if err != nil {

@@ -37,6 +37,43 @@ type Notification struct {
 	FindingsTotal  int               // findings notified (after suppression)
 	Suppressed     int               // findings of the fire not sent because of suppress:
 	IdempotencyKey string
+	// Details are what the hunt's explain keys made of each of Findings (same order).
+	Details  []FindingDetail
+	Runbook  string   // the hunt's runbook: URL, or empty
+	Mitre    []string // the hunt's mitre: ids
+	Revision string   // the hunt's revision (hunt.Hunt.Revision)
+}
+
+// FindingDetail is one finding's title, severity (severity_from, else the hunt's) and dedup
+// key, as stored with it.
+type FindingDetail struct {
+	Title    string `json:"title"`
+	Severity string `json:"severity"`
+	DedupKey string `json:"dedup_key"`
+}
+
+// severityRank orders severities; an unknown one ranks lowest.
+var severityRank = map[string]int{"info": 1, "low": 2, "medium": 3, "high": 4, "critical": 5}
+
+// highest is the highest severity of ds, or fallback when ds has none higher.
+func highest(fallback string, ds []FindingDetail) string {
+	out := fallback
+	for _, d := range ds {
+		if severityRank[d.Severity] > severityRank[out] {
+			out = d.Severity
+		}
+	}
+	return out
+}
+
+// title is the first title of ds, or "".
+func title(ds []FindingDetail) string {
+	for _, d := range ds {
+		if d.Title != "" {
+			return d.Title
+		}
+	}
+	return ""
 }
 
 // IdempotencyKey is the key of a (hunt, fire, sink): derived, so every attempt from every
@@ -58,6 +95,13 @@ type WebhookPayload struct {
 	FindingsTotal  int               `json:"findings_total"`
 	Suppressed     int               `json:"findings_suppressed"`
 	IdempotencyKey string            `json:"idempotency_key"`
+	// Title is the first finding's title; FindingDetails holds each finding's title, severity
+	// and dedup key (same order as Findings). Severity is the highest of the findings'.
+	Title          string          `json:"title"`
+	FindingDetails []FindingDetail `json:"finding_details"`
+	Runbook        string          `json:"runbook"`
+	Mitre          []string        `json:"mitre"`
+	Revision       string          `json:"revision"`
 }
 
 func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
@@ -67,9 +111,17 @@ func (n Notification) webhook() WebhookPayload {
 	if labels == nil {
 		labels = map[string]string{}
 	}
+	details, mitre := n.Details, n.Mitre
+	if details == nil {
+		details = []FindingDetail{}
+	}
+	if mitre == nil {
+		mitre = []string{}
+	}
 	return WebhookPayload{HuntID: n.HuntID, Fire: rfc3339(n.Fire), WindowStart: rfc3339(n.WindowStart),
-		WindowEnd: rfc3339(n.Fire), Severity: n.Severity, Labels: labels, Findings: n.Findings,
-		FindingsTotal: n.FindingsTotal, Suppressed: n.Suppressed, IdempotencyKey: n.IdempotencyKey}
+		WindowEnd: rfc3339(n.Fire), Severity: highest(n.Severity, n.Details), Labels: labels, Findings: n.Findings,
+		FindingsTotal: n.FindingsTotal, Suppressed: n.Suppressed, IdempotencyKey: n.IdempotencyKey,
+		Title: title(n.Details), FindingDetails: details, Runbook: n.Runbook, Mitre: mitre, Revision: n.Revision}
 }
 
 // Alert is one Alertmanager api/v2 postable alert (the shape of models.PostableAlert).
@@ -105,33 +157,83 @@ func alertLabelName(s string) string {
 	}, s)
 }
 
+// DedupLabel carries a finding's dedup key: a hunt that sets dedup: gets one alert per
+// distinct key of the fire (its own fingerprint), so each entity groups and resolves apart.
+const DedupLabel = "dedup_key"
+
 func (n Notification) alerts() []Alert {
+	// Findings grouped by dedup key, in the findings' order; one group (key "") without dedup:.
+	var keys []string
+	groups := map[string][]int{}
+	for i := range n.Findings {
+		k := ""
+		if i < len(n.Details) {
+			k = n.Details[i].DedupKey
+		}
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], i)
+	}
+	if len(keys) == 0 {
+		keys = []string{""}
+	}
+	out := make([]Alert, 0, len(keys))
+	for _, k := range keys {
+		var ds []FindingDetail
+		for _, i := range groups[k] {
+			if i < len(n.Details) {
+				ds = append(ds, n.Details[i])
+			}
+		}
+		out = append(out, n.alert(k, groups[k], ds))
+	}
+	return out
+}
+
+// alert is the alert of the findings idx (all of one dedup key, "" without dedup:).
+func (n Notification) alert(dedupKey string, idx []int, ds []FindingDetail) Alert {
 	labels := map[string]string{}
 	for k, v := range n.Labels {
 		labels[alertLabelName(k)] = v
 	}
 	// Ours are set last: a hunt label cannot rename the alert, hide its severity or its fire,
 	// or leave the common label.
-	labels["alertname"], labels["hunt_id"], labels["severity"] = n.HuntID, n.HuntID, n.Severity
+	labels["alertname"], labels["hunt_id"], labels["severity"] = n.HuntID, n.HuntID, highest(n.Severity, ds)
 	labels[FireLabel] = rfc3339(n.Fire)
 	labels[CommonLabel] = CommonLabelValue
+	if dedupKey != "" {
+		labels[DedupLabel] = dedupKey
+	}
+	if len(n.Mitre) > 0 {
+		labels["mitre"] = strings.Join(n.Mitre, ",")
+	}
 	ann := map[string]string{
 		"summary":         n.summary(),
 		"findings_total":  strconv.Itoa(n.FindingsTotal),
 		"window":          rfc3339(n.WindowStart) + " – " + rfc3339(n.Fire),
 		"idempotency_key": n.IdempotencyKey,
 	}
+	if t := title(ds); t != "" {
+		ann["summary"] = t
+	}
 	if n.Description != "" {
 		ann["description"] = n.Description
 	}
-	if len(n.Findings) > 0 {
-		ann["first_finding"] = string(n.Findings[0])
+	if n.Runbook != "" {
+		ann["runbook_url"] = n.Runbook
+	}
+	if n.Revision != "" {
+		ann["revision"] = n.Revision
+	}
+	if len(idx) > 0 {
+		ann["first_finding"] = string(n.Findings[idx[0]])
 	}
 	a := Alert{Labels: labels, Annotations: ann, StartsAt: n.Fire.UTC().Format(time.RFC3339Nano), GeneratorURL: n.HuntURL}
 	if !n.EndsAt.IsZero() {
 		a.EndsAt = n.EndsAt.UTC().Format(time.RFC3339Nano)
 	}
-	return []Alert{a}
+	return a
 }
 
 func (n Notification) summary() string {
@@ -143,8 +245,17 @@ func (n Notification) summary() string {
 // Everything from the hunt or its findings is data: slackText makes it inert.
 func (n Notification) slack() map[string]string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "*%s* (%s): %d finding(s) in %s – %s", slackText(n.HuntID), slackText(n.Severity), n.FindingsTotal,
+	fmt.Fprintf(&b, "*%s* (%s): %d finding(s) in %s – %s", slackText(n.HuntID), slackText(highest(n.Severity, n.Details)), n.FindingsTotal,
 		rfc3339(n.WindowStart), rfc3339(n.Fire))
+	if t := title(n.Details); t != "" {
+		b.WriteString("\n" + slackText(cut(t, 300)))
+	}
+	if n.Runbook != "" {
+		b.WriteString("\nRunbook: " + slackText(n.Runbook))
+	}
+	if len(n.Mitre) > 0 {
+		b.WriteString("\nMITRE ATT&amp;CK: " + slackText(strings.Join(n.Mitre, ", ")))
+	}
 	if len(n.Findings) > 0 {
 		b.WriteString("\n```")
 		for i, f := range n.Findings {

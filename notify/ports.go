@@ -49,6 +49,16 @@ type claimer interface {
 	Release(ctx context.Context, l lease.Lease) error
 }
 
+// findingKey is a finding's key for suppression and grouping: its dedup key when the hunt sets
+// dedup:, else its suppress.by fields.
+func findingKey(f store.FireFinding, by []string) string {
+	if f.DedupKey != "" {
+		sum := sha256.Sum256([]byte("dedup\x00" + f.DedupKey))
+		return hex.EncodeToString(sum[:16])
+	}
+	return suppressKey(f.JSON, by)
+}
+
 // suppressKey identifies a finding for suppression: its by fields (gjson paths) as JSON.
 func suppressKey(findingJSON string, by []string) string {
 	h := sha256.New()

@@ -194,13 +194,40 @@ const (
 )
 
 func (r *Runner) insertFindings(ctx context.Context, h *hunt.Hunt, fire int64, runID uuid.UUID, docs []string, kind attrib.Kind, attempt int) error {
-	err := r.store.InsertFindings(ctx, store.Findings{HuntID: h.ID, Fire: fire, RunID: runID, Severity: h.Severity,
-		Labels: h.Labels, Docs: docs, Found: time.Now(),
+	ex, fellBack, err := explain(h, docs)
+	if err != nil {
+		return &runError{stage: "store findings", err: err}
+	}
+	if fellBack > 0 {
+		r.log.Warn("severity_from held no low|medium|high|critical value; those findings keep the hunt's severity",
+			"hunt_id", h.ID, "fire", fire, "run_id", runID, "findings", fellBack, "severity", h.Severity)
+		r.opts.Metrics.severityFallback(ctx, h.ID, fellBack)
+	}
+	err = r.store.InsertFindings(ctx, store.Findings{HuntID: h.ID, Fire: fire, RunID: runID, Severity: h.Severity,
+		Labels: h.Labels, Docs: docs, Found: time.Now(), Explained: ex, Runbook: h.Runbook, Mitre: h.Mitre,
+		Revision:   h.Revision(),
 		LogComment: r.comment(h, fire, runID, kind).String(), QueryID: attrib.QueryID(runID, fmt.Sprintf("findings-%d", attempt))})
 	if err != nil {
 		return &runError{stage: "store findings", err: err}
 	}
 	return nil
+}
+
+// explain applies h's explain keys to every document; fellBack counts the rows whose
+// severity_from value was not a severity.
+func explain(h *hunt.Hunt, docs []string) (out []hunt.Explained, fellBack int, err error) {
+	e, err := h.Explainer()
+	if err != nil {
+		return nil, 0, err
+	}
+	out = make([]hunt.Explained, len(docs))
+	for i, d := range docs {
+		out[i] = e.Explain(d)
+		if out[i].SeverityFellBack {
+			fellBack++
+		}
+	}
+	return out, fellBack, nil
 }
 
 // runError is an error of a hunt's own statement, or of storing what it found. Its text is the

@@ -179,7 +179,7 @@ func (r *Runner) execute(j *job) {
 	startedLocal := time.Now()
 	run := store.Run{HuntID: h.ID, Fire: j.fire, RunID: runID, Owner: r.opts.Owner,
 		WindowStart: w.Start, WindowEnd: w.End, Started: startedLocal.UTC(), Kind: hunt.KindScheduled,
-		Interval: h.IntervalSeconds()}
+		Interval: h.IntervalSeconds(), Revision: h.Revision()}
 	if j.requested {
 		run.Kind = hunt.KindRequest
 	}

@@ -27,6 +27,7 @@ import (
 //	hunt_runner_gaps_total                            [hunt_id]
 //	hunt_runner_findings_dropped_total                [hunt_id]
 //	hunt_runner_findings_truncated_total              [hunt_id]
+//	hunt_runner_findings_severity_fallback_total      [hunt_id] severity_from named no low|medium|high|critical
 //	hunt_runner_overruns_total                        [hunt_id]
 //	hunt_runner_tick_duration_seconds
 //	hunt_runner_claim_insert_duration_seconds         the slowest claim insert of a tick, send → ack
@@ -42,8 +43,8 @@ import (
 //	hunt_runner_consistency_info{mode}                1 for the coordination connection's mode
 //	and the ops pack's health gauges (metrics_health.go)
 type Metrics struct {
-	runs, rows, claimsC, gaps, overruns, chErrors, dropped, truncated metric.Int64Counter
-	runDur, tickDur, claimInsert                                      metric.Float64Histogram
+	runs, rows, claimsC, gaps, overruns, chErrors, dropped, truncated, sevFallback metric.Int64Counter
+	runDur, tickDur, claimInsert                                                   metric.Float64Histogram
 
 	mu           sync.Mutex
 	replicaDelay time.Duration
@@ -81,6 +82,7 @@ func NewMetrics(meter metric.Meter, settle time.Duration, opts ...MetricsOption)
 	m.gaps = counter("hunt_runner_gaps", "Ranges skipped because an outage exceeded max_catchup.")
 	m.dropped = counter("hunt_runner_findings_dropped", "Result rows past a hunt's max_findings or its run's byte cap, counted but not stored.")
 	m.truncated = counter("hunt_runner_findings_truncated", "Findings over the per-finding byte cap, stored as truncation records.")
+	m.sevFallback = counter("hunt_runner_findings_severity_fallback", "Findings whose severity_from column held no low|medium|high|critical value, stored with the hunt's severity.")
 	m.overruns = counter("hunt_runner_overruns", "Fires owed while the previous fire still held the lease.")
 	m.chErrors = counter("hunt_runner_clickhouse_errors", "ClickHouse errors by stage.")
 	if err != nil {
@@ -242,6 +244,13 @@ func (m *Metrics) findingsTruncated(ctx context.Context, huntID string, n uint64
 		return
 	}
 	m.truncated.Add(ctx, int64(n), m.perHunt.attrs(huntID))
+}
+
+func (m *Metrics) severityFallback(ctx context.Context, huntID string, n int) {
+	if m == nil || n == 0 {
+		return
+	}
+	m.sevFallback.Add(ctx, int64(n), m.perHunt.attrs(huntID))
 }
 
 func (m *Metrics) findingsDropped(ctx context.Context, huntID string, n uint64) {

@@ -38,6 +38,13 @@ type Web struct {
 	RecentRuns int
 	// RunnersWindow is how far back /api/v1/runners looks for claims and runs (default 15m).
 	RunnersWindow time.Duration
+	// ClickHouseWebURL, when set, is a ClickHouse web client (its /play page) the hunt page
+	// links the latest findings' query to, the query base64 in the URL's fragment as /play
+	// reads it. It must carry no credentials: the client asks for them.
+	ClickHouseWebURL string
+	// CommitURL, when set, is a prefix the page appends a git commit id to, linking a
+	// finding's revision to its commit (https://github.com/org/hunts/commit/).
+	CommitURL string
 	// Timeout bounds the reads of one request (default 10s).
 	Timeout time.Duration
 	Logger  *slog.Logger

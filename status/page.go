@@ -4,13 +4,18 @@ import (
 	"bytes"
 	"context"
 	_ "embed"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/hunt-runner/hunt-runner/hunt"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 //go:embed page.html.tmpl
@@ -61,6 +66,42 @@ type huntPage struct {
 	H        row
 	Runs     []Run
 	Files    *HuntFiles
+	// Findings are the hunt's latest committed findings; FindingsURL opens their query in
+	// the ClickHouse web client ("" without Web.ClickHouseWebURL).
+	Findings    []findingRow
+	FindingsURL string
+}
+
+// latestFindings is how many committed findings a hunt's page lists.
+const latestFindings = 20
+
+// findingRow is one finding on a hunt's page.
+type findingRow struct {
+	Fire, Title, Severity, Finding string
+	Digest, Commit, CommitURL      string // the revision: digest, git commit and its page
+}
+
+func (w *Web) findingRows(fs []store.LatestFinding) []findingRow {
+	out := make([]findingRow, 0, len(fs))
+	for _, f := range fs {
+		digest, commit := hunt.SplitRevision(f.Revision)
+		r := findingRow{Fire: rfc(f.Fire), Title: f.Title, Severity: f.Severity, Finding: f.Finding, Digest: digest, Commit: commit}
+		if commit != "" && w.CommitURL != "" {
+			r.CommitURL = w.CommitURL + url.PathEscape(commit)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// findingsURL is the ClickHouse web client's URL with the query of a hunt's latest findings.
+func (w *Web) findingsURL(huntID string) string {
+	if w.ClickHouseWebURL == "" {
+		return ""
+	}
+	base, _, _ := strings.Cut(w.ClickHouseWebURL, "#")
+	q := store.LatestFindingsQuery(w.Database, huntID, latestFindings)
+	return base + "#" + base64.StdEncoding.EncodeToString([]byte(q))
 }
 
 // stateOrder orders the page: what needs a person comes first. stateRank is its index.
@@ -126,8 +167,14 @@ func (w *Web) pageHunt(rw http.ResponseWriter, r *http.Request) {
 		w.failPage(rw, r, err)
 		return
 	}
+	fs, err := w.Store.LatestFindings(ctx, h.HuntID, latestFindings)
+	if err != nil {
+		w.failPage(rw, r, err)
+		return
+	}
 	w.render(rw, r, "hunt", huntPage{Now: rep.now, Database: w.Database,
-		H: row{Hunt: h, Rank: stateRank[h.State], Now: rep.now}, Runs: runs, Files: rep.HuntFiles})
+		H: row{Hunt: h, Rank: stateRank[h.State], Now: rep.now}, Runs: runs, Files: rep.HuntFiles,
+		Findings: w.findingRows(fs), FindingsURL: w.findingsURL(h.HuntID)})
 }
 
 func (w *Web) pageRunners(rw http.ResponseWriter, r *http.Request) {

@@ -16,6 +16,7 @@ type Reader interface {
 	RunSummaries(ctx context.Context, within time.Duration) (map[string]store.RunSummary, error)
 	RunRecords(ctx context.Context, huntID string, limit int) ([]store.RunRecord, error)
 	OwnerActivities(ctx context.Context, within time.Duration) ([]store.OwnerActivity, error)
+	LatestFindings(ctx context.Context, huntID string, limit int) ([]store.LatestFinding, error)
 	HeartbeatReader
 }
 
@@ -78,6 +79,10 @@ type Run struct {
 	Started         string `json:"started"`
 	Finished        string `json:"finished"`
 	Error           string `json:"error"`
+	// Revision is the hunt's revision that ran; RevisionChanged marks the run whose revision
+	// differs from the run before it (the next older row), where the definition changed.
+	Revision        string `json:"revision,omitempty"`
+	RevisionChanged bool   `json:"revision_changed,omitempty"`
 }
 
 // Runs reads the newest limit rows of hunt's run log.
@@ -90,7 +95,11 @@ func Runs(ctx context.Context, st Reader, hunt string, limit int) ([]Run, error)
 	for _, r := range rs {
 		out = append(out, Run{Fire: rfc(r.Fire), RunID: r.RunID, Owner: r.Owner, Status: r.Status, Kind: r.Kind,
 			WindowStart: rfc(r.WindowStart), WindowEnd: rfc(r.WindowEnd), Rows: r.Rows, FindingsDropped: r.FindingsDropped,
-			Started: rfc(r.Started), Finished: rfc(r.Finished), Error: CleanError(r.Error)})
+			Started: rfc(r.Started), Finished: rfc(r.Finished), Error: CleanError(r.Error), Revision: r.Revision})
+	}
+	for i := range out[:max(len(out)-1, 0)] {
+		older := out[i+1].Revision
+		out[i].RevisionChanged = out[i].Revision != "" && older != "" && out[i].Revision != older
 	}
 	return out, nil
 }

@@ -22,13 +22,16 @@ type Hunt struct {
 	HuntID string `json:"hunt_id"`
 	// Severity, Labels, Description and Query come from the hunt file (absent when status
 	// reads only the published schedule).
-	Severity        string            `json:"severity,omitempty"`
-	Labels          map[string]string `json:"labels,omitempty"`
-	Description     string            `json:"description,omitempty"`
-	Query           string            `json:"query,omitempty"`
-	IntervalSeconds int64             `json:"interval_seconds"`
-	OffsetSeconds   int64             `json:"offset_seconds"`
-	Enabled         bool              `json:"enabled"`
+	Severity    string            `json:"severity,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Description string            `json:"description,omitempty"`
+	Query       string            `json:"query,omitempty"`
+	// Revision is the live definition's revision (hunt.Hunt.Revision: digest, @commit for a
+	// git source), the one stored with its next runs and findings.
+	Revision        string `json:"revision,omitempty"`
+	IntervalSeconds int64  `json:"interval_seconds"`
+	OffsetSeconds   int64  `json:"offset_seconds"`
+	Enabled         bool   `json:"enabled"`
 	// Unpublished: runners have state for the hunt, or the hunt files define it, but
 	// hunt_schedule has no row for it (materialise has not published it): KEDA's backlog
 	// does not count it.
@@ -189,7 +192,7 @@ func build(snap store.Snapshot, e hunt.Hunt, unpublished bool, pub publishedEntr
 	st := snap.Hunts[e.ID]
 	now := snap.Now.Unix()
 	hs := Hunt{HuntID: e.ID, Severity: e.Severity, Labels: e.Labels, Description: e.Description, Query: e.Query,
-		IntervalSeconds: e.IntervalSeconds(), OffsetSeconds: e.OffsetSeconds(), Enabled: e.Enabled,
+		Revision: e.Revision(), IntervalSeconds: e.IntervalSeconds(), OffsetSeconds: e.OffsetSeconds(), Enabled: e.Enabled,
 		Unpublished: unpublished, ConsecutiveFailures: st.ConsecutiveFailures, OverrunCount: st.OverrunCount,
 		TooAggressive: st.TooAggressive, Gaps: lr.Gaps, FindingsLastDay: lr.FindingsLastDay,
 		FindingsDroppedLastDay: lr.DroppedLastDay, Paused: pause != nil, Pause: pause, Backfills: backfillsOf(snap, e.ID)}

@@ -542,11 +542,13 @@ WHERE status = '` + DeliveryDead + `'`
 type FireFinding struct {
 	ID   uint64
 	JSON string
+	// What the hunt's explain keys made of the row (hunt.Explained); "" on older rows.
+	Title, Severity, DedupKey string
 }
 
 // FireFindings reads the findings of a fire's committed run, once each, ordered by finding_id.
 func (s *Store) FireFindings(ctx context.Context, huntID string, fire int64, runID uuid.UUID) ([]FireFinding, error) {
-	rows, err := s.conn.Query(ctx, `SELECT finding_id, finding FROM `+s.table(schema.TableFindings)+`
+	rows, err := s.conn.Query(ctx, `SELECT finding_id, finding, title, severity, dedup_key FROM `+s.table(schema.TableFindings)+`
 WHERE hunt_id = {h:String} AND fire = toDateTime({f:Int64}, 'UTC') AND run_id = toUUID({r:String})
 ORDER BY finding_id LIMIT 1 BY finding_id`,
 		clickhouse.Named("h", huntID), clickhouse.Named("f", fire), clickhouse.Named("r", runID.String()))
@@ -557,7 +559,7 @@ ORDER BY finding_id LIMIT 1 BY finding_id`,
 	var out []FireFinding
 	for rows.Next() {
 		var f FireFinding
-		if err := rows.Scan(&f.ID, &f.JSON); err != nil {
+		if err := rows.Scan(&f.ID, &f.JSON, &f.Title, &f.Severity, &f.DedupKey); err != nil {
 			return nil, err
 		}
 		out = append(out, f)
@@ -573,7 +575,8 @@ ORDER BY finding_id LIMIT 1 BY finding_id`,
 // docs/findings.md shows the same statement for Grafana.
 func CommittedFindingsSQL(database string) string {
 	db := schema.QuoteIdent(database)
-	return `SELECT f.hunt_id, f.fire, f.finding_id, f.finding, f.severity, f.labels, f.found
+	return `SELECT f.hunt_id, f.fire, f.finding_id, f.finding, f.severity, f.labels, f.found,
+    f.title, f.dedup_key, f.runbook, f.mitre, f.revision
 FROM ` + db + `.` + schema.QuoteIdent(schema.TableFindings) + ` AS f
 WHERE f.fire >= toDateTime({since:Int64}, 'UTC') AND ({hunt:String} = '' OR f.hunt_id = {hunt:String})
   AND (f.hunt_id, f.fire, f.run_id) IN (
@@ -593,6 +596,13 @@ type CommittedFinding struct {
 	Severity  string            `json:"severity"`
 	Labels    map[string]string `json:"labels"`
 	Found     time.Time         `json:"found"`
+	// What the hunt's explain keys made of the row ("" and [] when it sets none, and on rows
+	// stored before they existed), and the hunt's revision that found it (hunt.Hunt.Revision).
+	Title    string   `json:"title"`
+	DedupKey string   `json:"dedup_key"`
+	Runbook  string   `json:"runbook"`
+	Mitre    []string `json:"mitre"`
+	Revision string   `json:"revision"`
 }
 
 // CommittedFindings reads committed findings of fires at or after since, newest first, at
@@ -609,7 +619,8 @@ func (s *Store) CommittedFindings(ctx context.Context, huntID string, since time
 	for rows.Next() {
 		var f CommittedFinding
 		var raw string
-		if err := rows.Scan(&f.HuntID, &f.Fire, &f.FindingID, &raw, &f.Severity, &f.Labels, &f.Found); err != nil {
+		if err := rows.Scan(&f.HuntID, &f.Fire, &f.FindingID, &raw, &f.Severity, &f.Labels, &f.Found,
+			&f.Title, &f.DedupKey, &f.Runbook, &f.Mitre, &f.Revision); err != nil {
 			return nil, err
 		}
 		if !json.Valid([]byte(raw)) {

@@ -7,7 +7,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/go-faster/city"
 	"github.com/google/uuid"
-
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
@@ -25,6 +25,12 @@ type Findings struct {
 	// LogComment and QueryID attribute the insert to its run (internal/attrib); empty: the
 	// connection's comment and the driver's random id.
 	LogComment, QueryID string
+	// Explained is what the hunt's explain keys made of each document (hunt.Explainer), one
+	// per Docs entry; nil stores each with the hunt's Severity and no title or dedup key.
+	Explained []hunt.Explained
+	Runbook   string
+	Mitre     []string
+	Revision  string // hunt.Hunt.Revision of the definition that ran
 }
 
 // InsertFindings writes f's documents into hunt_findings in one insert (none when f has no
@@ -46,7 +52,8 @@ func (s *Store) InsertFindings(ctx context.Context, f Findings) error {
 	}
 	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(settings), clickhouse.WithQueryID(f.QueryID))
 	ctx, insert := schema.Insert(ctx, s.database, schema.TableFindings,
-		"hunt_id", "fire", "finding_id", "finding", "severity", "labels", "run_id", "found")
+		"hunt_id", "fire", "finding_id", "finding", "severity", "labels", "run_id", "found",
+		"title", "dedup_key", "runbook", "mitre", "revision")
 	batch, err := s.conn.PrepareBatch(ctx, insert)
 	if err != nil {
 		return err
@@ -54,9 +61,18 @@ func (s *Store) InsertFindings(ctx context.Context, f Findings) error {
 	defer func() { _ = batch.Abort() }()
 	when := time.Unix(f.Fire, 0).UTC()
 	found := f.Found.UTC()
-	for _, d := range f.Docs {
+	mitre := f.Mitre
+	if mitre == nil {
+		mitre = []string{}
+	}
+	for i, d := range f.Docs {
+		e := hunt.Explained{Severity: f.Severity}
+		if i < len(f.Explained) {
+			e = f.Explained[i]
+		}
 		// city.CH64 is ClickHouse's cityHash64, so finding_id = cityHash64(finding).
-		if err := batch.Append(f.HuntID, when, city.CH64([]byte(d)), d, f.Severity, labels, f.RunID, found); err != nil {
+		if err := batch.Append(f.HuntID, when, city.CH64([]byte(d)), d, e.Severity, labels, f.RunID, found,
+			e.Title, e.DedupKey, f.Runbook, mitre, f.Revision); err != nil {
 			return err
 		}
 	}

@@ -35,6 +35,9 @@ type Run struct {
 	// Interval is the hunt's interval in seconds when the run committed
 	// (hunt_watermark.interval_seconds): the next run's catch-up cap uses it.
 	Interval int64
+	// Revision is the hunt's revision that ran (hunt.Hunt.Revision); the run history shows a
+	// change of it.
+	Revision string
 }
 
 // RecordRun appends a hunt_run row.
@@ -50,11 +53,11 @@ func (s *Store) RecordRun(ctx context.Context, r Run) error {
 	}
 	r.Kind = cmp.Or(r.Kind, hunt.KindScheduled)
 	q := `INSERT INTO ` + s.table(schema.TableRun) + ` (hunt_id, fire, run_id, owner, status, window_start, window_end,
-       rows_written, started, finished, error, findings_dropped, kind)
+       rows_written, started, finished, error, findings_dropped, kind, revision)
 SELECT {h:String}, toDateTime({fire:Int64}, 'UTC'), toUUID({run:String}), {owner:String}, {status:String},
        toDateTime({ws:Int64}, 'UTC'), toDateTime({we:Int64}, 'UTC'), {rows:UInt64},
        fromUnixTimestamp64Micro({started:Int64}, 'UTC'), fromUnixTimestamp64Micro({finished:Int64}, 'UTC'), {err:String},
-       {dropped:UInt64}, {kind:String}`
+       {dropped:UInt64}, {kind:String}, {revision:String}`
 	// The run id is the deduplication token: a retry of this row on a replicated table after a
 	// lost answer is dropped by the block deduplication.
 	ictx := writeCtx(ctx, "run:"+r.RunID.String()+":"+r.Status.String())
@@ -64,6 +67,7 @@ SELECT {h:String}, toDateTime({fire:Int64}, 'UTC'), toUUID({run:String}), {owner
 		clickhouse.Named("ws", r.WindowStart), clickhouse.Named("we", r.WindowEnd), clickhouse.Named("rows", r.RowsWritten),
 		clickhouse.Named("started", r.Started.UnixMicro()), clickhouse.Named("finished", r.Finished.UnixMicro()),
 		clickhouse.Named("err", boundError(r.Error)), clickhouse.Named("dropped", r.FindingsDropped), clickhouse.Named("kind", r.Kind.String()),
+		clickhouse.Named("revision", r.Revision),
 	)
 	if err != nil {
 		return fmt.Errorf("watermark: record run %s fire %d: %w", r.HuntID, r.Fire, err)

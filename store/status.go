@@ -122,12 +122,13 @@ type RunRecord struct {
 	Started         time.Time
 	Finished        time.Time
 	Error           string // as stored: the server's text, which can quote row values
+	Revision        string // the hunt's revision that ran ("" before revisions were recorded)
 }
 
 // RunRecords reads the newest limit rows of huntID's run log, newest first.
 func (s *Store) RunRecords(ctx context.Context, huntID string, limit int) ([]RunRecord, error) {
 	rows, err := s.conn.Query(ctx, `SELECT fire, toString(run_id), owner, status, toString(kind), window_start, window_end,
-    rows_written, findings_dropped, started, finished, error
+    rows_written, findings_dropped, started, finished, error, revision
 FROM `+s.table(schema.ViewRuns)+`
 WHERE hunt_id = {h:String}
 ORDER BY finished DESC, status DESC
@@ -140,7 +141,7 @@ LIMIT {n:UInt32}`, clickhouse.Named("h", huntID), clickhouse.Named("n", uint32(l
 	for rows.Next() {
 		var r RunRecord
 		if err := rows.Scan(&r.Fire, &r.RunID, &r.Owner, &r.Status, &r.Kind, &r.WindowStart, &r.WindowEnd, &r.Rows,
-			&r.FindingsDropped, &r.Started, &r.Finished, &r.Error); err != nil {
+			&r.FindingsDropped, &r.Started, &r.Finished, &r.Error, &r.Revision); err != nil {
 			return nil, fmt.Errorf("read hunt_runs: %w", err)
 		}
 		out = append(out, r)

@@ -182,11 +182,15 @@ func devAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	links, err := readStatusLinks(c)
+	if err != nil {
+		return err
+	}
 	printer := &runPrinter{w: out, store: store.New(conn, db), show: c.Int("show")}
 	w, err := buildWorker(ctx, workerConfig{
 		conn: conn, database: db, huntSet: huntSetName, consistency: string(consistency.Mode), owner: owner, service: "hunt-runner-dev",
 		src: src, policy: policy, reload: c.Duration("reload-interval"), listen: c.String("listen"),
-		statusToken: token, perHunt: c.Int("metrics-per-hunt"),
+		statusToken: token, links: links, perHunt: c.Int("metrics-per-hunt"),
 		loop:  runner.Options{Tick: c.Duration("tick"), Concurrency: c.Int("concurrency")},
 		onRun: printer.print,
 	}, log)

@@ -77,6 +77,10 @@ func runAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	links, err := readStatusLinks(c)
+	if err != nil {
+		return err
+	}
 	owner := c.String("owner")
 	if owner == "" {
 		if owner, err = os.Hostname(); err != nil || owner == "" {
@@ -107,7 +111,7 @@ func runAction(c *cli.Context) error {
 	w, err := buildWorker(ctx, workerConfig{
 		conn: conn, huntConn: huntConn, database: chOpts.Database, consistency: string(chOpts.Consistency),
 		huntSet: set, owner: owner, service: "hunt-runner", src: src, policy: policy, reload: c.Duration("reload-interval"),
-		listen: c.String("listen"), statusToken: token, replicas: true, perHunt: c.Int("metrics-per-hunt"),
+		listen: c.String("listen"), statusToken: token, links: links, replicas: true, perHunt: c.Int("metrics-per-hunt"),
 		lease: lease.Options{Lease: c.Duration("lease"), Settle: c.Duration("settle")},
 		loop: runner.Options{Tick: c.Duration("tick"), Concurrency: c.Int("concurrency"), MaxQueued: c.Int("max-queued"),
 			Grace: c.Duration("grace"), MaxFindingBytes: c.Int64("max-finding-bytes"), MaxRunFindingsBytes: c.Int64("max-run-findings-bytes")},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -170,7 +171,33 @@ func statusAuthFlags() []cli.Flag {
 			Usage: "file holding a bearer token that the status page (/, /hunts/…) and API (/api/v1/…) then require; /metrics and the probes stay open"},
 		&cli.BoolFlag{Name: "status-unauthenticated", EnvVars: envFor("status-unauthenticated"),
 			Usage: "serve the status page and API without a token on an address beyond loopback (they show run errors, which can quote row values)"},
+		&cli.StringFlag{Name: "clickhouse-web-url", EnvVars: envFor("clickhouse-web-url"),
+			Usage: "a ClickHouse web client (e.g. https://ch.example.com:8443/play) a hunt's page links its latest findings' query to; no credentials in it"},
+		&cli.StringFlag{Name: "git-commit-url", EnvVars: envFor("git-commit-url"),
+			Usage: "prefix a git commit id is appended to, linking a finding's revision to its commit (e.g. https://github.com/org/hunts/commit/)"},
 	}
+}
+
+// statusLinks are the status page's links out (--clickhouse-web-url, --git-commit-url).
+type statusLinks struct{ clickhouseWeb, commit string }
+
+// readStatusLinks checks the links: absolute http(s) URLs without credentials, since the page
+// shows them to everyone who may read it.
+func readStatusLinks(c *cli.Context) (statusLinks, error) {
+	l := statusLinks{clickhouseWeb: c.String("clickhouse-web-url"), commit: c.String("git-commit-url")}
+	for flag, v := range map[string]string{"clickhouse-web-url": l.clickhouseWeb, "git-commit-url": l.commit} {
+		if v == "" {
+			continue
+		}
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return statusLinks{}, cli.Exit(fmt.Sprintf("--%s must be an absolute http:// or https:// URL", flag), exitUsage)
+		}
+		if u.User != nil || u.Query().Has("password") {
+			return statusLinks{}, cli.Exit(fmt.Sprintf("--%s must not carry credentials: the status page shows it to every reader", flag), exitUsage)
+		}
+	}
+	return l, nil
 }
 
 // statusToken reads --status-token-file. Without a token, a --listen beyond loopback is

@@ -35,6 +35,7 @@ type ops struct {
 	metrics  *runner.Metrics
 	tick     time.Duration // the runner's --tick
 	token    string        // the status page's and API's bearer token
+	links    statusLinks
 	log      *slog.Logger
 
 	scraped chan struct{} // a /metrics scrape asks for fresh hunt health
@@ -51,7 +52,8 @@ func (o *ops) entries() []hunt.Hunt {
 // server is the --listen server.
 func (o *ops) server(addr string, tel *serve.Telemetry, ready func() error) *serve.Server {
 	web := &status.Web{Store: store.New(o.conn, o.database), Database: o.database,
-		Entries: o.entries, Files: o.huntFiles, Token: o.token, Logger: o.log}
+		Entries: o.entries, Files: o.huntFiles, Token: o.token, Logger: o.log,
+		ClickHouseWebURL: o.links.clickhouseWeb, CommitURL: o.links.commit}
 	o.metrics.ObserveHuntFiles(func() (runner.HuntFiles, bool) {
 		f, ok := o.huntFiles()
 		return runner.HuntFiles{Invalid: f.Invalid, Stale: len(f.Stale)}, ok

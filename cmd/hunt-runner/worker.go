@@ -32,6 +32,7 @@ type workerConfig struct {
 	reload      time.Duration
 	listen      string
 	statusToken string         // bearer token of the status page and API ("" : none)
+	links       statusLinks    // the status page's links out
 	loop        runner.Options // timing and sizing; owner, database, connections and telemetry are set here
 	lease       lease.Options  // Lease and Settle; the rest is set here
 	onRun       func(runner.RunReport)
@@ -90,7 +91,7 @@ func buildWorker(ctx context.Context, cfg workerConfig, log *slog.Logger) (*work
 		w.close()
 		return nil, err
 	}
-	w.ops = &ops{conn: conn, database: db, loader: w.loader, metrics: w.metrics, tick: w.runner.Tick(), log: log, token: cfg.statusToken}
+	w.ops = &ops{conn: conn, database: db, loader: w.loader, metrics: w.metrics, tick: w.runner.Tick(), log: log, token: cfg.statusToken, links: cfg.links}
 	w.server = w.ops.server(cfg.listen, tel, w.runner.Ready)
 	if err := w.server.Listen(); err != nil {
 		w.close()

@@ -9,10 +9,9 @@ require (
 	golang.org/x/crypto v0.58.0
 )
 
-require (
-	github.com/robfig/cron/v3 v3.0.1 // indirect
-	golang.org/x/sync v0.25.0 // indirect
-)
+require github.com/robfig/cron/v3 v3.0.1 // indirect
+
+require golang.org/x/sync v0.25.0 // indirect
 
 require (
 	github.com/ClickHouse/ch-go v0.75.0 // indirect

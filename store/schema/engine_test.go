@@ -126,6 +126,8 @@ func sample(t *testing.T, typ, col string, now time.Time) any {
 		return now.Truncate(time.Millisecond)
 	case "Map(String, String)":
 		return map[string]string{"env": "prod", "quote": "it's"}
+	case "Array(String)":
+		return []string{"T1110.003", "it's\x00"}
 	}
 	t.Fatalf("no sample for column type %s; add one", typ)
 	return nil

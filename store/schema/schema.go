@@ -78,6 +78,9 @@ var watermarkColumns = []column{
 	// that shortening an interval does not turn the rest of the old one into a gap. 0 on rows
 	// written before layout 3 (unknown).
 	{"interval_seconds", "UInt32"},
+	// The hunt's revision (hunt.Hunt.Revision: definition digest, @commit for git) this run
+	// ran; "" on rows written before revisions were recorded.
+	{"revision", "String"},
 }
 
 // tables is the single source of the schema; docs/contracts.md is its prose form.
@@ -147,6 +150,7 @@ var tables = []table{
 			{"status", "LowCardinality(String)"}, {"window_start", "DateTime('UTC')"}, {"window_end", "DateTime('UTC')"},
 			{"rows_written", "UInt64"}, {"started", "DateTime64(6, 'UTC')"}, {"finished", "DateTime64(6, 'UTC')"},
 			{"error", "String"}, {"findings_dropped", "UInt64"}, {"kind", "LowCardinality(String)"},
+			{"revision", "String"},
 		},
 		orderBy: "(hunt_id, fire, finished)", ttl: "toDateTime(finished) + INTERVAL 90 DAY",
 	},
@@ -160,6 +164,10 @@ var tables = []table{
 			{"hunt_id", "String"}, {"fire", "DateTime('UTC')"}, {"finding_id", "UInt64"}, {"finding", "String"},
 			{"severity", "LowCardinality(String)"}, {"labels", "Map(String, String)"}, {"run_id", "UUID"},
 			{"found", "DateTime64(6, 'UTC')"},
+			// What the hunt's explain keys made of the row (docs/findings.md; severity above is
+			// the row's), and the revision that found it. "" and [] on older rows.
+			{"title", "String"}, {"dedup_key", "String"}, {"runbook", "String"},
+			{"mitre", "Array(String)"}, {"revision", "String"},
 		},
 		version: "found", orderBy: "(hunt_id, fire, run_id, finding_id)", ttl: findingsTTL(DefaultFindingsTTLDays),
 	},
@@ -281,8 +289,9 @@ func DDL(database string, t Topology, cluster string) []Statement {
 const huntOfKey = "splitByChar('#', hunt_id)[1]"
 
 // viewMarker is a fragment of every current view's definition that the views of earlier
-// releases lack: Apply replaces a view without it (views hold no data).
-const viewMarker = "splitByChar('#', hunt_id)"
+// releases lack: Apply replaces a view without it (views hold no data). The revision column
+// is the newest addition to both views.
+const viewMarker = "revision"
 
 // runsView is the run log: hunt_run's rows of attempts that did not commit, and for every
 // commit row of hunt_watermark a succeeded row plus a gap row when gap_end > gap_start. A
@@ -296,7 +305,7 @@ const viewMarker = "splitByChar('#', hunt_id)"
 func runsView(db, onCluster string) string {
 	return "CREATE VIEW IF NOT EXISTS " + db + "." + QuoteIdent(ViewRuns) + onCluster + ` AS
 SELECT hunt_id, fire, run_id, owner, status, window_start, window_end, rows_written, findings_dropped,
-    kind, started, finished, error
+    kind, started, finished, error, revision
 FROM ` + db + "." + QuoteIdent(TableRun) + `
 WHERE status NOT IN ('succeeded', 'gap')
 UNION ALL
@@ -321,7 +330,8 @@ func commitRuns(db, huntID, where string) string {
     run_started AS started,
     updated AS finished,
     if(status = 'gap', concat('outage longer than max_catchup: [', toString(gap_start), ', ',
-        toString(gap_end), ') skipped'), '') AS error
+        toString(gap_end), ') skipped'), '') AS error,
+    revision
 FROM ` + db + "." + QuoteIdent(TableWatermark) + `
 ARRAY JOIN if(kind = 'imported', ['imported'], if(gap_end > gap_start, ['succeeded', 'gap'], ['succeeded'])) AS status
 WHERE run_id != toUUID('00000000-0000-0000-0000-000000000000') AND ` + where
@@ -333,7 +343,8 @@ WHERE run_id != toUUID('00000000-0000-0000-0000-000000000000') AND ` + where
 // hence the mapping.
 func findingsCommittedView(db, onCluster string) string {
 	return "CREATE VIEW IF NOT EXISTS " + db + "." + QuoteIdent(ViewFindingsCommitted) + onCluster + ` AS
-SELECT hunt_id, fire, finding_id, finding, severity, labels, run_id, found
+SELECT hunt_id, fire, finding_id, finding, severity, labels, run_id, found, title, dedup_key, runbook,
+    mitre, revision
 FROM ` + db + "." + QuoteIdent(TableFindings) + `
 WHERE (hunt_id, run_id) IN (SELECT ` + huntOfKey + `, run_id FROM ` + db + "." + QuoteIdent(TableWatermark) + `)`
 }

@@ -61,11 +61,12 @@ CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_watermark`
     findings_dropped UInt64,
     kind             LowCardinality(String),
     interval_seconds UInt32,
+    revision         String,
     PROJECTION latest (SELECT hunt_id, max(watermark) GROUP BY hunt_id)
 )
 ENGINE = MergeTree
 ORDER BY (hunt_id, watermark)
-TTL toDateTime(updated) + INTERVAL 91 DAY GROUP BY hunt_id SET watermark = argMax(watermark, watermark), claim_id = argMax(claim_id, watermark), updated = argMax(updated, watermark), run_id = argMax(run_id, watermark), run_owner = argMax(run_owner, watermark), run_start = argMax(run_start, watermark), run_rows = argMax(run_rows, watermark), run_started = argMax(run_started, watermark), gap_start = argMax(gap_start, watermark), gap_end = argMax(gap_end, watermark), findings_dropped = argMax(findings_dropped, watermark), kind = argMax(kind, watermark), interval_seconds = argMax(interval_seconds, watermark)
+TTL toDateTime(updated) + INTERVAL 91 DAY GROUP BY hunt_id SET watermark = argMax(watermark, watermark), claim_id = argMax(claim_id, watermark), updated = argMax(updated, watermark), run_id = argMax(run_id, watermark), run_owner = argMax(run_owner, watermark), run_start = argMax(run_start, watermark), run_rows = argMax(run_rows, watermark), run_started = argMax(run_started, watermark), gap_start = argMax(gap_start, watermark), gap_end = argMax(gap_end, watermark), findings_dropped = argMax(findings_dropped, watermark), kind = argMax(kind, watermark), interval_seconds = argMax(interval_seconds, watermark), revision = argMax(revision, watermark)
 COMMENT 'commits: one row per committed fire; newest by (watermark, updated)';
 
 -- table hunt_runner.hunt_state
@@ -100,7 +101,8 @@ CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_run`
     finished         DateTime64(6, 'UTC'),
     error            String,
     findings_dropped UInt64,
-    kind             LowCardinality(String)
+    kind             LowCardinality(String),
+    revision         String
 )
 ENGINE = MergeTree
 ORDER BY (hunt_id, fire, finished)
@@ -117,7 +119,12 @@ CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_findings`
     severity   LowCardinality(String),
     labels     Map(String, String),
     run_id     UUID,
-    found      DateTime64(6, 'UTC')
+    found      DateTime64(6, 'UTC'),
+    title      String,
+    dedup_key  String,
+    runbook    String,
+    mitre      Array(String),
+    revision   String
 )
 ENGINE = ReplacingMergeTree(found)
 ORDER BY (hunt_id, fire, run_id, finding_id)
@@ -236,7 +243,7 @@ COMMENT 'runner heartbeats; newest row per owner by last_tick';
 -- table hunt_runner.hunt_runs
 CREATE VIEW IF NOT EXISTS `hunt_runner`.`hunt_runs` AS
 SELECT hunt_id, fire, run_id, owner, status, window_start, window_end, rows_written, findings_dropped,
-    kind, started, finished, error
+    kind, started, finished, error, revision
 FROM `hunt_runner`.`hunt_run`
 WHERE status NOT IN ('succeeded', 'gap')
 UNION ALL
@@ -254,7 +261,8 @@ SELECT
     run_started AS started,
     updated AS finished,
     if(status = 'gap', concat('outage longer than max_catchup: [', toString(gap_start), ', ',
-        toString(gap_end), ') skipped'), '') AS error
+        toString(gap_end), ') skipped'), '') AS error,
+    revision
 FROM `hunt_runner`.`hunt_watermark`
 ARRAY JOIN if(kind = 'imported', ['imported'], if(gap_end > gap_start, ['succeeded', 'gap'], ['succeeded'])) AS status
 WHERE run_id != toUUID('00000000-0000-0000-0000-000000000000') AND kind != 'backfill'
@@ -273,13 +281,15 @@ SELECT
     run_started AS started,
     updated AS finished,
     if(status = 'gap', concat('outage longer than max_catchup: [', toString(gap_start), ', ',
-        toString(gap_end), ') skipped'), '') AS error
+        toString(gap_end), ') skipped'), '') AS error,
+    revision
 FROM `hunt_runner`.`hunt_watermark`
 ARRAY JOIN if(kind = 'imported', ['imported'], if(gap_end > gap_start, ['succeeded', 'gap'], ['succeeded'])) AS status
 WHERE run_id != toUUID('00000000-0000-0000-0000-000000000000') AND kind = 'backfill';
 
 -- table hunt_runner.hunt_findings_committed
 CREATE VIEW IF NOT EXISTS `hunt_runner`.`hunt_findings_committed` AS
-SELECT hunt_id, fire, finding_id, finding, severity, labels, run_id, found
+SELECT hunt_id, fire, finding_id, finding, severity, labels, run_id, found, title, dedup_key, runbook,
+    mitre, revision
 FROM `hunt_runner`.`hunt_findings`
 WHERE (hunt_id, run_id) IN (SELECT splitByChar('#', hunt_id)[1], run_id FROM `hunt_runner`.`hunt_watermark`);
