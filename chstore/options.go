@@ -73,6 +73,9 @@ type Options struct {
 	// ConsistencyLogLevel is the level of Open's line saying which mode it chose: the zero
 	// value (info) for daemons, debug for interactive commands.
 	ConsistencyLogLevel slog.Level
+	// LogComment is the log_comment of every statement of the connection that sets none of its
+	// own (internal/attrib: the coordination comment naming the runner). Empty: none.
+	LogComment string
 }
 
 // Endpoint is what a ClickHouse URL says, after defaults for the port.
@@ -313,6 +316,12 @@ func (o Options) ClickHouseOptions() (*clickhouse.Options, error) {
 	// The driver also uses DialTimeout as the wait for a free pooled connection, so it stays
 	// at the driver's default unless the per-connect timeout is longer.
 	ch.DialTimeout = max(o.DialTimeout, poolWait)
+	if o.LogComment != "" {
+		if ch.Settings == nil {
+			ch.Settings = clickhouse.Settings{}
+		}
+		ch.Settings["log_comment"] = o.LogComment
+	}
 	if o.MaxOpenConns > 0 {
 		ch.MaxOpenConns = o.MaxOpenConns
 		if ch.MaxIdleConns == 0 || ch.MaxIdleConns > o.MaxOpenConns {

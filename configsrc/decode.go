@@ -2,6 +2,7 @@ package configsrc
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -295,22 +296,44 @@ func (d *decoder) hunt(root *yaml.Node, stem string) (parsed, bool) {
 	h := &p.hunt
 	h.File, h.Line, h.Enabled = d.file, 1, true
 	order, f := d.fields(root, "")
-	var scheds []schedSource
-	var queryNode *yaml.Node
-	var tsField, tsKey string
-	var tsNode *yaml.Node
-	var delayN, catchupN, timeoutN *yaml.Node
-	idSet := false
+	k := d.keys(&p, order, f)
+	d.identity(&p, k.idSet, stem)
+	d.scheduleOf(h, root, k.scheds)
+	d.limits(h, k)
+	d.queryOf(h, root, k, f["rules"][0] != nil)
+	if len(d.problems) > 0 {
+		return p, false
+	}
+	d.budgetDefaults(h)
+	*h = h.WithDefaults()
+	h.Hash = h.ComputeHash()
+	return p, true
+}
 
+// huntKeys is what the top-level keys gave that is checked only once every key is read: the
+// schedule, the limits that depend on the interval, and the query with its timestamp field.
+type huntKeys struct {
+	scheds                         []schedSource
+	query, delay, catchup, timeout *yaml.Node
+	ts                             *yaml.Node // timestamp_field or checkpoint_timestamp_field
+	tsField, tsKey                 string
+	idSet                          bool
+}
+
+// keys reads every top-level key: the ones that stand alone into p's hunt, the rest into
+// the huntKeys returned.
+func (d *decoder) keys(p *parsed, order []string, f map[string][2]*yaml.Node) huntKeys {
+	h := &p.hunt
+	var k huntKeys
 	for _, key := range order {
-		k, v := f[key][0], f[key][1]
+		kn, v := f[key][0], f[key][1]
 		switch key {
 		case "id":
 			if s, ok := d.str(v, "id"); ok {
 				if !idRe.MatchString(s) {
 					d.at(v, "id is not valid: use letters, digits, '_', '.' and '-', starting with a letter or digit, at most 128 characters")
 				}
-				h.ID, h.Line, p.idLine, p.idCol, idSet = s, v.Line, v.Line, v.Column, true
+				h.ID, h.Line, p.idLine, p.idCol, k.idSet = s, v.Line, v.Line, v.Column, true
 			}
 		case "description":
 			if s, ok := d.optStr(v, "description"); ok {
@@ -320,21 +343,21 @@ func (d *decoder) hunt(root *yaml.Node, stem string) (parsed, bool) {
 				h.Description = s
 			}
 		case "interval":
-			scheds = append(scheds, schedSource{"interval", v, false})
+			k.scheds = append(k.scheds, schedSource{"interval", v, false})
 		case "cron":
-			scheds = append(scheds, schedSource{"cron", v, true})
+			k.scheds = append(k.scheds, schedSource{"cron", v, true})
 		case "schedule":
-			scheds = append(scheds, d.schedule(v)...)
+			k.scheds = append(k.scheds, d.schedule(v)...)
 		case "enabled":
 			h.Enabled = d.boolean(v, "enabled")
 		case "query":
-			queryNode = v
+			k.query = v
 		case "delay":
-			delayN = v
+			k.delay = v
 		case "max_catchup":
-			catchupN = v
+			k.catchup = v
 		case "timeout":
-			timeoutN = v
+			k.timeout = v
 		case "severity":
 			if s, ok := d.str(v, "severity"); ok {
 				if !slices.Contains(severities, s) {
@@ -354,22 +377,26 @@ func (d *decoder) hunt(root *yaml.Node, stem string) (parsed, bool) {
 			d.sourceOrBudget(h, key, v)
 		case "timestamp_field", "checkpoint_timestamp_field":
 			if s, ok := d.str(v, key); ok {
-				if tsNode != nil && s != tsField {
-					d.at(v, "%s contradicts %s; keep one", key, tsKey)
+				if k.ts != nil && s != k.tsField {
+					d.at(v, "%s contradicts %s; keep one", key, k.tsKey)
 					continue
 				}
 				if !fieldRe.MatchString(s) {
 					d.at(v, "%s must be a bare column name, optionally table.column (letters, digits and '_'); alias an unusual column in the query instead", key)
 				}
-				tsField, tsKey, tsNode = s, key, v
+				k.tsField, k.tsKey, k.ts = s, key, v
 			}
 		default:
-			d.unknownKey(k, "", knownKeys)
+			d.unknownKey(kn, "", knownKeys)
 		}
 	}
+	return k
+}
 
+// identity gives a hunt without id: the file name's stem.
+func (d *decoder) identity(p *parsed, idSet bool, stem string) {
 	if !idSet {
-		h.ID = stem
+		p.hunt.ID = stem
 		if !idRe.MatchString(stem) {
 			d.addf(1, 1, "the file name is not a valid hunt id (letters, digits, '_', '.', '-'); rename the file or add id:")
 		}
@@ -377,8 +404,10 @@ func (d *decoder) hunt(root *yaml.Node, stem string) (parsed, bool) {
 	if p.idLine == 0 {
 		p.idLine, p.idCol = 1, 1
 	}
+}
 
-	// Schedule: exactly one of interval / cron (top level or under schedule:).
+// scheduleOf applies exactly one of interval / cron (top level or under schedule:).
+func (d *decoder) scheduleOf(h *hunt.Hunt, root *yaml.Node, scheds []schedSource) {
 	switch len(scheds) {
 	case 0:
 		if !d.scheduleReported {
@@ -389,68 +418,71 @@ func (d *decoder) hunt(root *yaml.Node, stem string) (parsed, bool) {
 	default:
 		d.at(scheds[1].node, "both %s and %s are set; keep exactly one", scheds[0].key, scheds[1].key)
 	}
+}
 
-	if h.Interval > 0 {
-		if delayN != nil {
-			h.Delay = d.duration(delayN, "delay", true)
-		}
-		if catchupN != nil {
-			if c := d.duration(catchupN, "max_catchup", false); c > 0 {
-				if c < h.Interval {
-					d.at(catchupN, "max_catchup %s is shorter than the interval %s; a run must be able to cover at least one interval", schedule.FormatInterval(c), schedule.FormatInterval(h.Interval))
-				}
-				h.MaxCatchup = c
+// limits reads delay, max_catchup and timeout, which are checked against the interval; unset
+// ones are left for WithDefaults.
+func (d *decoder) limits(h *hunt.Hunt, k huntKeys) {
+	if h.Interval <= 0 {
+		return
+	}
+	if k.delay != nil {
+		h.Delay = d.duration(k.delay, "delay", true)
+	}
+	if k.catchup != nil {
+		if c := d.duration(k.catchup, "max_catchup", false); c > 0 {
+			if c < h.Interval {
+				d.at(k.catchup, "max_catchup %s is shorter than the interval %s; a run must be able to cover at least one interval", schedule.FormatInterval(c), schedule.FormatInterval(h.Interval))
 			}
-		}
-		if timeoutN != nil {
-			if t := d.duration(timeoutN, "timeout", false); t > MaxTimeout {
-				d.at(timeoutN, "timeout %s is longer than %s, the most one run may hold a query slot; make the query cheaper or the interval shorter", schedule.FormatInterval(t), schedule.FormatInterval(MaxTimeout))
-			} else if t > 0 {
-				h.Timeout = t
-			}
+			h.MaxCatchup = c
 		}
 	}
+	if k.timeout != nil {
+		if t := d.duration(k.timeout, "timeout", false); t > MaxTimeout {
+			d.at(k.timeout, "timeout %s is longer than %s, the most one run may hold a query slot; make the query cheaper or the interval shorter", schedule.FormatInterval(t), schedule.FormatInterval(MaxTimeout))
+		} else if t > 0 {
+			h.Timeout = t
+		}
+	}
+}
 
-	if queryNode == nil {
-		if f["rules"][0] == nil { // rules: already has its own message
+// queryOf checks the query under the policy and expands the legacy {window} token over the
+// timestamp field. hasRules: rules: is set and already has its own message.
+func (d *decoder) queryOf(h *hunt.Hunt, root *yaml.Node, k huntKeys, hasRules bool) {
+	if k.query == nil {
+		if !hasRules {
 			d.at(root, "no query: add query: with one SELECT over {window_start:DateTime64(3)} and {window_end:DateTime64(3)}")
 		}
-	} else if q, ok := d.str(queryNode, "query"); ok {
-		h.QueryLine, h.QueryColumn = d.queryPos(queryNode, q, len(q)-len(strings.TrimLeft(q, " \t\r\n")))
-		if strings.TrimSpace(q) == "" {
-			d.at(queryNode, "query is empty")
-		} else {
-			info, issues := checkQueryPolicy(q, d.policy)
-			for _, is := range issues {
-				line, col := d.queryPos(queryNode, q, is.pos)
-				d.addf(line, col, "%s", is.msg)
-			}
-			if len(issues) == 0 {
-				field := tsField
-				if field == "" {
-					field = DefaultTimestampField
-				}
-				if len(info.windowTokens) == 0 && tsNode != nil {
-					d.at(tsNode, "%s is set but the query has no {window} token to expand; remove it", tsKey)
-				}
-				h.Query = strings.TrimSpace(expandWindow(q[:info.end], info.windowTokens, field))
-				if len(info.windowTokens) > 0 {
-					// The expansion pastes text in after the check: check the result too, so a
-					// field that slipped past its own rule still cannot change the statement.
-					if _, again := checkQueryPolicy(h.Query, d.policy); len(again) > 0 {
-						d.at(tsNode, "%s: the query with {window} expanded is refused: %s", tsKey, again[0].msg)
-					}
-				}
-			}
+		return
+	}
+	q, ok := d.str(k.query, "query")
+	if !ok {
+		return
+	}
+	h.QueryLine, h.QueryColumn = d.queryPos(k.query, q, len(q)-len(strings.TrimLeft(q, " \t\r\n")))
+	if strings.TrimSpace(q) == "" {
+		d.at(k.query, "query is empty")
+		return
+	}
+	info, issues := checkQueryPolicy(q, d.policy)
+	for _, is := range issues {
+		line, col := d.queryPos(k.query, q, is.pos)
+		d.addf(line, col, "%s", is.msg)
+	}
+	if len(issues) > 0 {
+		return
+	}
+	if len(info.windowTokens) == 0 && k.ts != nil {
+		d.at(k.ts, "%s is set but the query has no {window} token to expand; remove it", k.tsKey)
+	}
+	h.Query = strings.TrimSpace(expandWindow(q[:info.end], info.windowTokens, cmp.Or(k.tsField, DefaultTimestampField)))
+	if len(info.windowTokens) > 0 {
+		// The expansion pastes text in after the check: check the result too, so a field that
+		// slipped past its own rule still cannot change the statement.
+		if _, again := checkQueryPolicy(h.Query, d.policy); len(again) > 0 {
+			d.at(k.ts, "%s: the query with {window} expanded is refused: %s", k.tsKey, again[0].msg)
 		}
 	}
-	if len(d.problems) > 0 {
-		return p, false
-	}
-	d.budgetDefaults(h)
-	*h = h.WithDefaults()
-	h.Hash = h.ComputeHash()
-	return p, true
 }
 
 // schedule reads the earlier runner's schedule: {mode: rate, interval|cron} mapping.

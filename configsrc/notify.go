@@ -1,7 +1,6 @@
 package configsrc
 
 import (
-	"regexp"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -12,9 +11,6 @@ import (
 // MaxSuppressFor bounds suppress.for: the suppression table keeps its rows 90 days, and a
 // window near that would silently stop holding once rows expire.
 const MaxSuppressFor = 30 * 24 * time.Hour
-
-// SinkNameRe is the shape of a notify sink name, shared with the notify config.
-var SinkNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 // notify reads notify: [sink, …]. An explicit empty list is kept (non-nil): it means "send
 // nothing", which differs from leaving the key out.
@@ -34,7 +30,7 @@ func (d *decoder) notify(v *yaml.Node) []string {
 		if !ok {
 			continue
 		}
-		if !SinkNameRe.MatchString(s) {
+		if !hunt.SinkNameRe.MatchString(s) {
 			d.at(n, "sink name is not valid: letters, digits, '_', '.', '-', starting with a letter or digit")
 			continue
 		}

@@ -5,8 +5,14 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"regexp"
 	"time"
 )
+
+// SinkNameRe is the shape of a notify sink name: of the sinks the notify config defines and
+// of the names a hunt's notify: list gives. It is here, in the leaf both readers import, so
+// the two cannot drift apart.
+var SinkNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 // Defaults of optional hunt fields and the ceilings a hunt may ask for. WithDefaults applies
 // the defaults; the decoder refuses values past the ceilings.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
 	"github.com/hunt-runner/hunt-runner/hunt"
+	"github.com/hunt-runner/hunt-runner/internal/attrib"
 	"github.com/hunt-runner/hunt-runner/runner"
 	"github.com/hunt-runner/hunt-runner/schedule"
 )
@@ -99,7 +100,7 @@ func (p *Previewer) Preview(ctx context.Context, h hunt.Hunt, from, to time.Time
 	run := h
 	run.Timeout = timeout
 	for _, w := range windows {
-		got, err := runner.Preview(ctx, p.Hunts, run, w.Start, w.End)
+		got, err := runner.Preview(ctx, p.Hunts, run, w.Start, w.End, attrib.Preview)
 		if err != nil {
 			if timedOut(err) && ctx.Err() == nil {
 				return fmt.Errorf("hunt %s, window %s to %s: took longer than %s (the hunt's timeout, lowered by --window-timeout): "+

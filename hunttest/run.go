@@ -17,6 +17,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
 	"github.com/hunt-runner/hunt-runner/hunt"
+	"github.com/hunt-runner/hunt-runner/internal/attrib"
 	"github.com/hunt-runner/hunt-runner/runner"
 )
 
@@ -106,7 +107,7 @@ func (e *Engine) runCase(ctx context.Context, f *File, h hunt.Hunt, c Case, r *R
 		return
 	}
 	defer conn.Close()
-	got, err := runner.Preview(ctx, conn, h, c.Start, c.End)
+	got, err := runner.Preview(ctx, conn, h, c.Start, c.End, attrib.Test)
 	if err != nil {
 		e.problem(r, f, c.Line, 1, "hunt %s failed on the fixtures: %s", h.ID, serverMessage(err))
 		return

@@ -1,4 +1,4 @@
-package lease
+package lease_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hunt-runner/hunt-runner/lease"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
@@ -26,7 +28,7 @@ func engineDB(tb testing.TB) *chtest.DB {
 	return chtest.NewWithSchema(tb)
 }
 
-func engineCoord(tb testing.TB, db *chtest.DB, owner string, settle time.Duration) *Coordinator {
+func engineCoord(tb testing.TB, db *chtest.DB, owner string, settle time.Duration) *lease.Coordinator {
 	tb.Helper()
 	return newCoord(tb, db, owner, 10*time.Minute, settle)
 }
@@ -51,10 +53,10 @@ FROM numbers({n:UInt64})`, clickhouse.Named("fire", fire), clickhouse.Named("n",
 	}
 }
 
-func bulkFires(n int, fire int64) []Fire {
-	out := make([]Fire, n)
+func bulkFires(n int, fire int64) []lease.Fire {
+	out := make([]lease.Fire, n)
 	for i := range out {
-		out[i] = Fire{HuntID: fmt.Sprintf("bulk-%06d", i), Fire: fire}
+		out[i] = lease.Fire{HuntID: fmt.Sprintf("bulk-%06d", i), Fire: fire}
 	}
 	return out
 }
@@ -68,7 +70,7 @@ func TestClaimRoundTripsFlat(t *testing.T) {
 	c := engineCoord(t, db, "pod-a", time.Second)
 	ctx := context.Background()
 	// Warm the connection pool so connection set-up queries are not counted.
-	if _, err := c.Claim(ctx, []Fire{{HuntID: "warm-up", Fire: now}}); err != nil {
+	if _, err := c.Claim(ctx, []lease.Fire{{HuntID: "warm-up", Fire: now}}); err != nil {
 		t.Fatal(err)
 	}
 	counts := map[int]int64{}
@@ -76,7 +78,7 @@ func TestClaimRoundTripsFlat(t *testing.T) {
 	for _, n := range []int{1, 100, 1000 - 101} {
 		fires := bulkFires(start+n, now)[start:]
 		start += n
-		var res Result
+		var res lease.Result
 		var err error
 		trips := chtest.Trips(t, db, func() { res, err = c.Claim(ctx, fires) })
 		if err != nil || len(res.Won) != n {
@@ -101,7 +103,7 @@ func TestClaimRoundTripsFlat(t *testing.T) {
 	if err := releaseAll(ctx, db, c, fires); err != nil {
 		t.Fatal(err)
 	}
-	var res Result
+	var res lease.Result
 	var err error
 	trips := chtest.Trips(t, db, func() { res, err = c.Claim(ctx, fires) })
 	if err != nil || len(res.Won) != len(fires) {
@@ -113,21 +115,26 @@ func TestClaimRoundTripsFlat(t *testing.T) {
 }
 
 // releaseAll ends every current lease of fires' hunts with one fenced batch release.
-func releaseAll(ctx context.Context, db *chtest.DB, c *Coordinator, fires []Fire) error {
-	v, err := c.store.Read(ctx, huntIDs(fires))
+func releaseAll(ctx context.Context, db *chtest.DB, c *lease.Coordinator, fires []lease.Fire) error {
+	st := leases(db)
+	ids := make([]string, len(fires))
+	for i, f := range fires {
+		ids[i] = f.HuntID
+	}
+	v, err := st.Read(ctx, ids)
 	if err != nil {
 		return err
 	}
-	var ls []Lease
+	var ls []lease.Lease
 	for _, r := range v.Leases {
 		if r.Until.After(v.Now) {
-			ls = append(ls, Lease{HuntID: r.HuntID, Fire: r.Fire, ClaimID: r.ClaimID})
+			ls = append(ls, lease.Lease{HuntID: r.HuntID, Fire: r.Fire, ClaimID: r.ClaimID})
 		}
 	}
 	if len(ls) == 0 {
 		return nil
 	}
-	return c.store.Release(ctx, ls)
+	return st.Release(ctx, ls)
 }
 
 // BenchmarkClaimRoundTrips reports round trips per Claim for 1, 100 and 1,000 fires.
@@ -178,9 +185,9 @@ func BenchmarkClaim1000(b *testing.B) {
 	if err := db.Conn.QueryRow(context.Background(), "SELECT count() FROM "+db.Name+".hunt_lease").Scan(&rows); err != nil || rows < 100_000 {
 		b.Fatalf("lease table has %d rows: %v", rows, err)
 	}
-	c := engineCoord(b, db, "pod-a", settle)
 	var trace strings.Builder
-	c.proto.log = slog.New(slog.NewTextHandler(&trace, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	c := newCoordOver(b, leases(db), lease.Options{Owner: "pod-a", Lease: 10 * time.Minute, Settle: settle,
+		Logger: slog.New(slog.NewTextHandler(&trace, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	ctx := context.Background()
 	fires := bulkFires(1000, now)
 	var round int64
@@ -213,7 +220,7 @@ func BenchmarkClaim1000(b *testing.B) {
 		for b.Loop() {
 			next()
 			for _, f := range fires[:sample] {
-				res, err := c.Claim(ctx, []Fire{f})
+				res, err := c.Claim(ctx, []lease.Fire{f})
 				if err != nil || len(res.Won) != 1 {
 					b.Fatalf("won %d: %v", len(res.Won), err)
 				}
@@ -225,20 +232,20 @@ func BenchmarkClaim1000(b *testing.B) {
 	})
 }
 
-// TestClaimLargeBatch: past maxStatement hunts per statement a batch is split (URL size
+// TestClaimLargeBatch: past lease.MaxStatement hunts per statement a batch is split (URL size
 // limits), costing 5 round trips per 2,000 fires and still one settle; every fire is won.
 func TestClaimLargeBatch(t *testing.T) {
 	db := engineDB(t)
 	now := serverNow(t, db)
-	const n = 2*maxStatement + 500
+	const n = 2*lease.MaxStatement + 500
 	fillLeases(t, db, n, now)
 	c := engineCoord(t, db, "pod-a", 3*time.Second)
 	ctx := context.Background()
-	if _, err := c.Claim(ctx, []Fire{{HuntID: "warm-up", Fire: now}}); err != nil {
+	if _, err := c.Claim(ctx, []lease.Fire{{HuntID: "warm-up", Fire: now}}); err != nil {
 		t.Fatal(err)
 	}
 	fires := bulkFires(n, now)
-	var res Result
+	var res lease.Result
 	var err error
 	trips := chtest.Trips(t, db, func() { res, err = c.Claim(ctx, fires) })
 	if err != nil || len(res.Won) != n {

@@ -1,10 +1,12 @@
-package lease
+package lease_test
 
 import (
 	"context"
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/hunt-runner/hunt-runner/lease"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
@@ -26,11 +28,11 @@ func privateDB(t *testing.T) (*chtest.Server, *chtest.DB) {
 
 // claimUntilWon claims fire until a claim wins: on a loaded machine a claim acknowledged past
 // the settle is lost, and its provisional row must expire first.
-func claimUntilWon(t *testing.T, c *Coordinator, hunt string, fire int64) Lease {
+func claimUntilWon(t *testing.T, c *lease.Coordinator, hunt string, fire int64) lease.Lease {
 	t.Helper()
-	var won Lease
+	var won lease.Lease
 	chtest.Eventually(t, time.Minute, "a claim of "+hunt+" to win", func() bool {
-		res, err := c.Claim(context.Background(), []Fire{{HuntID: hunt, Fire: fire}})
+		res, err := c.Claim(context.Background(), []lease.Fire{{HuntID: hunt, Fire: fire}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,11 +71,11 @@ func TestLateExtensionAcknowledgementStillWins(t *testing.T) {
 
 // fenceStore runs before each extension: what a paused pod or a held request does to it.
 type fenceStore struct {
-	Store
-	before func(leases []Lease)
+	lease.Store
+	before func(leases []lease.Lease)
 }
 
-func (s *fenceStore) Extend(ctx context.Context, leases []Lease, lease, margin time.Duration) error {
+func (s *fenceStore) Extend(ctx context.Context, leases []lease.Lease, lease, margin time.Duration) error {
 	s.before(leases)
 	return s.Store.Extend(ctx, leases, lease, margin)
 }
@@ -104,11 +106,10 @@ func TestExtensionFencedOnTheProvisionalLease(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			db := chtest.NewWithSchema(t)
 			const settle, whole = 500 * time.Millisecond, time.Minute
-			c := newCoord(t, db, "pod-a", whole, settle)
-			c.proto.store = &fenceStore{Store: c.proto.store, before: func(ls []Lease) {
+			c := newCoordOver(t, &fenceStore{Store: leases(db), before: func(ls []lease.Lease) {
 				waitServerUntil(t, db, ls[0].Until.Add(-tc.left))
-			}}
-			res, err := c.Claim(context.Background(), []Fire{{HuntID: "h", Fire: serverNow(t, db) - 1}})
+			}}, lease.Options{Owner: "pod-a", Lease: whole, Settle: settle})
+			res, err := c.Claim(context.Background(), []lease.Fire{{HuntID: "h", Fire: serverNow(t, db) - 1}})
 			if err != nil || len(res.Won) != 0 {
 				t.Fatalf("claim extended with %s of its provisional lease left: %+v, %v; want lost", tc.left, res, err)
 			}
@@ -162,7 +163,7 @@ func TestClaimSkipsPausedHunts(t *testing.T) {
 	pause("resumed", 0, "toDateTime64(0, 3, 'UTC')")
 	c := newCoord(t, db, "pod-a", 10*time.Second, 200*time.Millisecond)
 	fire := serverNow(t, db) - 1
-	res, err := c.Claim(ctx, []Fire{{HuntID: "paused", Fire: fire}, {HuntID: schema.BackfillKey("paused", "b1"), Fire: fire}})
+	res, err := c.Claim(ctx, []lease.Fire{{HuntID: "paused", Fire: fire}, {HuntID: schema.BackfillKey("paused", "b1"), Fire: fire}})
 	if err != nil || len(res.Won) != 0 {
 		t.Fatalf("claim of a paused hunt and its backfill: %+v, %v; want nothing won", res, err)
 	}
@@ -202,7 +203,7 @@ func TestRenewalTrustComesFromTheVisibleRow(t *testing.T) {
 		ctl.FaultRule{Name: "lost-answer", Kind: ctl.KindInsert, Match: matchRenew, Times: 1, Effect: ctl.FailAfter, Code: 319},
 		ctl.FaultRule{Name: "read-back", Kind: ctl.KindRead, Match: `arrayJoin`, Times: 1, Effect: ctl.FailBefore, Code: 289})
 	first := time.Now()
-	if _, err := c.Renew(ctx, nl); err == nil || errors.Is(err, ErrLost) {
+	if _, err := c.Renew(ctx, nl); err == nil || errors.Is(err, lease.ErrLost) {
 		t.Fatalf("renewal with a lost answer and a failed read-back: %v, want an unknown outcome", err)
 	}
 	time.Sleep(2 * time.Second) // the renewal loop's retry comes later: that is what is measured, not a synchronisation
@@ -217,7 +218,7 @@ func TestRenewalTrustComesFromTheVisibleRow(t *testing.T) {
 
 	srv.SetFaults(t, ctl.FaultRule{Name: "refused", Kind: ctl.KindInsert, Match: matchRenew, Times: 1, Effect: ctl.FailBefore, Code: 286})
 	same, err := c.Renew(ctx, retried)
-	if err == nil || errors.Is(err, ErrLost) {
+	if err == nil || errors.Is(err, lease.ErrLost) {
 		t.Fatalf("renewal refused before executing: %v, want an error that keeps the lease", err)
 	}
 	if !same.Trusted.Equal(retried.Trusted) || !same.Until.Equal(retried.Until) {

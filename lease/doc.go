@@ -4,6 +4,11 @@
 // winning claim. docs/claim-protocol.md has the SQL, the derivation, the simulation and the
 // measurements; this comment states the guarantee and the states.
 //
+// The package is the protocol alone: it writes no SQL. It runs over its Store port (four
+// writes and one read, each one round trip per MaxStatement hunts); store.Store.Leases is the
+// ClickHouse implementation, and the simulation drives the same protocol through an in-memory
+// Store with replica lag. A Coordinator is safe for concurrent use by multiple goroutines.
+//
 // # Rows and order
 //
 // hunt_lease is append-only: (hunt_id, fire, owner, claim_id, claimed, lease_until), claimed

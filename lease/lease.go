@@ -7,11 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
-
-	"github.com/hunt-runner/hunt-runner/chstore"
 )
 
 // Fire identifies one scheduled (or requested) run of a hunt. Fire is epoch seconds.
@@ -77,9 +73,8 @@ var (
 
 // Defaults for Options.
 const (
-	DefaultLease    = 5 * time.Minute
-	DefaultSettle   = 750 * time.Millisecond
-	DefaultDatabase = chstore.DefaultDatabase
+	DefaultLease  = 5 * time.Minute
+	DefaultSettle = 750 * time.Millisecond
 )
 
 // Options configures a Coordinator.
@@ -98,8 +93,6 @@ type Options struct {
 	// settle, verify and extension must be acknowledged a settle before it runs out), at most
 	// Lease (the default when Lease is under 10 × Settle: no provisional phase).
 	Provisional time.Duration
-	// Database holding hunt_lease and hunt_watermark. Default "hunt_runner".
-	Database string
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 }
@@ -116,9 +109,6 @@ func (o Options) withDefaults() Options {
 		if o.Provisional >= o.Lease {
 			o.Provisional = o.Lease // too short a lease for a provisional phase: claim it whole
 		}
-	}
-	if o.Database == "" {
-		o.Database = DefaultDatabase
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -141,25 +131,26 @@ func (o Options) validate() error {
 	return nil
 }
 
-// Coordinator runs the claim protocol against ClickHouse.
+// Coordinator runs the claim protocol over a Store. It is safe for concurrent use by multiple
+// goroutines, as database/sql.DB is: it holds no per-call state, and the runner claims, renews
+// and releases from its tick and its jobs at once. Correctness between calls, in this process
+// or another, comes from the protocol's server-side checks, never from the Coordinator.
 type Coordinator struct {
-	conn  driver.Conn
 	opts  Options
-	store chStore
 	proto *protocol
 }
 
-// New validates opts (after applying defaults) and returns a Coordinator.
-func New(conn driver.Conn, opts Options) (*Coordinator, error) {
+// New validates opts (after applying defaults) and returns a Coordinator over st (store.Store's
+// Leases in production; the simulation's in-memory store in tests).
+func New(st Store, opts Options) (*Coordinator, error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	if conn == nil {
-		return nil, errors.New("lease: nil connection")
+	if st == nil {
+		return nil, errors.New("lease: nil store")
 	}
-	st := chStore{conn: conn, database: opts.Database}
-	return &Coordinator{conn: conn, opts: opts, store: st, proto: newProtocol(st, opts)}, nil
+	return &Coordinator{opts: opts, proto: newProtocol(st, opts)}, nil
 }
 
 // Options returns the effective (defaulted) options.
@@ -175,28 +166,15 @@ func (c *Coordinator) Claim(ctx context.Context, fires []Fire) (Result, error) {
 // Renew extends l by Options.Lease if it is still the newest row for its hunt and live.
 // It returns ErrLost when it is not.
 func (c *Coordinator) Renew(ctx context.Context, l Lease) (Lease, error) {
-	return c.store.renew(ctx, l, c.opts.Lease, c.opts.Settle)
+	return c.proto.renew(ctx, l)
 }
 
 // Release ends l now, fenced on its claim id: nothing is written unless l is still the newest
 // row of its hunt and live (an expired lease already frees the hunt, and a release row could
 // land over a peer's claim of it).
 func (c *Coordinator) Release(ctx context.Context, l Lease) error {
-	if err := c.store.Release(ctx, []Lease{l}); err != nil {
+	if err := c.proto.store.Release(ctx, []Lease{l}); err != nil {
 		return fmt.Errorf("lease: release %s: %w", l.HuntID, err)
 	}
 	return nil
-}
-
-// ReplicaDelay is the largest system.replicas.absolute_delay over the database's tables;
-// 0 when nothing is replicated.
-func (c *Coordinator) ReplicaDelay(ctx context.Context) (time.Duration, error) {
-	// max over no rows is 0, which is the answer for a non-replicated database.
-	var secs uint64
-	err := c.conn.QueryRow(ctx, `SELECT toUInt64(max(absolute_delay)) FROM system.replicas WHERE database = {db:String}`,
-		clickhouse.Named("db", c.opts.Database)).Scan(&secs)
-	if err != nil {
-		return 0, fmt.Errorf("lease: replica delay: %w", err)
-	}
-	return time.Duration(secs) * time.Second, nil
 }

@@ -1,4 +1,4 @@
-package lease
+package lease_test
 
 import (
 	"context"
@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hunt-runner/hunt-runner/lease"
+	"github.com/hunt-runner/hunt-runner/store"
+
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
@@ -19,9 +22,21 @@ import (
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func newCoord(t testing.TB, db *chtest.DB, owner string, leaseDur, settle time.Duration) *Coordinator {
+func newCoord(t testing.TB, db *chtest.DB, owner string, leaseDur, settle time.Duration) *lease.Coordinator {
 	t.Helper()
-	c, err := New(db.Conn, Options{Owner: owner, Lease: leaseDur, Settle: settle, Database: db.Name, Logger: quiet})
+	return newCoordOver(t, leases(db), lease.Options{Owner: owner, Lease: leaseDur, Settle: settle, Logger: quiet})
+}
+
+// leases is the ClickHouse lease.Store over db.
+func leases(db *chtest.DB) *store.Leases { return store.New(db.Conn, db.Name).Leases() }
+
+// newCoordOver is a Coordinator over st (the engine's store, or a test's wrapper around it).
+func newCoordOver(t testing.TB, st lease.Store, opts lease.Options) *lease.Coordinator {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = quiet
+	}
+	c, err := lease.New(st, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +64,7 @@ func writeWatermark(t testing.TB, db *chtest.DB, hunt string, wm int64) {
 }
 
 // leaseRows returns every hunt_lease row of hunt, oldest first.
-func leaseRows(t testing.TB, db *chtest.DB, hunt string) []Row {
+func leaseRows(t testing.TB, db *chtest.DB, hunt string) []lease.Row {
 	t.Helper()
 	rows, err := db.Conn.Query(context.Background(),
 		"SELECT hunt_id, toInt64(fire), owner, claim_id, claimed, lease_until FROM "+db.Name+".hunt_lease WHERE hunt_id = {h:String} ORDER BY claimed, claim_id",
@@ -58,9 +73,9 @@ func leaseRows(t testing.TB, db *chtest.DB, hunt string) []Row {
 		t.Fatal(err)
 	}
 	defer rows.Close()
-	var out []Row
+	var out []lease.Row
 	for rows.Next() {
-		var r Row
+		var r lease.Row
 		if err := rows.Scan(&r.HuntID, &r.Fire, &r.Owner, &r.ClaimID, &r.Claimed, &r.Until); err != nil {
 			t.Fatal(err)
 		}
@@ -72,33 +87,34 @@ func leaseRows(t testing.TB, db *chtest.DB, hunt string) []Row {
 func TestOptionsValidation(t *testing.T) {
 	cases := []struct {
 		name string
-		opts Options
+		opts lease.Options
 		ok   bool
 	}{
-		{"defaults", Options{Owner: "a"}, true},
-		{"no owner", Options{}, false},
-		{"negative settle", Options{Owner: "a", Settle: -time.Second}, false},
-		{"lease under 4x settle", Options{Owner: "a", Lease: 3 * time.Second, Settle: time.Second}, false},
-		{"lease exactly 4x settle", Options{Owner: "a", Lease: 4 * time.Second, Settle: time.Second}, true},
-		{"default lease vs huge settle", Options{Owner: "a", Settle: 2 * time.Minute}, false},
+		{"defaults", lease.Options{Owner: "a"}, true},
+		{"no owner", lease.Options{}, false},
+		{"negative settle", lease.Options{Owner: "a", Settle: -time.Second}, false},
+		{"lease under 4x settle", lease.Options{Owner: "a", Lease: 3 * time.Second, Settle: time.Second}, false},
+		{"lease exactly 4x settle", lease.Options{Owner: "a", Lease: 4 * time.Second, Settle: time.Second}, true},
+		{"default lease vs huge settle", lease.Options{Owner: "a", Settle: 2 * time.Minute}, false},
 	}
-	conn := fakeConnForValidation()
+	// A store over a client pointed nowhere: New must not touch the network.
+	st := store.New(fakeConnForValidation(), "").Leases()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := New(conn, tc.opts)
+			c, err := lease.New(st, tc.opts)
 			if (err == nil) != tc.ok {
 				t.Fatalf("New(%+v) error = %v, want ok=%v", tc.opts, err, tc.ok)
 			}
 			if tc.ok {
 				o := c.Options()
-				if o.Lease < 4*o.Settle || o.Database == "" || o.Logger == nil {
+				if o.Lease < 4*o.Settle || o.Logger == nil {
 					t.Fatalf("defaults not applied: %+v", o)
 				}
 			}
 		})
 	}
-	if _, err := New(nil, Options{Owner: "a"}); err == nil {
-		t.Fatal("New(nil conn) succeeded")
+	if _, err := lease.New(nil, lease.Options{Owner: "a"}); err == nil {
+		t.Fatal("New(nil store) succeeded")
 	}
 }
 
@@ -107,9 +123,9 @@ func TestClaimRenewRelease(t *testing.T) {
 	ctx := context.Background()
 	c := newCoord(t, db, "pod-a", 10*time.Second, time.Second)
 	now := serverNow(t, db)
-	f := Fire{HuntID: "h1", Fire: now - 5}
+	f := lease.Fire{HuntID: "h1", Fire: now - 5}
 
-	res, err := c.Claim(ctx, []Fire{f})
+	res, err := c.Claim(ctx, []lease.Fire{f})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +147,7 @@ func TestClaimRenewRelease(t *testing.T) {
 	// A second claim of the held fire, by anyone, loses without writing.
 	other := newCoord(t, db, "pod-b", 10*time.Second, time.Second)
 	before := len(leaseRows(t, db, "h1"))
-	res, err = other.Claim(ctx, []Fire{f})
+	res, err = other.Claim(ctx, []lease.Fire{f})
 	if err != nil || len(res.Lost) != 1 || len(res.Won) != 0 {
 		t.Fatalf("claim of a held fire: %+v, %v", res, err)
 	}
@@ -156,12 +172,12 @@ func TestClaimRenewRelease(t *testing.T) {
 		t.Fatalf("release row = %+v", last)
 	}
 	// Released: the next claim wins at once.
-	res, err = other.Claim(ctx, []Fire{f})
+	res, err = other.Claim(ctx, []lease.Fire{f})
 	if err != nil || len(res.Won) != 1 {
 		t.Fatalf("claim after release: %+v, %v", res, err)
 	}
 	// The released lease can no longer be renewed: a peer holds the hunt.
-	if _, err := c.Renew(ctx, renewed); !errors.Is(err, ErrLost) {
+	if _, err := c.Renew(ctx, renewed); !errors.Is(err, lease.ErrLost) {
 		t.Fatalf("renew after a peer took over: %v, want ErrLost", err)
 	}
 	// And releasing it again writes nothing over the peer's lease.
@@ -173,20 +189,20 @@ func TestExpiredLeaseIsReclaimable(t *testing.T) {
 	ctx := context.Background()
 	a := newCoord(t, db, "pod-a", 4*time.Second, time.Second)
 	b := newCoord(t, db, "pod-b", 10*time.Second, time.Second)
-	f := Fire{HuntID: "h", Fire: serverNow(t, db)}
-	res, err := a.Claim(ctx, []Fire{f})
+	f := lease.Fire{HuntID: "h", Fire: serverNow(t, db)}
+	res, err := a.Claim(ctx, []lease.Fire{f})
 	if err != nil || len(res.Won) != 1 {
 		t.Fatalf("first claim: %+v, %v", res, err)
 	}
 	held := res.Won[0]
 	// Wait on the server clock, not ours, for the lease to end.
 	waitServerPast(t, db, held.Until)
-	if _, err := a.Renew(ctx, held); !errors.Is(err, ErrLost) {
+	if _, err := a.Renew(ctx, held); !errors.Is(err, lease.ErrLost) {
 		t.Fatalf("renew of an expired lease: %v, want ErrLost", err)
 	}
 	// Nor is it released: its row would land over a peer claiming the free hunt meanwhile.
 	releaseWritesNothing(t, db, a, held)
-	res, err = b.Claim(ctx, []Fire{f})
+	res, err = b.Claim(ctx, []lease.Fire{f})
 	if err != nil || len(res.Won) != 1 {
 		t.Fatalf("claim of an expired lease: %+v, %v", res, err)
 	}
@@ -198,21 +214,23 @@ func TestExpiredLeaseIsReclaimable(t *testing.T) {
 // hookStore runs after each claim insert that the store acknowledged: what a peer does
 // between our insert and our verify, deterministically, without polling.
 type hookStore struct {
-	Store
-	after func(ctx context.Context, claims []Row)
+	lease.Store
+	after func(ctx context.Context, claims []lease.Row)
 }
 
-func (s *hookStore) InsertClaims(ctx context.Context, claims []Row, lease time.Duration) error {
+func (s *hookStore) InsertClaims(ctx context.Context, claims []lease.Row, lease time.Duration) error {
 	if err := s.Store.InsertClaims(ctx, claims, lease); err != nil {
 		return err
 	}
-	s.after(ctx, claims)
+	if s.after != nil {
+		s.after(ctx, claims)
+	}
 	return nil
 }
 
 // releaseWritesNothing releases l, which must no longer be releasable, and checks that no
 // row was written.
-func releaseWritesNothing(t *testing.T, db *chtest.DB, c *Coordinator, l Lease) {
+func releaseWritesNothing(t *testing.T, db *chtest.DB, c *lease.Coordinator, l lease.Lease) {
 	t.Helper()
 	n := len(leaseRows(t, db, l.HuntID))
 	if err := c.Release(context.Background(), l); err != nil {
@@ -246,7 +264,7 @@ func TestAlreadyRun(t *testing.T) {
 	now := serverNow(t, db)
 	writeWatermark(t, db, "done", now-10)
 	writeWatermark(t, db, "behind", now-100)
-	res, err := c.Claim(ctx, []Fire{{HuntID: "done", Fire: now - 10}, {HuntID: "behind", Fire: now - 10}, {HuntID: "new", Fire: now - 10}})
+	res, err := c.Claim(ctx, []lease.Fire{{HuntID: "done", Fire: now - 10}, {HuntID: "behind", Fire: now - 10}, {HuntID: "new", Fire: now - 10}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,13 +282,13 @@ func TestAlreadyRun(t *testing.T) {
 func TestAlreadyRunDuringSettle(t *testing.T) {
 	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
-	c := newCoord(t, db, "pod-a", 10*time.Second, time.Second)
 	now := serverNow(t, db)
-	f := Fire{HuntID: "h", Fire: now - 1}
-	c.proto.store = &hookStore{Store: c.store, after: func(context.Context, []Row) {
+	f := lease.Fire{HuntID: "h", Fire: now - 1}
+	hook := &hookStore{Store: leases(db), after: func(context.Context, []lease.Row) {
 		writeWatermark(t, db, "h", f.Fire)
 	}}
-	res, err := c.Claim(ctx, []Fire{f})
+	c := newCoordOver(t, hook, lease.Options{Owner: "pod-a", Lease: 10 * time.Second, Settle: time.Second})
+	res, err := c.Claim(ctx, []lease.Fire{f})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,9 +298,9 @@ func TestAlreadyRunDuringSettle(t *testing.T) {
 	if rows := leaseRows(t, db, "h"); len(rows) != 1 || !rows[0].Until.After(rows[0].Claimed.Add(time.Second)) {
 		t.Fatalf("want the claim row alone, live, got %+v", rows)
 	}
-	next := Fire{HuntID: "h", Fire: f.Fire + 1}
-	c.proto.store = c.store
-	if res, err := c.Claim(ctx, []Fire{next}); err != nil || len(res.Won) != 1 {
+	next := lease.Fire{HuntID: "h", Fire: f.Fire + 1}
+	hook.after = nil
+	if res, err := c.Claim(ctx, []lease.Fire{next}); err != nil || len(res.Won) != 1 {
 		t.Fatalf("the next fire under the spent lease: %+v, %v; want it won", res, err)
 	}
 }
@@ -292,13 +310,13 @@ func TestConcurrentClaimsWinOnce(t *testing.T) {
 	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
 	now := serverNow(t, db)
-	fires := make([]Fire, 200)
+	fires := make([]lease.Fire, 200)
 	for i := range fires {
-		fires[i] = Fire{HuntID: fmt.Sprintf("hunt-%03d", i), Fire: now - int64(i%60)}
+		fires[i] = lease.Fire{HuntID: fmt.Sprintf("hunt-%03d", i), Fire: now - int64(i%60)}
 	}
 	for round := range 3 {
 		var wg sync.WaitGroup
-		results := make([]Result, 2)
+		results := make([]lease.Result, 2)
 		errs := make([]error, 2)
 		for i := range 2 {
 			// A generous settle: the liveness check below (every fire won once) needs each
@@ -307,7 +325,7 @@ func TestConcurrentClaimsWinOnce(t *testing.T) {
 			wg.Go(func() { results[i], errs[i] = c.Claim(ctx, fires) })
 		}
 		wg.Wait()
-		wins := map[Fire]int{}
+		wins := map[lease.Fire]int{}
 		for i, r := range results {
 			if errs[i] != nil {
 				t.Fatalf("round %d claimer %d: %v", round, i, errs[i])
@@ -316,7 +334,7 @@ func TestConcurrentClaimsWinOnce(t *testing.T) {
 				t.Fatalf("round %d claimer %d accounted for %d of %d fires", round, i, got, len(fires))
 			}
 			for _, l := range r.Won {
-				wins[Fire{HuntID: l.HuntID, Fire: l.Fire}]++
+				wins[lease.Fire{HuntID: l.HuntID, Fire: l.Fire}]++
 			}
 		}
 		for f, n := range wins {
@@ -341,13 +359,4 @@ func fakeConnForValidation() driver.Conn {
 		panic(err)
 	}
 	return conn
-}
-
-func TestReplicaDelayNotReplicated(t *testing.T) {
-	db := chtest.NewWithSchema(t)
-	c := newCoord(t, db, "pod-a", 10*time.Second, time.Second)
-	d, err := c.ReplicaDelay(context.Background())
-	if err != nil || d != 0 {
-		t.Fatalf("ReplicaDelay on single-node tables = %s, %v; want 0, nil", d, err)
-	}
 }

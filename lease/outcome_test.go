@@ -1,4 +1,4 @@
-package lease
+package lease_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"net"
 	"testing"
 	"time"
+
+	"github.com/hunt-runner/hunt-runner/lease"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
@@ -34,13 +36,13 @@ func TestOutcomeClasses(t *testing.T) {
 		{io.ErrUnexpectedEOF, false, true},
 		{context.DeadlineExceeded, false, true},
 		{context.Canceled, false, false},
-		{fmt.Errorf("renew: %w", ErrLost), false, false},
+		{fmt.Errorf("renew: %w", lease.ErrLost), false, false},
 		{errors.New("lease lost during the run"), false, false},
 	} {
-		if got := Refused(tc.err); got != tc.refused {
+		if got := lease.Refused(tc.err); got != tc.refused {
 			t.Errorf("Refused(%v) = %v", tc.err, got)
 		}
-		if got := Transient(tc.err); got != tc.transient {
+		if got := lease.Transient(tc.err); got != tc.transient {
 			t.Errorf("Transient(%v) = %v", tc.err, got)
 		}
 	}
@@ -58,18 +60,19 @@ func TestRefusedClaimIsRetried(t *testing.T) {
 	fire := serverNow(t, db) - 1
 	srv.SetFaults(t, ctl.FaultRule{Name: "quorum", Kind: ctl.KindInsert, Match: "arrayZip", Times: 2,
 		Effect: ctl.FailBefore, Code: 286})
-	var won bool
-	for range 5 { // a claim acknowledged past the settle on a loaded machine is lost: try again
-		res, err := c.Claim(context.Background(), []Fire{{HuntID: "h", Fire: fire}})
+	// A claim acknowledged past the settle on a loaded machine is lost: claim again, for as long
+	// as it takes, never assuming the first claim (or the fifth) wins.
+	won := chtest.Poll(3*time.Minute, func() bool {
+		res, err := c.Claim(context.Background(), []lease.Fire{{HuntID: "h", Fire: fire}})
 		if err != nil || len(res.Failed) > 0 {
 			t.Fatalf("claim refused twice before executing: %+v, %v; want it retried", res, err)
 		}
 		if len(res.Won) == 1 {
-			won = true
-			break
+			return true
 		}
-		waitServerPast(t, db, time.Now().Add(3*time.Second))
-	}
+		waitServerPast(t, db, time.Now().Add(3*time.Second)) // the lost claim's provisional row expires
+		return false
+	})
 	if !won {
 		t.Fatal("the claim never won")
 	}

@@ -57,9 +57,10 @@ type View struct {
 	Tied map[string]bool
 }
 
-// Store is what the claim protocol needs from the database. The ClickHouse implementation
-// lives in this package; the simulation tests drive the same protocol through an in-memory
-// Store with replica lag. Every method is one round trip whatever the number of hunts.
+// Store is what the claim protocol needs from the database: the port it runs over. The
+// ClickHouse implementation is store.Leases; the simulation tests drive the same protocol
+// through an in-memory Store with replica lag. Every method is one round trip per
+// MaxStatement hunts, and may be called from several goroutines at once.
 type Store interface {
 	// Read returns the store clock and the newest lease row and watermark of each hunt.
 	Read(ctx context.Context, hunts []string) (View, error)
@@ -77,6 +78,25 @@ type Store interface {
 	// store's now. Others are left alone. The statement must not outlive margin/2 (its rows land
 	// while the row they extend still has margin/2 to run).
 	Extend(ctx context.Context, leases []Lease, lease, margin time.Duration) error
+	// Renew writes, if l's row is still the newest of its hunt and live, a row with the same
+	// claim id lasting lease from the store's now; otherwise nothing. A retry of the same
+	// renewal (same l) must not write a second row. The protocol reads back to decide.
+	Renew(ctx context.Context, l Lease, lease time.Duration) error
+}
+
+// MaxStatement caps the hunts bound into one statement. Parameters travel in the URL over
+// HTTP, and servers cap its size (http_max_uri_size, 1 MiB by default): 2,000 hunts with
+// long ids and their claim ids stay well under it. A larger batch costs its round trips once
+// per 2,000 hunts; the protocol still waits one settle.
+const MaxStatement = 2000
+
+func chunks[T any](all []T) [][]T {
+	var out [][]T
+	for len(all) > MaxStatement {
+		out = append(out, all[:MaxStatement])
+		all = all[MaxStatement:]
+	}
+	return append(out, all)
 }
 
 // protocol is the claim protocol over any Store. Time is the process clock (time.Now and
@@ -330,6 +350,40 @@ func (p *protocol) sendExtend(ctx context.Context, won []Lease, freeRead time.Ti
 		}
 		wait *= 2
 	}
+}
+
+// renew extends l if its row is still the newest of the hunt and live, then reads back. An
+// error from the write other than a definite one leaves its outcome unknown, so the read-back
+// decides: the renewal counts when its row is visible, whatever the write answered.
+func (p *protocol) renew(ctx context.Context, l Lease) (Lease, error) {
+	start := time.Now()
+	werr := p.store.Renew(ctx, l, p.lease)
+	if werr != nil && !Transient(werr) {
+		return l, fmt.Errorf("lease: renew %s: %w", l.HuntID, werr)
+	}
+	v, err := p.store.Read(ctx, []string{l.HuntID})
+	if err != nil {
+		if werr != nil {
+			return l, fmt.Errorf("lease: renew %s: %w (read-back: %v)", l.HuntID, werr, err)
+		}
+		return l, fmt.Errorf("lease: renew read-back %s: %w", l.HuntID, err)
+	}
+	cur, ok := v.Leases[l.HuntID]
+	switch {
+	case !ok || cur.ClaimID != l.ClaimID:
+		return l, fmt.Errorf("%w: hunt %s fire %d: newest claim is %s", ErrLost, l.HuntID, l.Fire, cur.ClaimID)
+	case !cur.Until.After(v.Now):
+		return l, fmt.Errorf("%w: hunt %s fire %d: expired at %s", ErrLost, l.HuntID, l.Fire, cur.Until.UTC().Format(time.RFC3339Nano))
+	case !cur.Claimed.After(l.Claimed):
+		// Still ours and live, but no renewal row is visible (refused, or not there yet): the
+		// lease and its trust stay what they were; the caller tries again.
+		if werr != nil {
+			return l, fmt.Errorf("lease: renew %s: %w", l.HuntID, werr)
+		}
+		return l, fmt.Errorf("lease: renewal of hunt %s not visible yet, lease live until %s", l.HuntID, cur.Until.UTC().Format(time.RFC3339Nano))
+	}
+	l.Claimed, l.Until, l.Trusted = cur.Claimed, cur.Until, trustFrom(start, cur, v.Now, p.lease, p.settle)
+	return l, nil
 }
 
 // trustFrom is the trust deadline (process clock) of a lease whose newest row a read-back saw

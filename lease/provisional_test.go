@@ -1,9 +1,11 @@
-package lease
+package lease_test
 
 import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/hunt-runner/hunt-runner/lease"
 
 	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
@@ -31,7 +33,7 @@ func TestLateClaimBlocksOnlyTheProvisionalLease(t *testing.T) {
 	// acknowledged a settle late.
 	srv.SetFaults(t, ctl.FaultRule{Name: "late-claim", Kind: ctl.KindInsert, Match: "arrayZip", Times: 1,
 		Effect: ctl.DelayAnswer, Delay: settle + 100*time.Millisecond})
-	res, err := c.Claim(ctx, []Fire{{HuntID: "h", Fire: fire}})
+	res, err := c.Claim(ctx, []lease.Fire{{HuntID: "h", Fire: fire}})
 	if err != nil || len(res.Lost) != 1 {
 		t.Fatalf("late claim: %+v, %v; want lost", res, err)
 	}
@@ -49,9 +51,9 @@ func TestLateClaimBlocksOnlyTheProvisionalLease(t *testing.T) {
 	if held := until.Sub(claimed); held > 10*settle+time.Second {
 		t.Fatalf("the orphan row holds its hunt for %s, want the provisional %s", held, 10*settle)
 	}
-	var won Lease
+	var won lease.Lease
 	for deadline := time.Now().Add(whole / 2); ; {
-		res, err := c.Claim(ctx, []Fire{{HuntID: "h", Fire: fire}})
+		res, err := c.Claim(ctx, []lease.Fire{{HuntID: "h", Fire: fire}})
 		if err != nil {
 			t.Fatal(err)
 		}

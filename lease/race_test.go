@@ -1,4 +1,4 @@
-package lease
+package lease_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hunt-runner/hunt-runner/lease"
+
 	"github.com/ClickHouse/clickhouse-go/v2"
 )
 
@@ -14,12 +16,12 @@ import (
 // go on to insert having seen every hunt free: only the server-side re-check in the
 // conditional insert stands between them and a double claim.
 type barrierStore struct {
-	Store
+	lease.Store
 	reads *sync.WaitGroup
 	once  sync.Once
 }
 
-func (b *barrierStore) Read(ctx context.Context, hunts []string) (View, error) {
+func (b *barrierStore) Read(ctx context.Context, hunts []string) (lease.View, error) {
 	v, err := b.Store.Read(ctx, hunts)
 	first := false
 	b.once.Do(func() { first = true })
@@ -33,19 +35,21 @@ func (b *barrierStore) Read(ctx context.Context, hunts []string) (View, error) {
 func TestConditionalInsertStopsRacers(t *testing.T) {
 	db := engineDB(t)
 	now := serverNow(t, db)
-	fires := make([]Fire, 200)
+	fires := make([]lease.Fire, 200)
+	ids := make([]string, len(fires))
 	for i := range fires {
-		fires[i] = Fire{HuntID: fmt.Sprintf("race-%03d", i), Fire: now}
+		fires[i] = lease.Fire{HuntID: fmt.Sprintf("race-%03d", i), Fire: now}
+		ids[i] = fires[i].HuntID
 	}
 	const claimers = 3
 	var reads sync.WaitGroup
 	reads.Add(claimers)
-	results := make([]Result, claimers)
+	results := make([]lease.Result, claimers)
 	errs := make([]error, claimers)
 	var wg sync.WaitGroup
 	for i := range claimers {
-		c := engineCoord(t, db, fmt.Sprintf("pod-%d", i), 3*time.Second)
-		c.proto.store = &barrierStore{Store: c.store, reads: &reads}
+		c := newCoordOver(t, &barrierStore{Store: leases(db), reads: &reads},
+			lease.Options{Owner: fmt.Sprintf("pod-%d", i), Lease: 10 * time.Minute, Settle: 3 * time.Second})
 		wg.Go(func() { results[i], errs[i] = c.Claim(context.Background(), fires) })
 	}
 	wg.Wait()
@@ -68,7 +72,7 @@ func TestConditionalInsertStopsRacers(t *testing.T) {
 	var hunts, maxRows uint64
 	err := db.Conn.QueryRow(context.Background(),
 		"SELECT count(), max(c) FROM (SELECT hunt_id, uniqExact(claim_id) AS c FROM "+db.Name+".hunt_lease WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id)",
-		clickhouse.Named("ids", huntIDs(fires))).Scan(&hunts, &maxRows)
+		clickhouse.Named("ids", ids)).Scan(&hunts, &maxRows)
 	if err != nil {
 		t.Fatal(err)
 	}

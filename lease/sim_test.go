@@ -601,10 +601,10 @@ func (c *simClient) Extend(ctx context.Context, leases []Lease, lease, margin ti
 	return nil
 }
 
-// renew is chStore.renew: a fenced copy of the newest row with a fresh claimed and until
-// (only while it is ours and live), then a read-back.
-func (c *simClient) renew(l Lease, lease, settle time.Duration) (Lease, error) {
-	start := time.Now()
+// Renew is store.Leases.Renew: a fenced copy of the newest row with a fresh claimed and until
+// (only while it is ours and live). A failed statement answers errSimUnknown (the outcome is
+// unknown), so the protocol's read-back decides, as on the engine.
+func (c *simClient) Renew(_ context.Context, l Lease, lease time.Duration) error {
 	c.net()
 	before, after := c.fault()
 	done, refused := c.beginInsert("hunt_lease")
@@ -627,23 +627,14 @@ func (c *simClient) renew(l Lease, lease, settle time.Duration) (Lease, error) {
 		done()
 	}
 	c.net()
-	// A failed answer leaves the outcome unknown: the read-back decides, as in chStore.renew.
-	v, _ := c.Read(context.Background(), []string{l.HuntID})
-	cur, ok := v.Leases[l.HuntID]
-	switch {
-	case !ok || cur.ClaimID != l.ClaimID:
-		return l, ErrLost
-	case !cur.Until.After(v.Now):
-		return l, ErrLost
-	case !cur.Claimed.After(l.Claimed):
-		if before || after {
-			return l, errSimStore
-		}
-		return l, errors.New("renewal not visible yet")
+	if before || after {
+		return errSimUnknown
 	}
-	l.Claimed, l.Until, l.Trusted = cur.Claimed, cur.Until, trustFrom(start, cur, v.Now, lease, settle)
-	return l, nil
+	return nil
 }
+
+// errSimUnknown is a write's answer that leaves its outcome unknown (Transient, not Refused).
+var errSimUnknown = &clickhouse.Exception{Code: 210, Name: "NETWORK_ERROR", Message: "sim: answer lost"}
 
 // simRun is what a run of a won fire read and stores: findings of [start, end) under run.
 type simRun struct {
@@ -844,7 +835,7 @@ func (cl *simClaimer) renewals(j *simJob, c *simClient) {
 		}
 		// A paused process renews only when the pause ends: c's round trips wait at the gate.
 		cur := j.current()
-		nl, err := c.renew(cur, lease, simSettle)
+		nl, err := cl.renewer(c).renew(context.Background(), cur)
 		switch {
 		case err == nil:
 			j.mu.Lock()
@@ -862,6 +853,13 @@ func (cl *simClaimer) renewals(j *simJob, c *simClient) {
 			next = max(time.Until(cur.Trusted)/4, 100*time.Millisecond)
 		}
 	}
+}
+
+// renewer is cl's protocol over the job's own connection c.
+func (cl *simClaimer) renewer(c *simClient) *protocol {
+	p := *cl.proto
+	p.store = c
+	return &p
 }
 
 func (cl *simClaimer) newClient() *simClient {

@@ -1,10 +1,12 @@
-package lease
+package lease_test
 
 import (
 	"context"
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/hunt-runner/hunt-runner/lease"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
@@ -19,23 +21,24 @@ var intruder = uuid.UUID{} // the smallest claim id
 func TestTieOnClaimedIsLost(t *testing.T) {
 	db := engineDB(t)
 	ctx := context.Background()
-	c := engineCoord(t, db, "pod-a", time.Second)
+	st := leases(db)
+	table := db.Name + "." + schema.TableLease
 	// Right after our insert, a peer's row lands with exactly our claimed and the smallest
 	// claim id: by (claimed, claim_id) ours stays newest, but a merge keeps the peer's row
 	// (the last inserted of tied rows).
-	c.proto.store = &hookStore{Store: c.store, after: func(ctx context.Context, claims []Row) {
+	c := newCoordOver(t, &hookStore{Store: st, after: func(ctx context.Context, claims []lease.Row) {
 		for _, cl := range claims {
-			err := db.Conn.Exec(ctx, `INSERT INTO `+c.store.table(schema.TableLease)+` (hunt_id, fire, owner, claim_id, claimed, lease_until)
-SELECT hunt_id, fire, 'intruder', {id:UUID}, claimed, lease_until FROM `+c.store.table(schema.TableLease)+`
+			err := db.Conn.Exec(ctx, `INSERT INTO `+table+` (hunt_id, fire, owner, claim_id, claimed, lease_until)
+SELECT hunt_id, fire, 'intruder', {id:UUID}, claimed, lease_until FROM `+table+`
 WHERE hunt_id = {h:String} AND claim_id = toUUID({cid:String})`,
 				clickhouse.Named("id", intruder.String()), clickhouse.Named("h", cl.HuntID), clickhouse.Named("cid", cl.ClaimID.String()))
 			if err != nil {
 				t.Errorf("intruder insert: %v", err)
 			}
 		}
-	}}
-	f := Fire{HuntID: "tied", Fire: serverNow(t, db)}
-	res, err := c.Claim(ctx, []Fire{f})
+	}}, lease.Options{Owner: "pod-a", Lease: 10 * time.Minute, Settle: time.Second})
+	f := lease.Fire{HuntID: "tied", Fire: serverNow(t, db)}
+	res, err := c.Claim(ctx, []lease.Fire{f})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +46,7 @@ WHERE hunt_id = {h:String} AND claim_id = toUUID({cid:String})`,
 		t.Fatalf("claim tied with a peer's row: %+v, want lost", res)
 	}
 
-	v, err := c.store.Read(ctx, []string{f.HuntID})
+	v, err := st.Read(ctx, []string{f.HuntID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,10 +55,10 @@ WHERE hunt_id = {h:String} AND claim_id = toUUID({cid:String})`,
 		t.Fatalf("before the merge: newest %+v tied=%v; want ours (greater claim id) and tied", ours, v.Tied[f.HuntID])
 	}
 	// The engine behaviour the rule guards against: the merge keeps the last inserted.
-	if err := db.Conn.Exec(ctx, "OPTIMIZE TABLE "+c.store.table(schema.TableLease)+" FINAL"); err != nil {
+	if err := db.Conn.Exec(ctx, "OPTIMIZE TABLE "+table+" FINAL"); err != nil {
 		t.Fatal(err)
 	}
-	v, err = c.store.Read(ctx, []string{f.HuntID})
+	v, err = st.Read(ctx, []string{f.HuntID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +87,7 @@ func TestNewerMatchesEngineUUIDOrder(t *testing.T) {
 			copy(y[8:], x[8:]) // equal second halves
 		}
 		a[i], b[i] = x.String(), y.String()
-		want[i] = uuidLess(x, y)
+		want[i] = lease.Newer(lease.Row{ClaimID: y}, lease.Row{ClaimID: x}) // x < y: equal claimed, y newer
 	}
 	var got []uint8
 	err := db.Conn.QueryRow(context.Background(),
@@ -95,7 +98,7 @@ func TestNewerMatchesEngineUUIDOrder(t *testing.T) {
 	}
 	for i := range n {
 		if (got[i] == 1) != want[i] {
-			t.Fatalf("%s < %s: engine %v, uuidLess %v", a[i], b[i], got[i] == 1, want[i])
+			t.Fatalf("%s < %s: engine %v, Newer %v", a[i], b[i], got[i] == 1, want[i])
 		}
 	}
 }

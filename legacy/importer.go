@@ -15,14 +15,13 @@ import (
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/status"
 	"github.com/hunt-runner/hunt-runner/store"
-	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // DefaultOwner is the run_owner of imported rows when Options.Owner is empty.
 const DefaultOwner = "import-legacy"
 
-// ErrSchema means a database lacks what the import reads or writes.
-var ErrSchema = errors.New("schema")
+// ErrSchema means a database lacks what the import reads or writes (store.ErrImportSchema).
+var ErrSchema = store.ErrImportSchema
 
 // ErrLive means hunt-runner runners are live in the database (a heartbeat within
 // status.LiveWithin): Import refuses to write unless Options.Force. An imported row moves a
@@ -205,26 +204,11 @@ func Import(ctx context.Context, conn driver.Conn, hunts []hunt.Hunt, opts Optio
 // checkSchema checks that hunt-runner's schema can record an import and that the earlier
 // runner's hunt_watermark is there; it reports whether the earlier hunt_state is.
 func checkSchema(ctx context.Context, st *store.Store, opts Options) (hasState bool, err error) {
-	have, err := st.ImportTables(ctx, opts.From)
-	if err != nil {
+	hasState, err = st.CheckImportSchema(ctx, opts.From)
+	if err != nil && !errors.Is(err, ErrSchema) {
 		return false, fmt.Errorf("import-legacy: %w", err)
 	}
-	if _, ok := have[opts.From+".hunt_watermark"]; !ok {
-		return false, fmt.Errorf("%w: database %q has no hunt_watermark table; --from-database names the earlier runner's database (DFE_CLICKHOUSE_DATA_DATABASE, default dfe)", ErrSchema, opts.From)
-	}
-	for _, t := range []string{"hunt_watermark", "hunt_state", "hunt_runs"} {
-		if _, ok := have[opts.Database+"."+t]; !ok {
-			return false, fmt.Errorf("%w: hunt-runner's database %q has no %s; run `hunt-runner schema` first", ErrSchema, opts.Database, t)
-		}
-	}
-	// An older hunt_runs would show imported rows as succeeded runs; views hold no data, so
-	// recreating it loses nothing.
-	if !strings.Contains(have[opts.Database+".hunt_runs"], "'"+hunt.KindImported.String()+"'") {
-		return false, fmt.Errorf("%w: the hunt_runs view in %q predates imports (it would list them as succeeded runs); recreate it: DROP VIEW %s.hunt_runs, then `hunt-runner schema`",
-			ErrSchema, opts.Database, schema.QuoteIdent(opts.Database))
-	}
-	_, hasState = have[opts.From+".hunt_state"]
-	return hasState, nil
+	return hasState, err
 }
 
 // readLegacy reads the earlier runner's newest watermark (and state) per hunt.

@@ -30,13 +30,15 @@ const (
 
 // Defaults and ceilings of the notify config.
 const (
-	DefaultMaxFindings = 20
-	DefaultHorizon     = 24 * time.Hour
-	DefaultSinkTimeout = 10 * time.Second
-	// DefaultResolveAfter is how long after an attempt an Alertmanager alert stays firing
+	// NotifyFindingsDefault is max_notify_findings when unset: the findings one notification
+	// carries (not a hunt's max_findings, the findings one run stores: hunt.MaxFindingsDefault).
+	NotifyFindingsDefault = 20
+	HorizonDefault        = 24 * time.Hour
+	SinkTimeoutDefault    = 10 * time.Second
+	// ResolveAfterDefault is how long after an attempt an Alertmanager alert stays firing
 	// (endsAt): longer than any sane group_wait + group_interval, so the alert is notified
 	// before it resolves, and short enough that a page does not stay open for a day.
-	DefaultResolveAfter = time.Hour
+	ResolveAfterDefault = time.Hour
 	// MaxLookback bounds a sink's lookback: delivery rows live 30 days (hunt_delivery's TTL).
 	MaxLookback = 7 * 24 * time.Hour
 )
@@ -47,11 +49,6 @@ const (
 	CommonLabel      = "source"
 	CommonLabelValue = "hunt-runner"
 )
-
-// sinkNameRe equals configsrc.SinkNameRe (TestSinkNameShapeMatchesHuntFiles); it is not
-// imported from there so that this package, and the Alertmanager test module, do not pull in
-// configsrc's git client.
-var sinkNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`)
 
 // Config is a parsed --notify-config file. Secrets are read from their files at parse time.
 type Config struct {
@@ -237,7 +234,7 @@ func (p *cfgParser) at(n *yaml.Node, format string, args ...any) {
 var yamlLineRe = regexp.MustCompile(`^yaml: line ([0-9]+): (.*)$`)
 
 func (p *cfgParser) parse(data []byte) *Config {
-	c := &Config{File: p.file, MaxFindings: DefaultMaxFindings, Horizon: DefaultHorizon}
+	c := &Config{File: p.file, MaxFindings: NotifyFindingsDefault, Horizon: HorizonDefault}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -372,7 +369,7 @@ func (p *cfgParser) sinks(c *Config, v *yaml.Node) {
 var sinkKeys = "basic_auth, bearer_token_file, lookback, name, resolve_after, secret_file, timeout, tls_config, type, url, url_file, urls"
 
 func (p *cfgParser) sink(n *yaml.Node) (Sink, bool) {
-	s := Sink{Timeout: DefaultSinkTimeout, ResolveAfter: DefaultResolveAfter}
+	s := Sink{Timeout: SinkTimeoutDefault, ResolveAfter: ResolveAfterDefault}
 	if n.Kind != yaml.MappingNode {
 		p.at(n, "a sink must be a mapping with name, type and url")
 		return s, false
@@ -384,7 +381,7 @@ func (p *cfgParser) sink(n *yaml.Node) (Sink, bool) {
 		switch k.Value {
 		case "name":
 			if name, ok := p.str(v, "name"); ok {
-				if !sinkNameRe.MatchString(name) {
+				if !hunt.SinkNameRe.MatchString(name) {
 					p.at(v, "sink name %s is not valid: letters, digits, '_', '.', '-', starting with a letter or digit, at most 64", printable(name))
 				}
 				s.Name = name

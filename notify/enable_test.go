@@ -43,7 +43,7 @@ func TestSinkEnabledAfterHistoryGetsOnlyNewFires(t *testing.T) {
 	// Both sinks are enabled by the same first poll; "hist" asks for two hours of history.
 	cfg := &Config{Sinks: []Sink{{Name: "new", Type: TypeWebhook, URLs: []string{recv.URL}, Timeout: 5 * time.Second},
 		{Name: "hist", Type: TypeWebhook, URLs: []string{hist.URL}, Timeout: 5 * time.Second, Lookback: 2 * time.Hour}},
-		Routes: []Route{{Sinks: []string{"new", "hist"}}}, MaxFindings: DefaultMaxFindings, Horizon: DefaultHorizon}
+		Routes: []Route{{Sinks: []string{"new", "hist"}}}, MaxFindings: NotifyFindingsDefault, Horizon: HorizonDefault}
 	o := testOptions(db, cfg, "a")
 	o.Concurrency = 8
 	d := newDispatcher(t, db, hunts, o)
@@ -57,7 +57,7 @@ func TestSinkEnabledAfterHistoryGetsOnlyNewFires(t *testing.T) {
 	if got := recv.ok(t); len(got) != 1 || got[0].Fire != rfc3339(now) {
 		t.Fatalf("a sink enabled after an hour of history got %d notifications (the first of fire %s), want only the new fire", len(got), got[0].Fire)
 	}
-	for k := range deliveries(t, db) {
+	for k := range deliveryRows(t, db) {
 		if k.Sink == "new" && k.Fire != now.Unix() {
 			t.Errorf("history fire %s planned for the new sink", time.Unix(k.Fire, 0).UTC())
 		}
@@ -79,62 +79,67 @@ func TestSinkEnabledAfterHistoryGetsOnlyNewFires(t *testing.T) {
 	// the new fire out of every poll.
 	later := now.Add(time.Minute)
 	commit(t, db, "h", later, `{"n":"while down"}`)
-	cfg2 := &Config{Sinks: cfg.Sinks[:1], Routes: []Route{{Sinks: []string{"new"}}}, MaxFindings: DefaultMaxFindings, Horizon: DefaultHorizon}
+	cfg2 := &Config{Sinks: cfg.Sinks[:1], Routes: []Route{{Sinks: []string{"new"}}}, MaxFindings: NotifyFindingsDefault, Horizon: HorizonDefault}
 	o2 := testOptions(db, cfg2, "b")
 	o2.Batch = 2
 	d2 := newDispatcher(t, db, hunts, o2)
 	pollUntil(t, d2, "the fire committed between Dispatchers delivered", func() bool { return len(recv.ok(t)) >= 2 })
 }
 
-// One hunt's claims are sent in a queue, oldest first; a claim whose lease ran low while it
-// waited behind a slow delivery is not sent under it (the fence would refuse its outcome and
-// the delivery would go out twice) but left to be claimed again: every fire reaches the
-// receiver exactly once.
-func TestQueuedClaimWithLapsingLeaseNotSentTwice(t *testing.T) {
+// One (hunt, sink)'s fires are one queue under one claim, sent oldest first. The claim is
+// renewed from the win until the queue is done, so fires waiting behind a delivery slower than
+// the whole lease are still sent under it, once each and in order, and no peer takes the
+// (hunt, sink) meanwhile.
+func TestQueueSentUnderOneRenewedClaim(t *testing.T) {
 	db := testDB(t)
 	recv := newReceiver(t)
 	recv.hold = make(chan struct{})
 	recv.arrived = make(chan string, 16)
 	fire := baseFire()
+	var want []string
 	for i := range 3 {
-		commit(t, db, "q", fire.Add(time.Duration(i)*time.Minute), fmt.Sprintf(`{"n":%d}`, i))
+		f := fire.Add(time.Duration(i) * time.Minute)
+		commit(t, db, "q", f, fmt.Sprintf(`{"n":%d}`, i))
+		want = append(want, rfc3339(f))
 	}
 	o := testOptions(db, webhookConfig(recv.URL, nil), "a")
 	o.Lease = 2 * time.Second
 	d := newDispatcher(t, db, []hunt.Hunt{{ID: "q"}}, o)
 	done := make(chan PollResult, 1)
 	go func() {
-		r, err := d.Poll(context.Background())
-		if err != nil {
-			t.Error(err)
+		for { // until a poll wins the claim: the first need not
+			r, err := d.Poll(context.Background())
+			if err != nil {
+				t.Log(err)
+			}
+			if r.Claimed > 0 {
+				done <- r
+				return
+			}
 		}
-		done <- r
 	}()
 	<-recv.arrived // the oldest fire is in flight; the others wait in its queue
-	// Hold it until the queued claims' leases have run out on the server clock (its own is
-	// renewed while in flight).
-	st := deliveryStore{conn: db.Conn, db: db.Name}
-	chtest.Eventually(t, 30*time.Second, "the queued claims' leases lapsed", func() bool {
-		var n uint64
-		err := db.Conn.QueryRow(context.Background(), `SELECT count() FROM (`+st.newestSQL("hunt_id = 'q'")+`)
-WHERE status = 'delivering' AND lease_until <= now64(3)`).Scan(&n)
-		return err == nil && n == 2
+	_, first := claimOf(t, db, "q", "soc")
+	// Hold it until the claim has been renewed past twice its first length.
+	chtest.Eventually(t, 30*time.Second, "the claim renewed past two leases", func() bool {
+		_, until := claimOf(t, db, "q", "soc")
+		return until.After(first.Add(2 * o.Lease))
 	})
+	peer := testOptions(db, webhookConfig(recv.URL, nil), "b")
+	if r, err := newDispatcher(t, db, []hunt.Hunt{{ID: "q"}}, peer).Poll(context.Background()); err != nil || r.Claimed != 0 {
+		t.Errorf("a peer's poll while the queue is held: %+v %v, want nothing claimed", r, err)
+	}
 	close(recv.hold)
 	r := <-done
-	if r.Deferred != 2 {
-		t.Errorf("poll result %+v, want the two queued claims deferred", r)
+	if r.Claimed != 3 || r.Delivered != 3 || r.Deferred != 0 {
+		t.Errorf("poll result %+v, want the three fires claimed and delivered in one poll", r)
 	}
-	run(t, d)
-	chtest.Eventually(t, 30*time.Second, "every fire delivered", func() bool { return countStatus(deliveries(t, db), StatusDelivered) == 3 })
-	seen := map[string]int{}
-	for _, q := range recv.requests() {
-		seen[q.Key]++
+	var got []string
+	for _, p := range recv.ok(t) {
+		got = append(got, p.Fire)
 	}
-	for k, n := range seen {
-		if n != 1 {
-			t.Errorf("key %s sent %d times", k, n)
-		}
+	if !slices.Equal(got, want) {
+		t.Errorf("fires delivered %v, want once each oldest first %v", got, want)
 	}
 }
 
@@ -149,7 +154,7 @@ func TestSinkInUseBeforeEnablementKeepsItsFires(t *testing.T) {
 	old := now.Add(-2 * time.Hour)
 	commitAt(t, db, "h", old, old.Add(time.Second), `{"n":"old"}`)
 	err := db.Conn.Exec(context.Background(), "INSERT INTO "+schema.QuoteIdent(db.Name)+"."+schema.TableDelivery+
-		" ("+deliveryCols+") SELECT 'h', toDateTime({f:Int64}, 'UTC'), 'soc', generateUUIDv4(), 'k', 'delivered', 1, '',"+
+		" (hunt_id, fire, sink, run_id, idempotency_key, status, attempts, last_error, next_attempt, created, delivered, claim_id, owner, lease_until, updated) SELECT 'h', toDateTime({f:Int64}, 'UTC'), 'soc', generateUUIDv4(), 'k', 'delivered', 1, '',"+
 		" toDateTime64(0, 3, 'UTC'), fromUnixTimestamp64Micro({c:Int64}, 'UTC'), fromUnixTimestamp64Micro({c:Int64}, 'UTC'),"+
 		" generateUUIDv4(), 'old-version', toDateTime64(0, 3, 'UTC'), fromUnixTimestamp64Micro({c:Int64}, 'UTC')",
 		clickhouse.Named("f", old.Unix()), clickhouse.Named("c", old.Add(2*time.Second).UnixMicro()))
@@ -162,7 +167,7 @@ func TestSinkInUseBeforeEnablementKeepsItsFires(t *testing.T) {
 		commitAt(t, db, "h", f, f.Add(time.Second), fmt.Sprintf(`{"n":%d}`, i))
 	}
 	cfg := &Config{Sinks: []Sink{{Name: "soc", Type: TypeWebhook, URLs: []string{recv.URL}, Timeout: 5 * time.Second}},
-		Routes: []Route{{Sinks: []string{"soc"}}}, MaxFindings: DefaultMaxFindings, Horizon: DefaultHorizon}
+		Routes: []Route{{Sinks: []string{"soc"}}}, MaxFindings: NotifyFindingsDefault, Horizon: HorizonDefault}
 	d := newDispatcher(t, db, []hunt.Hunt{{ID: "h"}}, testOptions(db, cfg, "a"))
 	pollUntil(t, d, "the fires committed while stopped delivered", func() bool { return len(recv.ok(t)) >= 3 })
 	if n := len(recv.ok(t)); n != 3 {

@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/store"
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
@@ -169,16 +172,22 @@ func webhookConfig(url string, key []byte) *Config {
 	return &Config{
 		Sinks:       []Sink{{Name: "soc", Type: TypeWebhook, URLs: []string{url}, Secret: key, Timeout: 5 * time.Second, Lookback: testHistory}},
 		Routes:      []Route{{Sinks: []string{"soc"}}},
-		MaxFindings: DefaultMaxFindings, Horizon: DefaultHorizon,
+		MaxFindings: NotifyFindingsDefault, Horizon: HorizonDefault,
 	}
 }
 
-// testOptions are fast: short poll, settle and backoff. The lease is long enough that a
+// testOptions are fast: short poll and backoff. The settle is long enough that a claim insert
+// on a starved engine is still acknowledged within it (a later one is lost, and waits out the
+// provisional lease). The lease is long enough that a
 // renewal on a starved engine does not lose it (a lost lease means a legitimate resend, which
 // the exactly-one-delivery assertions would misread); tests of expiry shorten it.
 func testOptions(db *chtest.DB, cfg *Config, owner string) Options {
-	return Options{Config: cfg, Database: db.Name, Owner: owner, Poll: 20 * time.Millisecond,
-		Settle: 10 * time.Millisecond, Lease: 6 * time.Second, RetryBase: 20 * time.Millisecond, RetryMax: 100 * time.Millisecond}
+	var log *slog.Logger
+	if os.Getenv("NOTIFY_TEST_LOG") != "" { // the Dispatchers' logs, to see why a test waits
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("owner", owner)
+	}
+	return Options{Logger: log, Config: cfg, Database: db.Name, Owner: owner, Poll: 20 * time.Millisecond,
+		Settle: 400 * time.Millisecond, Lease: 6 * time.Second, RetryBase: 20 * time.Millisecond, RetryMax: 100 * time.Millisecond}
 }
 
 func newDispatcher(t testing.TB, db *chtest.DB, hunts []hunt.Hunt, o Options) *Dispatcher {
@@ -212,12 +221,15 @@ func run(t testing.TB, d *Dispatcher) (stop func()) {
 	return stop
 }
 
-// deliveries reads the newest delivery rows.
-func deliveries(t testing.TB, db *chtest.DB) map[key]Delivery {
+// key names a delivery in the tests.
+type key = store.DeliveryID
+
+// deliveryRows reads the newest delivery rows (the enablement markers left out).
+func deliveryRows(t testing.TB, db *chtest.DB) map[key]Delivery {
 	t.Helper()
-	st := deliveryStore{conn: db.Conn, db: db.Name}
-	rows, err := db.Conn.Query(context.Background(), `SELECT hunt_id, toInt64(fire), sink, status, attempts, last_error, owner, idempotency_key
-FROM (`+st.newestSQL("hunt_id != ''")+`)`)
+	rows, err := db.Conn.Query(context.Background(), `SELECT hunt_id, toInt64(fire), sink, t.1, t.2, t.3, t.4, t.5
+FROM (SELECT hunt_id, fire, sink, argMax((toString(status), attempts, last_error, owner, idempotency_key), (updated, claim_id)) AS t
+      FROM `+schema.QuoteIdent(db.Name)+`.`+schema.TableDelivery+` WHERE hunt_id != '' GROUP BY hunt_id, fire, sink)`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,6 +245,19 @@ FROM (`+st.newestSQL("hunt_id != ''")+`)`)
 		out[k] = d
 	}
 	return out
+}
+
+// claimOf reads the newest hunt_lease row of (hunt, sink)'s delivery key: its owner and
+// lease_until (zero: none).
+func claimOf(t testing.TB, db *chtest.DB, hunt, sink string) (owner string, until time.Time) {
+	t.Helper()
+	err := db.Conn.QueryRow(context.Background(), "SELECT argMax(owner, (claimed, claim_id)), argMax(lease_until, (claimed, claim_id)) FROM "+
+		schema.QuoteIdent(db.Name)+"."+schema.TableLease+" WHERE hunt_id = {k:String}",
+		clickhouse.Named("k", store.DeliveryKey(hunt, sink))).Scan(&owner, &until)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return owner, until
 }
 
 func countStatus(ds map[key]Delivery, status string) int {
@@ -258,3 +283,5 @@ func unixMicro(t time.Time) int64 {
 	}
 	return t.UnixMicro()
 }
+
+func dk(hunt string, fire int64, sink string) key { return key{HuntID: hunt, Fire: fire, Sink: sink} }

@@ -20,7 +20,7 @@ func TestMetricsRecordOutcomes(t *testing.T) {
 	bad.fail, bad.failCode = 1<<30, 400
 	cfg := &Config{Sinks: []Sink{{Name: "ok", Type: TypeWebhook, URLs: []string{ok.URL}, Timeout: 5 * time.Second, Lookback: testHistory},
 		{Name: "bad", Type: TypeWebhook, URLs: []string{bad.URL}, Timeout: 5 * time.Second, Lookback: testHistory}},
-		Routes: []Route{{Sinks: []string{"ok", "bad"}}}, MaxFindings: 20, Horizon: DefaultHorizon}
+		Routes: []Route{{Sinks: []string{"ok", "bad"}}}, MaxFindings: 20, Horizon: HorizonDefault}
 	reader := sdkmetric.NewManualReader()
 	m, err := NewMetrics(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test"))
 	if err != nil {
@@ -35,7 +35,7 @@ func TestMetricsRecordOutcomes(t *testing.T) {
 		if _, err := d.Poll(ctx); err != nil {
 			t.Fatal(err)
 		}
-		ds := deliveries(t, db)
+		ds := deliveryRows(t, db)
 		return countStatus(ds, StatusDelivered) == 1 && countStatus(ds, StatusDead) == 1
 	})
 	d.polls = 0 // the gauges are refreshed on the next poll

@@ -51,15 +51,11 @@ func TestSIGKILLedDispatcherDeliveryCompletedByPeer(t *testing.T) {
 	}
 	_ = child.Wait()
 
-	k := key{"brute", fire.Unix(), "soc"}
-	if d := deliveries(t, db)[k]; d.Status != StatusDelivering || d.Owner != "pod-killed" {
+	k := dk("brute", fire.Unix(), "soc")
+	if d := deliveryRows(t, db)[k]; d.Status != StatusDelivering || d.Owner != "pod-killed" {
 		t.Fatalf("after SIGKILL: %+v, want delivering by pod-killed", d)
 	}
-	var leaseUntil time.Time
-	st := deliveryStore{conn: db.Conn, db: db.Name}
-	if err := db.Conn.QueryRow(context.Background(), "SELECT lease_until FROM ("+st.newestSQL("1")+")").Scan(&leaseUntil); err != nil {
-		t.Fatal(err)
-	}
+	_, leaseUntil := claimOf(t, db, "brute", "soc")
 	close(recv.hold)
 	peer := newDispatcher(t, db, []hunt.Hunt{{ID: "brute"}}, testOptions(db, webhookConfig(recv.URL, nil), "pod-peer"))
 	stop := run(t, peer)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
 	"github.com/hunt-runner/hunt-runner/hunt"
+	"github.com/hunt-runner/hunt-runner/internal/attrib"
 	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/lease"
@@ -60,7 +61,7 @@ func BenchmarkTick(b *testing.B) {
 // compare ns/fire with BenchmarkTick/due=1000's ns/op ÷ 1000.
 func BenchmarkClaimOneByOne(b *testing.B) {
 	e := newPrivateEnv(b)
-	coord, err := lease.New(e.db.Conn, lease.Options{Owner: "one-by-one", Database: e.db.Name})
+	coord, err := lease.New(store.New(e.db.Conn, e.db.Name).Leases(), lease.Options{Owner: "one-by-one"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func benchRunner(b *testing.B, e *env, n int) *Runner {
 	for i := range n {
 		hunts = append(hunts, hunt.Hunt{ID: fmt.Sprintf("h%04d", i), Interval: 3600 * time.Second, Offset: sec(int64(i % 3600)), Query: eventsQuery})
 	}
-	coord, err := lease.New(e.db.Conn, lease.Options{Owner: "bench", Database: e.db.Name})
+	coord, err := lease.New(store.New(e.db.Conn, e.db.Name).Leases(), lease.Options{Owner: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -206,9 +207,9 @@ FROM numbers(%[4]d)`, perGoroutine, e.now, claim, n*perGoroutine))
 				run := store.Run{HuntID: l.HuntID, Fire: e.now, RunID: uuid.New(), Owner: "limit",
 					WindowStart: e.now - 1, WindowEnd: e.now, Started: time.Now()}
 				w := window{Span: schedule.Span{Start: e.now - 1, End: e.now}, DataStart: time.Unix(e.now-1, 0), DataEnd: time.Unix(e.now, 0)}
-				f, err := r.query(ctx, h, e.now, run.RunID, w)
+				f, err := r.query(ctx, h, e.now, run.RunID, w, attrib.Live)
 				if err == nil {
-					err = r.storeFindings(ctx, h, e.now, run.RunID, f.docs)
+					err = r.storeFindings(ctx, h, e.now, run.RunID, f.docs, attrib.Live)
 				}
 				if err == nil {
 					err = wm.Advance(ctx, l, run)
@@ -234,7 +235,7 @@ func startRunner(b *testing.B, e *env, n int, interval func(int) int64) (ids map
 		hunts = append(hunts, hunt.Hunt{ID: fmt.Sprintf("tp%04d-%d", i, run), Interval: sec(interval(i)), Offset: sec(int64(i) % interval(i)), Query: trivialQuery})
 		ids[hunts[i].ID] = i
 	}
-	coord, err := lease.New(e.db.Conn, lease.Options{Owner: "bench", Database: e.db.Name})
+	coord, err := lease.New(store.New(e.db.Conn, e.db.Name).Leases(), lease.Options{Owner: "bench"})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -318,7 +319,7 @@ func longestWithoutCommit(b *testing.B, faults []ctl.FaultRule, d time.Duration)
 	var wg sync.WaitGroup
 	start := time.Now()
 	for _, owner := range []string{"pod-a", "pod-b"} {
-		coord, err := lease.New(e.db.Conn, lease.Options{Owner: owner, Lease: 20 * time.Second, Settle: 300 * time.Millisecond, Database: e.db.Name})
+		coord, err := lease.New(store.New(e.db.Conn, e.db.Name).Leases(), lease.Options{Owner: owner, Lease: 20 * time.Second, Settle: 300 * time.Millisecond})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -5,8 +5,9 @@
 //
 // # A tick
 //
-//  1. Snapshot (one round trip): server now, newest watermark, lease, state (with the
-//     persisted retry_after of a failing hunt) and pending run-now request of every hunt.
+//  1. Snapshot (store.Store.Snapshot: a constant number of round trips): server now, newest
+//     watermark, lease, state (with the persisted retry_after of a failing hunt), pause and
+//     pending run-now request of every hunt, and the backfills still to run.
 //  2. Plan: schedule decides which fire each loaded hunt owes and whether it may be claimed now
 //     (no live lease that is not spent, not in backoff, not already held by this runner). Fires
 //     are ordered most overdue first, hunts that never ran before any other.

@@ -114,7 +114,7 @@ func (e *env) runner(owner string, set *hunt.Set, mod func(*Options)) envRunner 
 	if mod != nil {
 		mod(&opts)
 	}
-	coord, err := lease.New(e.db.Conn, lease.Options{Owner: owner, Lease: opts.Lease, Settle: opts.Settle, Database: e.db.Name})
+	coord, err := lease.New(store.New(e.db.Conn, e.db.Name).Leases(), lease.Options{Owner: owner, Lease: opts.Lease, Settle: opts.Settle})
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -669,8 +669,8 @@ func (r *Runner) metricsInFlight() int {
 	return running
 }
 
-// The hunt query runs with the hunt's timeout as max_execution_time, a log_comment naming hunt
-// and fire, and a deduplication token derived from (hunt, fire, window). The query reads its own
+// The hunt query runs with the hunt's timeout as max_execution_time and a JSON log_comment
+// naming hunt and fire (attribution_test.go checks every key). The query reads its own
 // settings back into its finding.
 func TestRunnerQuerySettings(t *testing.T) {
 	e := newEnv(t)
@@ -693,8 +693,12 @@ func TestRunnerQuerySettings(t *testing.T) {
 	if got.Met != "42" {
 		t.Errorf("max_execution_time %q, want 42", got.Met)
 	}
-	if !strings.Contains(got.Lc, "hunt_id=settings") || !strings.Contains(got.Lc, fmt.Sprintf("fire=%d", fire)) {
-		t.Errorf("log_comment %q does not name hunt and fire %d", got.Lc, fire)
+	var lc struct {
+		HuntID string `json:"hunt_id"`
+		Fire   string `json:"fire"`
+	}
+	if err := json.Unmarshal([]byte(got.Lc), &lc); err != nil || lc.HuntID != "settings" || lc.Fire != time.Unix(fire, 0).UTC().Format(time.RFC3339) {
+		t.Errorf("log_comment %q does not name hunt and fire %d (%v)", got.Lc, fire, err)
 	}
 	t.Logf("hunt statement ran with readonly=%s", got.Ro)
 }

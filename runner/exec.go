@@ -15,6 +15,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/configsrc"
 	"github.com/hunt-runner/hunt-runner/hunt"
+	"github.com/hunt-runner/hunt-runner/internal/attrib"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/store"
 )
@@ -57,11 +58,41 @@ func (r *Runner) capsFor(h *hunt.Hunt) findingCaps {
 	return findingCaps{rows: h.MaxFindings, findingMax: r.opts.MaxFindingBytes, runMax: r.opts.MaxRunFindingsBytes, rowBytes: rowBytes(h)}
 }
 
+// comment is the log_comment of a statement of run runID of h (internal/attrib).
+func (r *Runner) comment(h *hunt.Hunt, fire int64, runID uuid.UUID, kind attrib.Kind) attrib.Comment {
+	return attrib.Comment{HuntID: h.ID, Fire: time.Unix(fire, 0), RunID: runID, Revision: h.Hash,
+		Kind: kind, RunnerID: r.opts.Owner, HuntSet: r.opts.HuntSet}
+}
+
+// statement is what a run of h over w sends: configsrc.FindingsQuery, its parameters and its
+// settings. `cost --estimate` explains exactly this (Statement).
+func (r *Runner) statement(h *hunt.Hunt, fire int64, runID uuid.UUID, w window, kind attrib.Kind) (string, clickhouse.Parameters, clickhouse.Settings) {
+	caps := r.capsFor(h)
+	// The byte caps are parameters of the statement, not max_result_bytes with
+	// result_overflow_mode='break': that setting is also applied on the shards running parts
+	// of a distributed query, where cutting a partial result silently would change what the
+	// hunt finds, and it still sends the whole block that crosses it.
+	params := clickhouse.Parameters{
+		configsrc.ParamLimit:           strconv.Itoa(caps.rows + 1),
+		configsrc.ParamMaxFindingBytes: strconv.FormatInt(caps.findingMax, 10),
+		configsrc.ParamMaxRunBytes:     strconv.FormatInt(caps.runMax, 10),
+		configsrc.ParamRowBytes:        strconv.FormatInt(caps.rowBytes, 10),
+		"window_start":                 EpochParam(w.DataStart),
+		"window_end":                   EpochParam(w.DataEnd),
+	}
+	settings := clickhouse.Settings{
+		"max_execution_time": int(h.Timeout / time.Second),
+		"log_comment":        r.comment(h, fire, runID, kind).String(),
+	}
+	budgetSettings(h, settings)
+	return configsrc.FindingsQuery(h.Query), params, settings
+}
+
 // query runs the hunt's SELECT (configsrc.FindingsQuery, the statement the server-side check
 // parsed) over the window w, on the hunts connection, and returns at most max_findings
 // distinct rows as JSON documents, bounded in bytes (findingCaps). The hunt only reads: the
 // runner writes its findings (storeFindings).
-func (r *Runner) query(ctx context.Context, h *hunt.Hunt, fire int64, runID uuid.UUID, w window) (found, error) {
+func (r *Runner) query(ctx context.Context, h *hunt.Hunt, fire int64, runID uuid.UUID, w window, kind attrib.Kind) (found, error) {
 	timeout := h.Timeout
 	caps := r.capsFor(h)
 	// Client-side limit a little past the server's. Not a context deadline: clickhouse-go
@@ -74,27 +105,10 @@ func (r *Runner) query(ctx context.Context, h *hunt.Hunt, fire int64, runID uuid
 	defer stopParent()
 	stop := time.AfterFunc(timeout+5*time.Second, cancel)
 	defer stop.Stop()
-	// The byte caps are parameters of the statement, not max_result_bytes with
-	// result_overflow_mode='break': that setting is also applied on the shards running parts
-	// of a distributed query, where cutting a partial result silently would change what the
-	// hunt finds, and it still sends the whole block that crosses it.
-	settings := clickhouse.Settings{
-		"max_execution_time": int(timeout / time.Second),
-		"log_comment":        fmt.Sprintf("hunt-runner hunt_id=%s fire=%d run_id=%s", h.ID, fire, runID),
-	}
-	budgetSettings(h, settings)
-	qctx := clickhouse.Context(ctx,
-		clickhouse.WithParameters(clickhouse.Parameters{
-			configsrc.ParamLimit:           strconv.Itoa(caps.rows + 1),
-			configsrc.ParamMaxFindingBytes: strconv.FormatInt(caps.findingMax, 10),
-			configsrc.ParamMaxRunBytes:     strconv.FormatInt(caps.runMax, 10),
-			configsrc.ParamRowBytes:        strconv.FormatInt(caps.rowBytes, 10),
-			"window_start":                 EpochParam(w.DataStart),
-			"window_end":                   EpochParam(w.DataEnd),
-		}),
-		clickhouse.WithSettings(settings),
-	)
-	rows, err := r.huntConn.Query(qctx, configsrc.FindingsQuery(h.Query))
+	query, params, settings := r.statement(h, fire, runID, w, kind)
+	qctx := clickhouse.Context(ctx, clickhouse.WithParameters(params), clickhouse.WithSettings(settings),
+		clickhouse.WithQueryID(attrib.QueryID(runID, "")))
+	rows, err := r.huntConn.Query(qctx, query)
 	if err != nil {
 		return found{}, &runError{stage: "hunt query", err: err}
 	}
@@ -151,9 +165,9 @@ func readFindings(rows driver.Rows, caps findingCaps) (found, error) {
 }
 
 // storeFindings writes one attempt's findings into hunt_findings under its run id
-// (store.Store.InsertFindings), with the runner's own identity. They are visible through
-// hunt_findings_committed only once the run commits.
-func (r *Runner) storeFindings(ctx context.Context, h *hunt.Hunt, fire int64, runID uuid.UUID, docs []string) error {
+// (store.Store.InsertFindings), with the runner's own identity and the run's attribution. They
+// are visible through hunt_findings_committed only once the run commits.
+func (r *Runner) storeFindings(ctx context.Context, h *hunt.Hunt, fire int64, runID uuid.UUID, docs []string, kind attrib.Kind) error {
 	if len(docs) == 0 {
 		return nil
 	}
@@ -163,7 +177,7 @@ func (r *Runner) storeFindings(ctx context.Context, h *hunt.Hunt, fire int64, ru
 	// it commits, rather than risk a second copy under the same run id.
 	wait := findingsRetryWait
 	for attempt := 1; ; attempt++ {
-		err := r.insertFindings(ctx, h, fire, runID, docs)
+		err := r.insertFindings(ctx, h, fire, runID, docs, kind, attempt)
 		var re *runError
 		if err == nil || !errors.As(err, &re) || !lease.Refused(re.err) || attempt == findingsRetries ||
 			!lease.Sleep(ctx, lease.Jitter(wait)) {
@@ -179,9 +193,10 @@ const (
 	findingsRetryWait = 50 * time.Millisecond
 )
 
-func (r *Runner) insertFindings(ctx context.Context, h *hunt.Hunt, fire int64, runID uuid.UUID, docs []string) error {
+func (r *Runner) insertFindings(ctx context.Context, h *hunt.Hunt, fire int64, runID uuid.UUID, docs []string, kind attrib.Kind, attempt int) error {
 	err := r.store.InsertFindings(ctx, store.Findings{HuntID: h.ID, Fire: fire, RunID: runID, Severity: h.Severity,
-		Labels: h.Labels, Docs: docs, Found: time.Now()})
+		Labels: h.Labels, Docs: docs, Found: time.Now(),
+		LogComment: r.comment(h, fire, runID, kind).String(), QueryID: attrib.QueryID(runID, fmt.Sprintf("findings-%d", attempt))})
 	if err != nil {
 		return &runError{stage: "store findings", err: err}
 	}

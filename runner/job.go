@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hunt-runner/hunt-runner/hunt"
+	"github.com/hunt-runner/hunt-runner/internal/attrib"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/store"
@@ -231,6 +232,10 @@ func (r *Runner) runHunt(ctx context.Context, j *job, runID uuid.UUID, w window)
 		j.markLost("the lease was past its trusted deadline before the run started")
 		return found{}, errLeaseLost
 	}
+	kind := attrib.Live
+	if j.backfill != nil {
+		kind = attrib.Backfill
+	}
 	// Freshness is about the live feed: a backfill reads the past, whatever the source does now.
 	var silent []hunt.Source
 	if j.backfill == nil {
@@ -239,7 +244,7 @@ func (r *Runner) runHunt(ctx context.Context, j *job, runID uuid.UUID, w window)
 			return found{}, err
 		}
 	}
-	res, err := r.query(ctx, j.hunt, j.fire, runID, w)
+	res, err := r.query(ctx, j.hunt, j.fire, runID, w, kind)
 	res.silent = silent
 	if err != nil {
 		return res, err
@@ -247,7 +252,7 @@ func (r *Runner) runHunt(ctx context.Context, j *job, runID uuid.UUID, w window)
 	if res.dropped > 0 {
 		r.opts.Metrics.findingsDropped(ctx, j.hunt.ID, res.dropped)
 	}
-	return res, r.storeFindings(ctx, j.hunt, j.fire, runID, res.docs)
+	return res, r.storeFindings(ctx, j.hunt, j.fire, runID, res.docs, kind)
 }
 
 var errLeaseLost = errors.New("lease lost during the run")

@@ -24,9 +24,9 @@ func BenchmarkMetricsExposition(b *testing.B) {
 	sizes := []int{1_000, 10_000, 100_000}
 	scrapes := make([]func() string, len(sizes), len(sizes)+1)
 	for i, n := range sizes {
-		scrapes[i] = loadedMetrics(b, n)
+		scrapes[i] = loadedMetrics(b, n, MetricsPerHuntDefault)
 	}
-	scrapes = append(scrapes, loadedMetrics(b, sizes[2], WithPerHunt(MetricsPerHuntMax)))
+	scrapes = append(scrapes, loadedMetrics(b, sizes[2], MetricsPerHuntMax))
 	lines := make([]int, len(scrapes))
 	bytes := make([]int, len(scrapes))
 	for b.Loop() {
@@ -48,16 +48,17 @@ func BenchmarkMetricsExposition(b *testing.B) {
 	}
 }
 
-// loadedMetrics is a Metrics with opts that has seen n loaded hunts, and its scrape.
-func loadedMetrics(b *testing.B, n int, opts ...MetricsOption) func() string {
+// loadedMetrics is a Metrics itemising perHunt hunts, on the telemetry `run` builds for it,
+// that has seen n loaded hunts; and its scrape.
+func loadedMetrics(b *testing.B, n, perHunt int) func() string {
 	b.Helper()
 	ctx := context.Background()
 	tel, err := serve.NewTelemetry(ctx, serve.TelemetryOptions{Service: "bench", Runtime: true, TargetInfo: true,
-		SeriesLimit: MetricsSeriesLimit(MetricsPerHuntMax)})
+		SeriesLimit: MetricsSeriesLimit(perHunt)})
 	if err != nil {
 		b.Fatal(err)
 	}
-	m, err := NewMetrics(tel.Meter, time.Second, opts...)
+	m, err := NewMetrics(tel.Meter, time.Second, WithPerHunt(perHunt))
 	if err != nil {
 		b.Fatal(err)
 	}

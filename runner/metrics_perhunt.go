@@ -61,8 +61,8 @@ type perHunt struct {
 	mu       sync.Mutex
 	admitted map[string]bool
 	sets     map[*Runner]*hunt.Set // the set each runner last planned
-	omitted  int                  // hunts of those sets not admitted
-	loaded   int                  // hunts of those sets
+	omitted  int                   // hunts of those sets not admitted
+	loaded   int                   // hunts of those sets
 }
 
 // load admits set's hunts (r's newest set) by the rule above; a set already seen costs a

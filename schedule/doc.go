@@ -5,12 +5,16 @@
 // of the hunt id over the first fraction f of the interval, [PhaseOffset], bit-compatible with
 // the earlier Python runner) or pinned by a cron expression ([ParseCron]).
 //
-// A fire stays owed until its watermark is written: a hunt is due at now iff it is enabled and
+// A fire stays owed until its watermark is written. This is THE statement of the due
+// predicate (docs point here; TestDocStatesDuePredicate keeps it and [DueOn] together): a hunt
+// is due at now iff its schedule row is live (enabled, interval > 0) and
 //
 //	(no watermark, or watermark < LatestFire(now),
 //	     or a run-now request with watermark < requested_fire <= now)
-//	and (no lease, or its newest lease_until <= now)
-//	and (no backoff: its newest hunt_state row has retry_after <= now).
+//	and (no lease, or its newest lease_until <= now,
+//	     or that lease is spent: its fire <= watermark)
+//	and (no backoff: its newest hunt_state row has retry_after <= now)
+//	and (not paused: its newest hunt_pause row resumes it, or its paused_until is set and <= now).
 //
 // The watermark is the hunt's greatest: commits only raise it. [IsDue] is that predicate in Go
 // and the runner plans with it ([Owed], [DueAt], [Behind], [RunSpan]); [DueCountSQL] is the same

@@ -9,10 +9,6 @@ import (
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
-// DefaultHuntSet is the hunt set of every command that is not given one, and of every row
-// written before hunt sets existed (the hunt_set columns default to it).
-const DefaultHuntSet = "default"
-
 // ErrSetConflict is returned by Materialise when a hunt id of the set is live in another set:
 // publishing it would take the other set's hunt over, and that set's next materialise would
 // tombstone it again.

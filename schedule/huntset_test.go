@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
@@ -38,14 +39,14 @@ func TestHuntSetsShareADatabase(t *testing.T) {
 	if err != nil || d.HasChanges() || len(d.Tombstoned) != 0 {
 		t.Fatalf("team-a again: %v\n%s", err, d)
 	}
-	for set, want := range map[string]string{"team-a": "setA", "team-b": "setB", DefaultHuntSet: ""} {
+	for set, want := range map[string]string{"team-a": "setA", "team-b": "setB", hunt.HuntSetDefault: ""} {
 		if h, err := PublishedSetHash(ctx, db.Conn, db.Name, set); err != nil || h != want {
 			t.Errorf("PublishedSetHash(%s) = %q, %v; want %q", set, h, err, want)
 		}
 	}
 
 	// Due: every set by default, one set when narrowed.
-	for set, want := range map[string]uint64{"": 3, "team-a": 2, "team-b": 1, DefaultHuntSet: 0} {
+	for set, want := range map[string]uint64{"": 3, "team-a": 2, "team-b": 1, hunt.HuntSetDefault: 0} {
 		if n, err := CountDueSet(ctx, db.Conn, db.Name, set); err != nil || n != want {
 			t.Errorf("CountDueSet(%q) = %d, %v; want %d", set, n, err, want)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
@@ -50,7 +51,7 @@ type Publication struct {
 
 // MaterialiseOptions tune Materialise. The zero value writes, and refuses an empty set.
 type MaterialiseOptions struct {
-	// Set is the hunt set published (DefaultHuntSet when empty). Only its hunts are
+	// Set is the hunt set published (hunt.HuntSetDefault when empty). Only its hunts are
 	// tombstoned; a hunt id live in another set is refused (ErrSetConflict).
 	Set        string
 	DryRun     bool   // compute and return the diff, write nothing
@@ -189,7 +190,7 @@ func short(h string) string {
 func Materialise(ctx context.Context, store Store, rows []Row, setHash string, opts MaterialiseOptions) (Diff, error) {
 	set := opts.Set
 	if set == "" {
-		set = DefaultHuntSet
+		set = hunt.HuntSetDefault
 	}
 	if err := ValidateHuntSet(set); err != nil {
 		return Diff{}, err

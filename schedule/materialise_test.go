@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
@@ -88,13 +89,13 @@ func TestMaterialiseOnEngine(t *testing.T) {
 		if sched != st.wantSchedule || pub != st.wantPublish {
 			t.Errorf("%s: tables hold %d schedule and %d publish rows, want %d and %d", st.name, sched, pub, st.wantSchedule, st.wantPublish)
 		}
-		if h, err := PublishedSetHash(ctx, db.Conn, db.Name, DefaultHuntSet); err != nil || h != st.hash {
+		if h, err := PublishedSetHash(ctx, db.Conn, db.Name, hunt.HuntSetDefault); err != nil || h != st.hash {
 			t.Errorf("%s: PublishedSetHash = %q, %v; want %q", st.name, h, err, st.hash)
 		}
 	}
 
 	// The table's newest rows are exactly the last set: tombstones carry interval 0, offset 0.
-	pub, err := wm.Published(ctx, DefaultHuntSet)
+	pub, err := wm.Published(ctx, hunt.HuntSetDefault)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +104,7 @@ func TestMaterialiseOnEngine(t *testing.T) {
 		t.Fatalf("published %v", pub.Rows)
 	}
 	for id, w := range want {
-		w.Set = DefaultHuntSet
+		w.Set = hunt.HuntSetDefault
 		if pub.Rows[id] != w {
 			t.Errorf("published %s = %+v, want %+v", id, pub.Rows[id], w)
 		}
@@ -211,11 +212,11 @@ func TestMaterialiseKeepAbsent(t *testing.T) {
 	if !strings.Contains(d.String(), "= hunt-b  kept as published") {
 		t.Errorf("diff text lacks the kept hunt:\n%s", d)
 	}
-	pub, err := wm.Published(ctx, DefaultHuntSet)
+	pub, err := wm.Published(ctx, hunt.HuntSetDefault)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.Set = DefaultHuntSet
+	b.Set = hunt.HuntSetDefault
 	if pub.Rows["hunt-b"] != b || pub.Rows["hunt-c"].Live() {
 		t.Errorf("published rows %+v", pub.Rows)
 	}

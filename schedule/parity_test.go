@@ -12,6 +12,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
+	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
@@ -52,7 +53,7 @@ type pauseRow struct {
 }
 
 // paritySets are the hunt sets the parity test's schedule rows are spread over.
-var paritySets = []string{DefaultHuntSet, "team-b"}
+var paritySets = []string{hunt.HuntSetDefault, "team-b"}
 
 type parityHunt struct {
 	id         string

@@ -3,6 +3,8 @@ package schedule
 import (
 	"fmt"
 	"time"
+
+	"github.com/hunt-runner/hunt-runner/hunt"
 )
 
 // Row is one hunt_schedule row. A tombstone (a hunt removed or disabled) has Enabled false and
@@ -55,6 +57,26 @@ func NewRow(huntID string, spec Spec, f float64, configHash string) (Row, error)
 		offset = int64(spec.Offset / time.Second)
 	}
 	return Row{HuntID: huntID, IntervalSeconds: uint32(interval), PhaseOffset: uint32(offset), Enabled: true, ConfigHash: configHash}, nil
+}
+
+// RowsOf are the hunt_schedule rows of a loaded set, in hunt id order: each enabled hunt's
+// interval and the offset its loader resolved (spread or pinned by a cron, used as is), and a
+// tombstone for each disabled hunt. An error names the hunt's file.
+func RowsOf(set *hunt.Set) ([]Row, error) {
+	rows := make([]Row, 0, len(set.Hunts))
+	for _, h := range set.Hunts {
+		if !h.Enabled {
+			rows = append(rows, Row{HuntID: h.ID, ConfigHash: h.Hash})
+			continue
+		}
+		// The fraction only matters for unpinned specs; the offset here is the loader's.
+		r, err := NewRow(h.ID, Spec{Interval: h.Interval, Offset: h.Offset, Pinned: true}, DefaultSpreadFraction, h.Hash)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", h.File, err)
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
 }
 
 // Live reports whether the row schedules fires (enabled with a positive interval).

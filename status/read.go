@@ -53,8 +53,7 @@ func readPublished(ctx context.Context, st Reader) (map[string]publishedEntry, e
 	out := make(map[string]publishedEntry, len(ps))
 	for _, p := range ps {
 		out[p.HuntID] = publishedEntry{Hunt: hunt.Hunt{ID: p.HuntID, Interval: time.Duration(p.Interval) * time.Second,
-			Offset: time.Duration(p.Offset) * time.Second, Enabled: p.Enabled},
-			firstPublished: p.FirstPublished}
+			Offset: time.Duration(p.Offset) * time.Second, Enabled: p.Enabled}, firstPublished: p.FirstPublished}
 	}
 	return out, nil
 }

@@ -97,7 +97,7 @@ func TestPublishedListsTombstonesAsDisabled(t *testing.T) {
 	}
 }
 
-// Status takes "now" from its Snapshotter's clock: read a minute past the fixture, healthy
+// Status takes "now" from its Reader's snapshot clock: read a minute past the fixture, healthy
 // (every minute at :07, committed up to its latest fire then) owes the next fire.
 func TestStatusReadsTheSnapshotClock(t *testing.T) {
 	db := fixture(t)

@@ -7,12 +7,12 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
 
-// BenchmarkSnapshot compares the three ways of reading the newest row per hunt (argMax over a
-// version tuple, FINAL, LIMIT 1 BY) for the one-round-trip Snapshot over 10,000 hunts whose
-// rows are spread over several unmerged parts, as between merges in production.
+// BenchmarkSnapshot measures Snapshot over 10,000 hunts whose rows are spread over several
+// unmerged parts, as between merges in production.
 func BenchmarkSnapshot(b *testing.B) {
 	db := chtest.NewWithSchema(b)
 	ctx := context.Background()
@@ -37,33 +37,25 @@ func BenchmarkSnapshot(b *testing.B) {
 		}
 	}
 	s := New(db.Conn, db.Name)
-	// The test machine is shared and noisy: run the forms interleaved and report each one's
-	// minimum and median, which load inflates far less than the mean.
-	forms := snapshotForms
-	took := make([][]time.Duration, len(forms))
-	round := 0
+	// The test machine is shared and noisy: report the minimum and median, which load inflates
+	// far less than the mean.
+	var took []time.Duration
 	for b.Loop() {
-		for k := range forms {
-			i := (k + round) % len(forms)
-			start := time.Now()
-			snap, err := s.snapshot(ctx, forms[i].form)
-			took[i] = append(took[i], time.Since(start))
-			if err != nil {
-				b.Fatal(err)
-			}
-			if len(snap.Hunts) != hunts {
-				b.Fatalf("%s: %d hunts", forms[i].name, len(snap.Hunts))
-			}
-			h := snap.Hunts["h10"]
-			if h.Watermark != 1700000000+60*(parts-1) || h.ConsecutiveFailures != parts-1 || !h.HasRequest || h.LeaseFire != h.Watermark {
-				b.Fatalf("%s: h10 = %+v", forms[i].name, h)
-			}
+		start := time.Now()
+		snap, err := s.Snapshot(ctx)
+		took = append(took, time.Since(start))
+		if err != nil {
+			b.Fatal(err)
 		}
-		round++
+		if len(snap.Hunts) != hunts {
+			b.Fatalf("%d hunts", len(snap.Hunts))
+		}
+		h := snap.Hunts["h10"]
+		if h.Watermark != 1700000000+60*(parts-1) || h.ConsecutiveFailures != parts-1 || !h.HasRequest || h.LeaseFire != h.Watermark {
+			b.Fatalf("h10 = %+v", h)
+		}
 	}
-	for i, f := range forms {
-		slices.Sort(took[i])
-		b.ReportMetric(float64(took[i][0].Microseconds())/1000, f.name+"-min-ms")
-		b.ReportMetric(float64(took[i][len(took[i])/2].Microseconds())/1000, f.name+"-median-ms")
-	}
+	slices.Sort(took)
+	b.ReportMetric(float64(took[0].Microseconds())/1000, "min-ms")
+	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "median-ms")
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/go-faster/city"
 	"github.com/google/uuid"
+
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
@@ -21,6 +22,9 @@ type Findings struct {
 	Labels   map[string]string // nil: none
 	Docs     []string          // the findings' JSON documents, distinct, within the caps the runner applied
 	Found    time.Time         // when the run found them (the runner's clock)
+	// LogComment and QueryID attribute the insert to its run (internal/attrib); empty: the
+	// connection's comment and the driver's random id.
+	LogComment, QueryID string
 }
 
 // InsertFindings writes f's documents into hunt_findings in one insert (none when f has no
@@ -36,8 +40,11 @@ func (s *Store) InsertFindings(ctx context.Context, f Findings) error {
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
-		"async_insert": 0, "insert_deduplication_token": "findings:" + f.RunID.String()}))
+	settings := clickhouse.Settings{"async_insert": 0, "insert_deduplication_token": "findings:" + f.RunID.String()}
+	if f.LogComment != "" {
+		settings["log_comment"] = f.LogComment
+	}
+	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(settings), clickhouse.WithQueryID(f.QueryID))
 	ctx, insert := schema.Insert(ctx, s.database, schema.TableFindings,
 		"hunt_id", "fire", "finding_id", "finding", "severity", "labels", "run_id", "found")
 	batch, err := s.conn.PrepareBatch(ctx, insert)
@@ -80,4 +87,10 @@ func (s *Store) CommittedFindingsOfRun(ctx context.Context, huntID string, runID
 func RecentFindingsSQL(database string) string {
 	return "SELECT fire, hunt_id, finding FROM " + schema.QuoteIdent(database) + "." + schema.ViewFindingsCommitted +
 		" ORDER BY fire DESC, hunt_id LIMIT 20"
+}
+
+// FindingsTables names database's findings table and its committed view as a person writes
+// them in a query (dev's how-to prints them).
+func FindingsTables(database string) (all, committed string) {
+	return database + "." + schema.TableFindings, database + "." + schema.ViewFindingsCommitted
 }

@@ -2,14 +2,15 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
 
 	"github.com/hunt-runner/hunt-runner/hunt"
-	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
@@ -70,30 +71,49 @@ WHERE s.overrun_count < {n:UInt64} OR s.too_aggressive < {aggr:UInt8}`
 // earlier runner's progress in its own database, and the progress hunt-runner has. The earlier
 // runner's tables are named as ours (hunt_watermark, hunt_state) in another database.
 
-// ImportTables reads the create statements of the tables an import reads and writes, keyed
-// "database.table": hunt-runner's hunt_watermark, hunt_state and hunt_runs, and the earlier
-// runner's hunt_watermark and hunt_state in database from. A table that is absent has no key.
-func (s *Store) ImportTables(ctx context.Context, from string) (map[string]string, error) {
+// ErrImportSchema means a database lacks what an import reads or writes.
+var ErrImportSchema = errors.New("schema")
+
+// CheckImportSchema checks that hunt-runner's schema can record an import (hunt_watermark,
+// hunt_state, and a hunt_runs view that knows imported rows) and that the earlier runner's
+// hunt_watermark is in database from; it reports whether the earlier hunt_state is there too.
+// A missing piece is ErrImportSchema, with what to do about it.
+func (s *Store) CheckImportSchema(ctx context.Context, from string) (hasState bool, err error) {
 	rows, err := s.conn.Query(ctx, `SELECT database, name, create_table_query FROM system.tables
 WHERE (database = {new:String} AND name IN ('`+schema.TableWatermark+`', '`+schema.TableState+`', '`+schema.ViewRuns+`'))
    OR (database = {old:String} AND name IN ('`+schema.TableWatermark+`', '`+schema.TableState+`'))`,
 		clickhouse.Named("new", s.database), clickhouse.Named("old", from))
 	if err != nil {
-		return nil, fmt.Errorf("read system.tables: %w", err)
+		return false, fmt.Errorf("read system.tables: %w", err)
 	}
 	defer rows.Close()
 	have := map[string]string{}
 	for rows.Next() {
 		var db, name, create string
 		if err := rows.Scan(&db, &name, &create); err != nil {
-			return nil, fmt.Errorf("read system.tables: %w", err)
+			return false, fmt.Errorf("read system.tables: %w", err)
 		}
 		have[db+"."+name] = create
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read system.tables: %w", err)
+		return false, fmt.Errorf("read system.tables: %w", err)
 	}
-	return have, nil
+	if _, ok := have[from+"."+schema.TableWatermark]; !ok {
+		return false, fmt.Errorf("%w: database %q has no hunt_watermark table; --from-database names the earlier runner's database (DFE_CLICKHOUSE_DATA_DATABASE, default dfe)", ErrImportSchema, from)
+	}
+	for _, t := range []string{schema.TableWatermark, schema.TableState, schema.ViewRuns} {
+		if _, ok := have[s.database+"."+t]; !ok {
+			return false, fmt.Errorf("%w: hunt-runner's database %q has no %s; run `hunt-runner schema` first", ErrImportSchema, s.database, t)
+		}
+	}
+	// An older hunt_runs would show imported rows as succeeded runs; views hold no data, so
+	// recreating it loses nothing.
+	if !strings.Contains(have[s.database+"."+schema.ViewRuns], "'"+hunt.KindImported.String()+"'") {
+		return false, fmt.Errorf("%w: the hunt_runs view in %q predates imports (it would list them as succeeded runs); recreate it: DROP VIEW %s.hunt_runs, then `hunt-runner schema`",
+			ErrImportSchema, s.database, schema.QuoteIdent(s.database))
+	}
+	_, hasState = have[from+"."+schema.TableState]
+	return hasState, nil
 }
 
 // ServerClock reads the server's clock, to the second.
@@ -201,7 +221,7 @@ func (s *Store) ImportProgress(ctx context.Context, ids []string) (map[string]Im
 		return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableWatermark, err)
 	}
 	rows, err = s.conn.Query(ctx, "SELECT hunt_id, owner, toInt64(fire), toUnixTimestamp64Milli(until) FROM ("+
-		lease.NewestLeaseSQL(s.database, "ids")+") WHERE until > now64(3)", clickhouse.Named("ids", ids))
+		NewestLeaseSQL(s.database, "ids")+") WHERE until > now64(3)", clickhouse.Named("ids", ids))
 	if err != nil {
 		return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableLease, err)
 	}

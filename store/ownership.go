@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 

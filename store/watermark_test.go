@@ -25,7 +25,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func coord(t testing.TB, db *chtest.DB, owner string, leaseDur time.Duration) *lease.Coordinator {
 	t.Helper()
-	c, err := lease.New(db.Conn, lease.Options{Owner: owner, Lease: leaseDur, Settle: time.Second, Database: db.Name, Logger: quiet})
+	c, err := lease.New(New(db.Conn, db.Name).Leases(), lease.Options{Owner: owner, Lease: leaseDur, Settle: time.Second, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,13 +41,30 @@ func serverNow(t testing.TB, db *chtest.DB) int64 {
 	return now.Unix()
 }
 
+// claimOne wins hunt's fire. A claim acknowledged past the settle on a loaded machine is lost
+// and its provisional row holds the hunt a while: claim again until one wins, never assuming
+// the first does.
 func claimOne(t testing.TB, c *lease.Coordinator, hunt string, fire int64) lease.Lease {
 	t.Helper()
-	res, err := c.Claim(context.Background(), []lease.Fire{{HuntID: hunt, Fire: fire}})
-	if err != nil || len(res.Won) != 1 {
-		t.Fatalf("claim %s@%d: %+v, %v", hunt, fire, res, err)
+	var (
+		won  lease.Lease
+		last lease.Result
+		err  error
+	)
+	if !chtest.Poll(2*time.Minute, func() bool {
+		last, err = c.Claim(context.Background(), []lease.Fire{{HuntID: hunt, Fire: fire}})
+		if err != nil || len(last.AlreadyRun)+len(last.Failed) > 0 {
+			return true // a definite answer that waiting will not change
+		}
+		if len(last.Won) == 1 {
+			won = last.Won[0]
+			return true
+		}
+		return false
+	}) || len(last.Won) != 1 {
+		t.Fatalf("claim %s@%d: %+v, %v", hunt, fire, last, err)
 	}
-	return res.Won[0]
+	return won
 }
 
 func watermarkOf(t testing.TB, s *Store, hunt string) (int64, bool) {
@@ -261,15 +278,10 @@ func TestSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var snaps []Snapshot
-	for _, f := range snapshotForms {
-		snap, err := s.snapshot(ctx, f.form)
-		if err != nil {
-			t.Fatalf("form %s: %v", f.name, err)
-		}
-		snaps = append(snaps, snap)
+	snap, err := s.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
-	snap := snaps[0]
 	if d := time.Duration(snap.Now.Unix()-now) * time.Second; d < 0 || d > time.Minute {
 		t.Fatalf("snapshot clock %s vs %d", snap.Now, now)
 	}
@@ -291,18 +303,6 @@ func TestSnapshot(t *testing.T) {
 	}
 	if h4 := snap.Hunts["h4"]; h4.HasRequest {
 		t.Fatalf("h4 has a covered request pending: %+v", h4)
-	}
-	for i, other := range snaps[1:] {
-		for id, h := range snap.Hunts {
-			o := other.Hunts[id]
-			o.LeaseUntil, h.LeaseUntil = time.Time{}, time.Time{}
-			if !reflect.DeepEqual(h, o) {
-				t.Fatalf("strategy %d disagrees on %s: %+v vs %+v", i+1, id, o, h)
-			}
-		}
-		if len(other.Hunts) != len(snap.Hunts) {
-			t.Fatalf("strategy %d: %d hunts vs %d", i+1, len(other.Hunts), len(snap.Hunts))
-		}
 	}
 }
 
@@ -388,8 +388,9 @@ func keys(m map[string]HuntState) []string {
 	return out
 }
 
-// Snapshot is one round trip whatever the number of hunts (counted at chlocal).
-func TestSnapshotOneRoundTrip(t *testing.T) {
+// Snapshot is a constant number of round trips whatever the number of hunts (counted at
+// chlocal): one statement per row shape.
+func TestSnapshotConstantRoundTrips(t *testing.T) {
 	if os.Getenv(chtest.EnvURL) != "" {
 		t.Skip("round trips are counted at chlocal; a real server is configured")
 	}
@@ -411,8 +412,8 @@ func TestSnapshotOneRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if after-before != 1 {
-			t.Fatalf("Snapshot over %d hunts took %d round trips, want 1", len(snap.Hunts), after-before)
+		if after-before != snapshotStatements {
+			t.Fatalf("Snapshot over %d hunts took %d round trips, want %d", len(snap.Hunts), after-before, snapshotStatements)
 		}
 	}
 }

@@ -244,7 +244,8 @@ func devAction(c *cli.Context) error {
 // printFindingsHowTo says where findings land and gives commands to paste as they are.
 func printFindingsHowTo(w io.Writer, url, db, self string) {
 	q := strings.ReplaceAll(store.RecentFindingsSQL(db), "'", `'\''`)
-	fmt.Fprintf(w, "findings are in %s.hunt_findings; %s.hunt_findings_committed shows those of committed runs. Query them with:\n", db, db)
+	all, committed := store.FindingsTables(db)
+	fmt.Fprintf(w, "findings are in %s; %s shows those of committed runs. Query them with:\n", all, committed)
 	fmt.Fprintf(w, "  curl -sS '%s/' --data-binary '%s FORMAT PrettyCompact'\n", strings.TrimSuffix(url, "/"), q)
 	fmt.Fprintf(w, "  %s status --clickhouse-url %s --database %s\n", self, url, db)
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/hunt-runner/hunt-runner/configsrc"
 	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/schedule"
 )
@@ -107,7 +106,7 @@ func runMaterialise(c *cli.Context) (bool, error) {
 		p.File = display(p.File)
 		fmt.Fprintf(c.App.ErrWriter, "%s (left out)\n", p.Error())
 	}
-	rows, err := scheduleRows(set)
+	rows, err := schedule.RowsOf(&set.Set)
 	if err != nil {
 		return false, cli.Exit(fmt.Sprintf("%v; nothing written", err), exitError)
 	}
@@ -144,24 +143,4 @@ func runMaterialise(c *cli.Context) (bool, error) {
 		"unchanged", d.Unchanged, "kept", len(d.Kept), "rows_written", d.RowsWritten,
 		"set_hash", d.SetHash, "problems", len(set.Problems))
 	return d.HasChanges(), nil
-}
-
-// scheduleRows turns a hunt set into hunt_schedule rows. configsrc already computed each
-// hunt's offset (spread with --spread-fraction, or pinned by its cron), so it is used as is.
-func scheduleRows(set *configsrc.Set) ([]schedule.Row, error) {
-	rows := make([]schedule.Row, 0, len(set.Hunts))
-	for _, h := range set.Hunts {
-		if !h.Enabled {
-			rows = append(rows, schedule.Row{HuntID: h.ID, ConfigHash: h.Hash})
-			continue
-		}
-		spec := schedule.Spec{Interval: h.Interval, Offset: h.Offset, Pinned: true}
-		// f only matters for unpinned specs; the offset here is always the one configsrc chose.
-		r, err := schedule.NewRow(h.ID, spec, schedule.DefaultSpreadFraction, h.Hash)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", h.File, err)
-		}
-		rows = append(rows, r)
-	}
-	return rows, nil
 }

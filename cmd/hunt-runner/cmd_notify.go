@@ -205,10 +205,10 @@ func devNotify(c *cli.Context, out io.Writer, conn driver.Conn, database, owner 
 		return nil, err
 	}
 	if cfg == nil {
-		cfg = &notify.Config{File: "(dev)", MaxFindings: notify.DefaultMaxFindings, Horizon: notify.DefaultHorizon,
+		cfg = &notify.Config{File: "(dev)", MaxFindings: notify.NotifyFindingsDefault, Horizon: notify.HorizonDefault,
 			// A lookback, because dev's first fires can commit before the Dispatcher's first
 			// poll has recorded the sink as enabled.
-			Sinks: []notify.Sink{{Name: "dev", Type: notify.TypeWebhook, URLs: []string{recvURL}, Timeout: notify.DefaultSinkTimeout,
+			Sinks: []notify.Sink{{Name: "dev", Type: notify.TypeWebhook, URLs: []string{recvURL}, Timeout: notify.SinkTimeoutDefault,
 				Lookback: time.Hour}},
 			Routes: []notify.Route{{Sinks: []string{"dev"}}}}
 	}

@@ -123,6 +123,9 @@ func statusAction(c *cli.Context) error {
 	}
 	printStatus(c.App.Writer, rep)
 	if len(ids) > 0 {
+		for _, h := range rep.Hunts {
+			printRunCosts(c, conn, h.HuntID)
+		}
 		// Asked about given hunts, there is room for the whole error the table cuts.
 		for _, h := range rep.Hunts {
 			if h.LastRunError != "" {

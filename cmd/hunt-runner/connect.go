@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
+	"github.com/hunt-runner/hunt-runner/internal/attrib"
 )
 
 // passwordEnv is the only place a ClickHouse password is read from besides a file: a flag would
@@ -70,6 +72,7 @@ func clickhouseOptions(c *cli.Context) chstore.Options {
 		TLSSkipVerify:  c.Bool("clickhouse-insecure-skip-verify"),
 		ConnectTimeout: c.Duration("clickhouse-connect-timeout"),
 		Consistency:    chstore.Consistency(c.String("consistency")),
+		LogComment:     attrib.CoordinationComment(runnerID(c)),
 	}
 	if ep, err := chstore.ParseURL(o.URL); c.IsSet("database") || err != nil || ep.Database == "" {
 		o.Database = c.String("database")
@@ -78,6 +81,12 @@ func clickhouseOptions(c *cli.Context) chstore.Options {
 		o.User = c.String("clickhouse-user")
 	}
 	return o
+}
+
+// runnerID names this process in the log_comment of its statements: run's --owner, else the
+// host name.
+func runnerID(c *cli.Context) string {
+	return cmp.Or(lookupString(c, "owner"), attrib.Host())
 }
 
 // daemons log the consistency mode they chose at info; interactive commands at debug.
@@ -137,6 +146,7 @@ func huntsOptions(c *cli.Context) (o chstore.Options, ok bool) {
 	o.Password = os.Getenv(huntsPasswordEnv)
 	o.PasswordFile = lookupString(c, "hunts-password-file")
 	o.AllowMissingDatabase = true
+	o.LogComment = "" // every statement sent as the hunts identity carries its own (internal/attrib)
 	return o, true
 }
 

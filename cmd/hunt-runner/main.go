@@ -144,6 +144,7 @@ func newApp() *cli.App {
 			testCommand(),
 			previewCommand(),
 			diffCommand(),
+			costCommand(),
 		},
 		OnUsageError: usageError,
 		Action:       unknownCommand,

@@ -54,9 +54,10 @@ type worker struct {
 // buildWorker assembles a worker; nothing runs until start. The caller loads hunts first
 // (worker.loader.Load) as it sees fit, and closes the telemetry (worker.close) when done.
 func buildWorker(ctx context.Context, cfg workerConfig, log *slog.Logger) (*worker, error) {
+	st := store.New(cfg.conn, cfg.database)
 	lo := cfg.lease
-	lo.Owner, lo.Database, lo.Logger = cfg.owner, cfg.database, log
-	coord, err := lease.New(cfg.conn, lo)
+	lo.Owner, lo.Logger = cfg.owner, log
+	coord, err := lease.New(st.Leases(), lo)
 	if err != nil {
 		return nil, err
 	}
@@ -83,9 +84,9 @@ func buildWorker(ctx context.Context, cfg workerConfig, log *slog.Logger) (*work
 	opts.Logger, opts.Metrics, opts.Tracer, opts.OnRun = log, w.metrics, tel.Tracer, cfg.onRun
 	opts.PublishedHash = publishedHash(conn, db, cfg.huntSet)
 	if cfg.replicas {
-		opts.ReplicaDelay = coord.ReplicaDelay
+		opts.ReplicaDelay = st.ReplicaDelay
 	}
-	if w.runner, err = runner.New(conn, coord, store.New(conn, db), loadedSet(w.loader.Current), opts); err != nil {
+	if w.runner, err = runner.New(conn, coord, st, loadedSet(w.loader.Current), opts); err != nil {
 		w.close()
 		return nil, err
 	}

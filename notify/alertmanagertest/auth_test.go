@@ -125,7 +125,7 @@ routes:
 	db := chtest.NewWithSchema(t)
 	hunts := hunt.NewSet([]hunt.Hunt{{Enabled: true, ID: "tls-hunt", Description: "d", Severity: "low"}}, "test", "")
 	d, err := notify.New(db.Conn, func() *hunt.Set { return hunts }, notify.Options{Config: cfg, Database: db.Name,
-		Owner: "t", Poll: 50 * time.Millisecond, Settle: 10 * time.Millisecond, Lease: 10 * time.Second})
+		Owner: "t", Poll: 50 * time.Millisecond, Settle: 400 * time.Millisecond, Lease: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

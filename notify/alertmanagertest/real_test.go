@@ -259,14 +259,14 @@ func TestRealAlertmanagerNotifiesEveryFire(t *testing.T) {
 	db := chtest.NewWithSchema(t)
 	cfg := &notify.Config{
 		Sinks: []notify.Sink{{Name: "am", Type: notify.TypeAlertmanager, URLs: []string{am}, Timeout: 5 * time.Second,
-			ResolveAfter: notify.DefaultResolveAfter, Lookback: time.Hour}},
+			ResolveAfter: notify.ResolveAfterDefault, Lookback: time.Hour}},
 		Routes:      []notify.Route{{Sinks: []string{"am"}}},
-		MaxFindings: notify.DefaultMaxFindings, Horizon: notify.DefaultHorizon, ExternalURL: "https://hunts.example.com/",
+		MaxFindings: notify.NotifyFindingsDefault, Horizon: notify.HorizonDefault, ExternalURL: "https://hunts.example.com/",
 	}
 	hunts := hunt.NewSet([]hunt.Hunt{{Enabled: true, ID: "new-admin", Description: "A new admin account appeared.", Severity: "high",
 		Labels: map[string]string{"team": "secops"}}}, "test", "")
 	d, err := notify.New(db.Conn, func() *hunt.Set { return hunts }, notify.Options{Config: cfg, Database: db.Name,
-		Owner: "t", Poll: 50 * time.Millisecond, Settle: 10 * time.Millisecond, Lease: 10 * time.Second})
+		Owner: "t", Poll: 50 * time.Millisecond, Settle: 400 * time.Millisecond, Lease: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,13 +328,13 @@ func TestRealAlertmanagerSinkEnabledAfterHistoryGetsNone(t *testing.T) {
 		commitAt(t, db, "noisy", fire, fire.Add(2*time.Second), fmt.Sprintf(`{"n":%d}`, i))
 	}
 	cfg := &notify.Config{
-		Sinks:       []notify.Sink{{Name: "am", Type: notify.TypeAlertmanager, URLs: []string{am}, Timeout: 5 * time.Second, ResolveAfter: notify.DefaultResolveAfter}},
+		Sinks:       []notify.Sink{{Name: "am", Type: notify.TypeAlertmanager, URLs: []string{am}, Timeout: 5 * time.Second, ResolveAfter: notify.ResolveAfterDefault}},
 		Routes:      []notify.Route{{Sinks: []string{"am"}}},
-		MaxFindings: notify.DefaultMaxFindings, Horizon: notify.DefaultHorizon,
+		MaxFindings: notify.NotifyFindingsDefault, Horizon: notify.HorizonDefault,
 	}
 	hunts := hunt.NewSet([]hunt.Hunt{{Enabled: true, ID: "noisy", Severity: "high"}}, "test", "")
 	d, err := notify.New(db.Conn, func() *hunt.Set { return hunts }, notify.Options{Config: cfg, Database: db.Name,
-		Owner: "t", Poll: 50 * time.Millisecond, Settle: 10 * time.Millisecond, Lease: 10 * time.Second})
+		Owner: "t", Poll: 50 * time.Millisecond, Settle: 400 * time.Millisecond, Lease: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -159,7 +159,7 @@ func TestUpgradedLayoutRunsAHunt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	coord, err := lease.New(conn, lease.Options{Owner: "v2-pod", Database: name, Lease: 6 * time.Second, Settle: 400 * time.Millisecond})
+	coord, err := lease.New(store.New(conn, name).Leases(), lease.Options{Owner: "v2-pod", Lease: 6 * time.Second, Settle: 400 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
