@@ -240,7 +240,7 @@ func (r *Runner) runHunt(ctx context.Context, j *job, runID uuid.UUID, w window)
 	var silent []hunt.Source
 	if j.backfill == nil {
 		var err error
-		if silent, err = r.silentSources(ctx, j.hunt, w); err != nil {
+		if silent, err = r.silentSources(ctx, j.hunt, j.fire, runID, w); err != nil {
 			return found{}, err
 		}
 	}

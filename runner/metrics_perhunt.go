@@ -34,7 +34,7 @@ const (
 var (
 	runOutcomes = []hunt.RunStatus{hunt.RunSucceeded, hunt.RunFailed, hunt.RunLost, hunt.RunCancelled, hunt.RunUnknown,
 		hunt.RunNoData, hunt.RunOverBudget}
-	runKinds    = []hunt.Kind{hunt.KindScheduled, hunt.KindRequest, hunt.KindBackfill}
+	runKinds = []hunt.Kind{hunt.KindScheduled, hunt.KindRequest, hunt.KindBackfill}
 )
 
 // MetricsSeriesLimit is the per-instrument series limit the OpenTelemetry SDK must be given

@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hunt-runner/hunt-runner/hunt"
+	"github.com/hunt-runner/hunt-runner/internal/attrib"
 	"github.com/hunt-runner/hunt-runner/store"
 )
 
@@ -23,13 +25,16 @@ import (
 // in the table's sorting key the server reads only the newest granules, and it stops at the
 // first row. A source that cannot be read (no such table or column, no grant) fails the run:
 // a missing feed is never zero findings.
-func (r *Runner) silentSources(ctx context.Context, h *hunt.Hunt, w window) ([]hunt.Source, error) {
+func (r *Runner) silentSources(ctx context.Context, h *hunt.Hunt, fire int64, runID uuid.UUID, w window) ([]hunt.Source, error) {
 	if len(h.Sources) == 0 {
 		return nil, nil
 	}
 	q, params := sourcesSQL(h.Sources, w.DataEnd)
-	settings := clickhouse.Settings{"max_execution_time": int(max(h.Timeout/time.Second, 1))}
-	rows, err := r.huntConn.Query(clickhouse.Context(ctx, clickhouse.WithParameters(params), clickhouse.WithSettings(settings)), q)
+	// Attributed like the hunt statement (its run's comment, a query id of the run's step).
+	settings := clickhouse.Settings{"max_execution_time": int(max(h.Timeout/time.Second, 1)),
+		"log_comment": r.comment(h, fire, runID, attrib.Live).String()}
+	rows, err := r.huntConn.Query(clickhouse.Context(ctx, clickhouse.WithParameters(params), clickhouse.WithSettings(settings),
+		clickhouse.WithQueryID(attrib.QueryID(runID, "sources"))), q)
 	if err != nil {
 		return nil, &runError{stage: "source check", err: err}
 	}

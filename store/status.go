@@ -63,7 +63,7 @@ type RunSummary struct {
 	LastSuccess time.Time // finished
 
 	HasFailed       bool
-	FirstFailedFire int64 // the oldest failed or lost fire
+	FirstFailedFire int64 // the oldest failed, lost or over_budget fire (an attempt that did not commit)
 
 	Gaps uint64 // gap rows
 	// FindingsLastDay and DroppedLastDay sum rows_written and findings_dropped of the runs
@@ -80,7 +80,7 @@ func (s *Store) RunSummaries(ctx context.Context, within time.Duration) (map[str
     countIf(status != 'gap'), argMaxIf(status, finished, status != 'gap'), argMaxIf(error, finished, status != 'gap'),
     maxIf(finished, status != 'gap'), argMaxIf(rows_written, finished, status != 'gap'), argMaxIf(fire, finished, status != 'gap'),
     countIf(status = 'succeeded'), maxIf(finished, status = 'succeeded'),
-    countIf(status IN ('failed', 'lost')), toInt64(minIf(fire, status IN ('failed', 'lost'))),
+    countIf(status IN ('failed', 'lost', 'over_budget')), toInt64(minIf(fire, status IN ('failed', 'lost', 'over_budget'))),
     countIf(status = 'gap'),
     sumIf(rows_written, status = 'succeeded' AND finished > now64(6) - INTERVAL 1 DAY),
     sumIf(findings_dropped, status = 'succeeded' AND finished > now64(6) - INTERVAL 1 DAY)
