@@ -12,6 +12,7 @@ package yamlpos
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -188,4 +189,25 @@ func levenshtein(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// UnknownNamedKey is UnknownKey for a file whose keys may be shown in messages (the notify
+// config, written by the operator): the message names the key, quoted and cut to 64 bytes.
+func UnknownNamedKey(k *yaml.Node, prefix string, known []string, at At) {
+	if s := Suggest(k.Value, known); s != "" {
+		at(k, "unknown key %s (did you mean %q?)", Printable(prefix+k.Value), prefix+s)
+		return
+	}
+	at(k, "unknown key %s; known keys: %s", Printable(prefix+k.Value), strings.Join(sorted(known), ", "))
+}
+
+// maxShown is how much of a file's own text a message may quote.
+const maxShown = 64
+
+// Printable quotes s for a message, cut to maxShown bytes.
+func Printable(s string) string {
+	if len(s) > maxShown {
+		s = strings.ToValidUTF8(s[:maxShown], "") + "…"
+	}
+	return strconv.Quote(s)
 }

@@ -157,3 +157,14 @@ func TestProblemsPositions(t *testing.T) {
 		t.Fatalf("got:\n%s\nwant:\n%s", ps.Error(), want)
 	}
 }
+
+func TestUnknownNamedKey(t *testing.T) {
+	var got []string
+	m := root(t, "timout: 1\n"+strings.Repeat("k", 100)+": 2\n")
+	UnknownNamedKey(m.Content[0], "sink.", []string{"url", "timeout"}, collect(&got))
+	UnknownNamedKey(m.Content[2], "", []string{"url", "timeout"}, collect(&got))
+	want := "1:1: unknown key \"sink.timout\" (did you mean \"sink.timeout\"?)\n2:1: unknown key \"" + strings.Repeat("k", 64) + "…\"; known keys: timeout, url"
+	if strings.Join(got, "\n") != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), want)
+	}
+}
