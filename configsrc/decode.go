@@ -9,7 +9,6 @@ import (
 	"path"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -42,11 +41,7 @@ var (
 	idRe       = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 	labelRe    = regexp.MustCompile(fmt.Sprintf(`^[A-Za-z_][A-Za-z0-9_.-]{0,%d}$`, MaxLabelNameBytes-1))
 	fieldRe    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
-	yamlLineRe = regexp.MustCompile(`^yaml: line ([0-9]+): (.*)$`)
-	// yaml.v3 quotes pieces of the document in some messages (anchors, tags, characters):
-	// they are replaced, so a message never carries file content.
-	yamlQuotedRe = regexp.MustCompile("'[^']*'|\"[^\"]*\"|`[^`]*`")
-	severities   = []string{"info", "low", "medium", "high", "critical"}
+	severities = []string{"info", "low", "medium", "high", "critical"}
 )
 
 var knownKeys = []string{"id", "description", "interval", "cron", "schedule", "enabled", "query",
@@ -162,15 +157,7 @@ func (d *decoder) decode(data []byte) (parsed, bool) {
 // yamlError turns a yaml.v3 syntax error into a positioned problem. yaml.v3 reports lines but
 // not columns; a tab in indentation, the most common cause, is located exactly.
 func (d *decoder) yamlError(err error) {
-	msg := err.Error()
-	line := 1
-	if m := yamlLineRe.FindStringSubmatch(msg); m != nil {
-		line, _ = strconv.Atoi(m[1])
-		msg = m[2]
-	} else {
-		msg = strings.TrimPrefix(msg, "yaml: ")
-	}
-	msg = yamlQuotedRe.ReplaceAllString(msg, "…")
+	line, msg := yamlpos.SyntaxError(err)
 	for i, l := range d.lines {
 		if i+1 > line+1 {
 			break

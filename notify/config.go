@@ -10,9 +10,7 @@ import (
 	"io"
 	"net/url"
 	"os"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -212,8 +210,6 @@ func (p *cfgParser) at(n *yaml.Node, format string, args ...any) {
 	p.errs.At(p.file, n, format, args...)
 }
 
-var yamlLineRe = regexp.MustCompile(`^yaml: line ([0-9]+): (.*)$`)
-
 func (p *cfgParser) parse(data []byte) *Config {
 	c := &Config{File: p.file, MaxFindings: NotifyFindingsDefault, Horizon: HorizonDefault}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -223,11 +219,7 @@ func (p *cfgParser) parse(data []byte) *Config {
 			p.at(nil, "notify config is empty; it needs sinks:")
 			return c
 		}
-		line, msg := 1, err.Error()
-		if m := yamlLineRe.FindStringSubmatch(msg); m != nil {
-			line, _ = strconv.Atoi(m[1])
-			msg = m[2]
-		}
+		line, msg := yamlpos.SyntaxError(err)
 		p.errs.Addf(p.file, line, 1, "%s", msg)
 		return c
 	}

@@ -180,3 +180,11 @@ func TestParseConfigAliases(t *testing.T) {
 		t.Fatalf("aliased timeout = %v, want 5s", s.Timeout)
 	}
 }
+
+// A YAML syntax error is positioned and never quotes the document (yamlpos.SyntaxError).
+func TestParseConfigSyntaxErrorHidesContent(t *testing.T) {
+	_, err := ParseConfig("n.yaml", []byte("sinks: []\nroutes: *s3cr3t\n"))
+	if err == nil || !strings.HasPrefix(err.Error(), "n.yaml:1:1: unknown anchor") || strings.Contains(err.Error(), "s3cr3t") {
+		t.Fatalf("syntax error: %v", err)
+	}
+}

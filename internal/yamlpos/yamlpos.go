@@ -11,6 +11,7 @@ package yamlpos
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -210,4 +211,24 @@ func Printable(s string) string {
 		s = strings.ToValidUTF8(s[:maxShown], "") + "…"
 	}
 	return strconv.Quote(s)
+}
+
+var (
+	syntaxLineRe = regexp.MustCompile(`^yaml: line ([0-9]+): (.*)$`)
+	// yaml.v3 quotes pieces of the document in some messages (anchors, tags, characters):
+	// they are replaced, so a message never carries file content.
+	syntaxQuotedRe = regexp.MustCompile("'[^']*'|\"[^\"]*\"|`[^`]*`")
+)
+
+// SyntaxError reads a yaml.v3 syntax error as the line it names (1 when it names none) and its
+// message without the "yaml: line N:" prefix and without the pieces of the document it quotes.
+func SyntaxError(err error) (line int, msg string) {
+	msg, line = err.Error(), 1
+	if m := syntaxLineRe.FindStringSubmatch(msg); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = m[2]
+	} else {
+		msg = strings.TrimPrefix(msg, "yaml: ")
+	}
+	return max(line, 1), syntaxQuotedRe.ReplaceAllString(msg, "…")
 }

@@ -168,3 +168,17 @@ func TestUnknownNamedKey(t *testing.T) {
 		t.Fatalf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), want)
 	}
 }
+
+func TestSyntaxError(t *testing.T) {
+	for doc, wantLine := range map[string]int{"a: 1\nb: *s3cr3t\n": 1, "a: 1\nb: 's3cr3t\n": 2} {
+		var n yaml.Node
+		err := yaml.Unmarshal([]byte(doc), &n)
+		if err == nil {
+			t.Fatalf("%q parsed", doc)
+		}
+		line, msg := SyntaxError(err)
+		if line != wantLine || strings.Contains(msg, "s3cr3t") || strings.HasPrefix(msg, "yaml:") || msg == "" {
+			t.Errorf("SyntaxError(%q) = %d, %q; want line %d and no document text", err, line, msg, wantLine)
+		}
+	}
+}
