@@ -12,12 +12,11 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// The scalar readers of a hunt file. Their messages name the key, the position and the kind of
-// the offending value, never the value itself: a file can be anything a symlink or a mistake
-// puts under the hunts directory, and messages reach CI logs and the runner's log.
-
-// The scalar readers are yamlpos's, reporting through d.at; these wrappers keep the decoder's
-// method names for the key decoders of every file in the package.
+// The scalar readers of a hunt file are yamlpos's, reporting through d.at; these wrappers keep
+// the decoder's method names for the key decoders of every file in the package. Their messages
+// name the key, the position and the kind of the offending value, never the value itself: a
+// file can be anything a symlink or a mistake puts under the hunts directory, and messages
+// reach CI logs and the runner's log.
 
 func (d *decoder) str(v *yaml.Node, key string) (string, bool) { return yamlpos.Str(v, key, d.at) }
 
