@@ -9,12 +9,12 @@ import (
 	"path"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/hunt-runner/hunt-runner/hunt"
+	"github.com/hunt-runner/hunt-runner/internal/yamlpos"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"go.yaml.in/yaml/v3"
 )
@@ -41,12 +41,7 @@ var (
 	idRe       = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 	labelRe    = regexp.MustCompile(fmt.Sprintf(`^[A-Za-z_][A-Za-z0-9_.-]{0,%d}$`, MaxLabelNameBytes-1))
 	fieldRe    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
-	sexagesRe  = regexp.MustCompile(`^[0-9]+(:[0-5]?[0-9])+$`)
-	yamlLineRe = regexp.MustCompile(`^yaml: line ([0-9]+): (.*)$`)
-	// yaml.v3 quotes pieces of the document in some messages (anchors, tags, characters):
-	// they are replaced, so a message never carries file content.
-	yamlQuotedRe = regexp.MustCompile("'[^']*'|\"[^\"]*\"|`[^`]*`")
-	severities   = []string{"info", "low", "medium", "high", "critical"}
+	severities = []string{"info", "low", "medium", "high", "critical"}
 )
 
 var knownKeys = []string{"id", "description", "interval", "cron", "schedule", "enabled", "query",
@@ -163,15 +158,7 @@ func (d *decoder) decode(data []byte) (parsed, bool) {
 // yamlError turns a yaml.v3 syntax error into a positioned problem. yaml.v3 reports lines but
 // not columns; a tab in indentation, the most common cause, is located exactly.
 func (d *decoder) yamlError(err error) {
-	msg := err.Error()
-	line := 1
-	if m := yamlLineRe.FindStringSubmatch(msg); m != nil {
-		line, _ = strconv.Atoi(m[1])
-		msg = m[2]
-	} else {
-		msg = strings.TrimPrefix(msg, "yaml: ")
-	}
-	msg = yamlQuotedRe.ReplaceAllString(msg, "…")
+	line, msg := yamlpos.SyntaxError(err)
 	for i, l := range d.lines {
 		if i+1 > line+1 {
 			break
@@ -236,51 +223,20 @@ func invalidUTF8Pos(data []byte) (line, col int) {
 	return line, col
 }
 
-func deref(n *yaml.Node) *yaml.Node {
-	for i := 0; n != nil && n.Kind == yaml.AliasNode && n.Alias != nil && i < 16; i++ {
-		n = n.Alias
-	}
-	return n
-}
+func deref(n *yaml.Node) *yaml.Node { return yamlpos.Deref(n) }
 
 // YAMLKind names what a YAML node is, for messages such as "tests must be a list, not a
-// mapping": every positioned reader of hunt-runner's YAML files words it the same way.
-func YAMLKind(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.ScalarNode:
-		switch n.ShortTag() {
-		case "!!null":
-			return "empty (null)"
-		case "!!bool":
-			return "a boolean"
-		case "!!int", "!!float":
-			return "a number"
-		}
-		return "a string"
-	}
-	return "an alias"
-}
+// mapping" (yamlpos.Kind): every positioned reader of hunt-runner's YAML files words it the same way.
+func YAMLKind(n *yaml.Node) string { return yamlpos.Kind(n) }
 
-// fields collects the mapping's keys, reporting duplicates and non-string keys.
+// fields collects the mapping's keys, reporting duplicates and non-string keys (yamlpos.Pairs).
 func (d *decoder) fields(m *yaml.Node, where string) ([]string, map[string][2]*yaml.Node) {
-	var order []string
-	out := map[string][2]*yaml.Node{}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		k, v := deref(m.Content[i]), deref(m.Content[i+1])
-		if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
-			d.at(k, "%skeys must be plain names, not %s", where, YAMLKind(k))
-			continue
-		}
-		if prev, dup := out[k.Value]; dup {
-			d.at(k, "duplicate key %s (first at line %d)", where+safeKey(k.Value), prev[0].Line)
-			continue
-		}
-		out[k.Value] = [2]*yaml.Node{k, v}
-		order = append(order, k.Value)
+	pairs := yamlpos.Pairs(m, where, func(k string) string { return where + safeKey(k[len(where):]) }, d.at)
+	order := make([]string, 0, len(pairs))
+	out := make(map[string][2]*yaml.Node, len(pairs))
+	for _, p := range pairs {
+		out[p.Key.Value] = [2]*yaml.Node{p.Key, p.Value}
+		order = append(order, p.Key.Value)
 	}
 	return order, out
 }

@@ -15,6 +15,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/hunt-runner/hunt-runner/internal/yamlpos"
 	"github.com/hunt-runner/hunt-runner/schedule"
 )
 
@@ -139,15 +140,12 @@ func ReportFile(file string, data []byte) []Finding {
 		r.change(top, "yaml", "empty file; the earlier runner skipped it and hunt-runner refuses it: delete it")
 		return r.out
 	}
-	root := doc.Content[0]
+	root := yamlpos.Deref(doc.Content[0])
 	if root.Kind != yaml.MappingNode {
 		r.change(root, "yaml", "not a mapping; the earlier runner skipped it and hunt-runner refuses it: delete it")
 		return r.out
 	}
-	keys, vals := map[string]*yaml.Node{}, map[string]*yaml.Node{}
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		keys[root.Content[i].Value], vals[root.Content[i].Value] = root.Content[i], root.Content[i+1]
-	}
+	keys, vals := index(root)
 	stem := strings.TrimSuffix(strings.TrimSuffix(file[strings.LastIndex(file, "/")+1:], ".yaml"), ".yml")
 
 	r.identity(keys, vals, stem)
@@ -157,7 +155,7 @@ func ReportFile(file string, data []byte) []Finding {
 	r.apiFields(keys, vals)
 	r.query(keys, vals)
 	r.caps(keys, vals)
-	if k, ok := keys["enabled"]; ok && vals["enabled"].Tag == "!!bool" && !isTrue(vals["enabled"].Value) {
+	if k, ok := keys["enabled"]; ok && isFalse(vals["enabled"]) {
 		r.note(k, "enabled", "the earlier runner never read enabled: and ran this hunt anyway; hunt-runner honours enabled: false and will not run it (materialise tombstones it): delete the line to keep it running")
 	}
 	if k, ok := keys["severity"]; ok {
@@ -166,7 +164,17 @@ func ReportFile(file string, data []byte) []Finding {
 	return r.out
 }
 
-func isTrue(s string) bool { b, err := strconv.ParseBool(strings.ToLower(s)); return err == nil && b }
+func isFalse(v *yaml.Node) bool { b, ok := yamlpos.BoolValue(v); return ok && !b }
+
+// index maps a mapping's keys to their key and value nodes (yamlpos.Index: the last occurrence
+// wins, as the earlier runner's plain YAML load read it).
+func index(m *yaml.Node) (keys, vals map[string]*yaml.Node) {
+	keys, vals = map[string]*yaml.Node{}, map[string]*yaml.Node{}
+	for k, p := range yamlpos.Index(m) {
+		keys[k], vals[k] = p.Key, p.Value
+	}
+	return keys, vals
+}
 
 func (r *reporter) identity(keys, vals map[string]*yaml.Node, stem string) {
 	if k, ok := keys["id"]; ok && vals["id"].Value != stem {
@@ -192,10 +200,7 @@ func cronText(v *yaml.Node) []*yaml.Node {
 func (r *reporter) scheduleFields(keys, vals map[string]*yaml.Node) {
 	sched, hasSched := vals["schedule"]
 	if hasSched && sched.Kind == yaml.MappingNode {
-		sk, sv := map[string]*yaml.Node{}, map[string]*yaml.Node{}
-		for i := 0; i+1 < len(sched.Content); i += 2 {
-			sk[sched.Content[i].Value], sv[sched.Content[i].Value] = sched.Content[i], sched.Content[i+1]
-		}
+		sk, sv := index(sched)
 		mode := "rate"
 		if m, ok := sv["mode"]; ok {
 			mode = m.Value

@@ -68,6 +68,8 @@ func TestReportCoversEveryEarlierField(t *testing.T) {
 		{"hunt_id", "h.yaml", "interval: 5m\nhunt_id: X\n" + q, "identity", "id:", 2, false},
 		{"id", "h.yaml", "interval: 5m\nid: other\n" + q, "identity", `"h"`, 2, true},
 		{"enabled false", "h.yaml", "interval: 5m\nenabled: false\n" + q, "enabled", "enabled: false", 2, true},
+		{"enabled false through an alias", "h.yaml", "labels: {off: &f false}\ninterval: 5m\nenabled: *f\n" + q, "enabled", "enabled: false", 3, true},
+		{"schedule through an alias", "h.yaml", "base: &s {mode: anchored, cron: '0 * * * *', interval: 1h}\nschedule: *s\n" + q, "anchored", "schedule.mode anchored", 1, false},
 		{"severity", "h.yaml", "interval: 5m\nseverity: high\n" + q, "severity", "severity: high", 2, true},
 		{"cron pinned", "h.yaml", "cron: '*/10 * * * *'\n" + q, "cron-offset", "next cron fire", 1, true},
 		{"top-level interval", "h.yaml", "interval: 5m\n" + q, "schedule", "every 5m", 1, true},

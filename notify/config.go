@@ -10,15 +10,14 @@ import (
 	"io"
 	"net/url"
 	"os"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hunt-runner/hunt-runner/hunt"
+	"github.com/hunt-runner/hunt-runner/internal/yamlpos"
 )
 
 // Sink types.
@@ -172,27 +171,11 @@ func (c *Config) UnknownSinks(h *hunt.Hunt) []string {
 	return out
 }
 
-// ConfigError is one problem of a notify config, positioned for an editor.
-type ConfigError struct {
-	File         string
-	Line, Column int
-	Message      string
-}
-
-func (e ConfigError) Error() string {
-	return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Column, e.Message)
-}
+// ConfigError is one problem of a notify config, positioned for an editor (file:line:col).
+type ConfigError = yamlpos.Problem
 
 // ConfigErrors is every problem found; Error joins them one per line.
-type ConfigErrors []ConfigError
-
-func (es ConfigErrors) Error() string {
-	s := make([]string, len(es))
-	for i, e := range es {
-		s[i] = e.Error()
-	}
-	return strings.Join(s, "\n")
-}
+type ConfigErrors = yamlpos.Problems
 
 // LoadConfig reads and parses a notify config file.
 func LoadConfig(path string) (*Config, error) {
@@ -224,14 +207,8 @@ type cfgParser struct {
 }
 
 func (p *cfgParser) at(n *yaml.Node, format string, args ...any) {
-	line, col := 1, 1
-	if n != nil {
-		line, col = max(n.Line, 1), max(n.Column, 1)
-	}
-	p.errs = append(p.errs, ConfigError{File: p.file, Line: line, Column: col, Message: fmt.Sprintf(format, args...)})
+	p.errs.At(p.file, n, format, args...)
 }
-
-var yamlLineRe = regexp.MustCompile(`^yaml: line ([0-9]+): (.*)$`)
 
 func (p *cfgParser) parse(data []byte) *Config {
 	c := &Config{File: p.file, MaxFindings: NotifyFindingsDefault, Horizon: HorizonDefault}
@@ -242,12 +219,8 @@ func (p *cfgParser) parse(data []byte) *Config {
 			p.at(nil, "notify config is empty; it needs sinks:")
 			return c
 		}
-		line, msg := 1, err.Error()
-		if m := yamlLineRe.FindStringSubmatch(msg); m != nil {
-			line, _ = strconv.Atoi(m[1])
-			msg = m[2]
-		}
-		p.errs = append(p.errs, ConfigError{File: p.file, Line: line, Column: 1, Message: msg})
+		line, msg := yamlpos.SyntaxError(err)
+		p.errs.Addf(p.file, line, 1, "%s", msg)
 		return c
 	}
 	if len(doc.Content) == 0 {
@@ -283,7 +256,7 @@ func (p *cfgParser) parse(data []byte) *Config {
 				c.ExternalURL = strings.TrimRight(u, "/")
 			}
 		default:
-			p.at(k, "unknown key %s; known keys: external_url, max_notify_findings, retry_horizon, routes, sinks", printable(k.Value))
+			p.unknownKey(k, "", []string{"external_url", "max_notify_findings", "retry_horizon", "routes", "sinks"})
 		}
 	}
 	if routesN != nil {
@@ -292,47 +265,42 @@ func (p *cfgParser) parse(data []byte) *Config {
 	return c
 }
 
-// pairs returns the key/value nodes of a mapping, reporting duplicate and non-string keys.
+// pairs returns the key/value nodes of a mapping in order, aliases followed, reporting
+// duplicate and non-string keys (yamlpos.Pairs).
 func (p *cfgParser) pairs(m *yaml.Node, where string) [][2]*yaml.Node {
 	var out [][2]*yaml.Node
-	seen := map[string]int{}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		k, v := m.Content[i], m.Content[i+1]
-		if k.Kind != yaml.ScalarNode || k.ShortTag() != "!!str" {
-			p.at(k, "%skeys must be plain names", where)
-			continue
-		}
-		if line, dup := seen[k.Value]; dup {
-			p.at(k, "duplicate key %q (first at line %d)", where+k.Value, line)
-			continue
-		}
-		seen[k.Value] = k.Line
-		out = append(out, [2]*yaml.Node{k, v})
+	for _, kv := range yamlpos.Pairs(m, where, nil, p.at) {
+		out = append(out, [2]*yaml.Node{kv.Key, kv.Value})
 	}
 	return out
 }
 
+// unknownKey refuses key k of the mapping at prefix, with a did-you-mean (yamlpos.UnknownNamedKey).
+func (p *cfgParser) unknownKey(k *yaml.Node, prefix string, known []string) {
+	yamlpos.UnknownNamedKey(k, prefix, known, p.at)
+}
+
 func (p *cfgParser) str(v *yaml.Node, key string) (string, bool) {
-	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!str" || v.Value == "" {
-		p.at(v, "%s must be a non-empty string", key)
-		return "", false
+	if s, ok := yamlpos.StrValue(v); ok && s != "" {
+		return s, true
 	}
-	return v.Value, true
+	p.at(v, "%s must be a non-empty string", key)
+	return "", false
 }
 
 func (p *cfgParser) integer(v *yaml.Node, key string) (int, bool) {
-	if v.Kind == yaml.ScalarNode && v.ShortTag() == "!!int" {
-		if n, err := strconv.Atoi(v.Value); err == nil {
-			return n, true
-		}
+	if n, ok := yamlpos.IntValue(v); ok {
+		return n, true
 	}
 	p.at(v, "%s must be a whole number", key)
 	return 0, false
 }
 
+// duration reads a positive duration in Go's grammar (10s, 24h; no days): a notify config's
+// durations are a process's timeouts and horizons, not a hunt's schedule.
 func (p *cfgParser) duration(v *yaml.Node, key string) (time.Duration, bool) {
-	if v.Kind == yaml.ScalarNode && v.ShortTag() == "!!str" {
-		if d, err := time.ParseDuration(v.Value); err == nil && d > 0 {
+	if s, ok := yamlpos.StrValue(v); ok {
+		if d, err := time.ParseDuration(s); err == nil && d > 0 {
 			return d, true
 		}
 	}
@@ -366,7 +334,7 @@ func (p *cfgParser) sinks(c *Config, v *yaml.Node) {
 	}
 }
 
-var sinkKeys = "basic_auth, bearer_token_file, lookback, name, resolve_after, secret_file, timeout, tls_config, type, url, url_file, urls"
+var sinkKeys = []string{"basic_auth", "bearer_token_file", "lookback", "name", "resolve_after", "secret_file", "timeout", "tls_config", "type", "url", "url_file", "urls"}
 
 func (p *cfgParser) sink(n *yaml.Node) (Sink, bool) {
 	s := Sink{Timeout: SinkTimeoutDefault, ResolveAfter: ResolveAfterDefault}
@@ -428,7 +396,7 @@ func (p *cfgParser) sink(n *yaml.Node) (Sink, bool) {
 				s.ResolveAfter = d
 			}
 		default:
-			p.at(k, "unknown key %s; known keys: %s", printable("sink."+k.Value), sinkKeys)
+			p.unknownKey(k, "sink.", sinkKeys)
 		}
 	}
 	if s.Name == "" && len(p.errs) == before {
@@ -574,7 +542,7 @@ func (p *cfgParser) tlsConfig(v *yaml.Node) *tls.Config {
 		case "server_name":
 			c.ServerName, _ = p.str(val, "tls_config.server_name")
 		default:
-			p.at(k, "unknown key %s; known keys: ca_file, cert_file, key_file, server_name", printable("tls_config."+k.Value))
+			p.unknownKey(k, "tls_config.", []string{"ca_file", "cert_file", "key_file", "server_name"})
 		}
 	}
 	switch {
@@ -599,12 +567,7 @@ func (p *cfgParser) tlsConfig(v *yaml.Node) *tls.Config {
 
 // printable cuts a config value for a message: at most 64 bytes, control characters shown
 // escaped, so a hostile file cannot forge lines or flood the output.
-func printable(s string) string {
-	if len(s) > 64 {
-		s = strings.ToValidUTF8(s[:64], "") + "…"
-	}
-	return strconv.Quote(s)
-}
+func printable(s string) string { return yamlpos.Printable(s) }
 
 func hostOf(raw string) string {
 	u, err := url.Parse(raw)
@@ -686,7 +649,7 @@ func (p *cfgParser) routes(c *Config, v *yaml.Node) {
 					r.Sinks = append(r.Sinks, name)
 				}
 			default:
-				p.at(k, "unknown key %s; known keys: match, sinks", printable("route."+k.Value))
+				p.unknownKey(k, "route.", []string{"match", "sinks"})
 			}
 		}
 		if !hasSinks {

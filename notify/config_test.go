@@ -124,6 +124,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"sinks: [{name: a, type: webhook, url: 'http://h', lookback: 200h}]", "lookback is at most 168h0m0s"},
 		{"sinks: [{name: a, type: webhook, url: 'http://h', resolve_after: 1h}]", "resolve_after sets an Alertmanager alert's endsAt"},
 		{"external_url: 'hunts.example.com'\nsinks: []", "n.yaml:1:15: url must start with http"},
+		// The shared reader: a typo gets a did-you-mean, a non-string key names its kind.
+		{"sinks: [{name: a, type: webhook, url: 'http://h', timout: 5s}]", `n.yaml:1:51: unknown key "sink.timout" (did you mean "sink.timeout"?)`},
+		{"sinks: []\n[x]: 1", "n.yaml:2:1: keys must be plain names, not a list"},
 	}
 	for _, tt := range tests {
 		_, err := ParseConfig("n.yaml", []byte(tt.yaml))
@@ -164,5 +167,24 @@ func TestConfigMessagesQuoteLittleAndEscaped(t *testing.T) {
 		if strings.ContainsAny(msg, "\n\x1b") || len(msg) > 400 {
 			t.Errorf("message of %d bytes, or with a raw newline or ESC: %q", len(msg), msg)
 		}
+	}
+}
+
+// Aliases are followed like in hunt files (yamlpos.Pairs): a sink's settings may be shared.
+func TestParseConfigAliases(t *testing.T) {
+	c, err := ParseConfig("n.yaml", []byte("sinks:\n- {name: a, type: webhook, url: 'http://h', timeout: &t 5s}\n- {name: b, type: webhook, url: 'http://h', timeout: *t}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := c.Sink("b"); s.Timeout != 5*time.Second {
+		t.Fatalf("aliased timeout = %v, want 5s", s.Timeout)
+	}
+}
+
+// A YAML syntax error is positioned and never quotes the document (yamlpos.SyntaxError).
+func TestParseConfigSyntaxErrorHidesContent(t *testing.T) {
+	_, err := ParseConfig("n.yaml", []byte("sinks: []\nroutes: *s3cr3t\n"))
+	if err == nil || !strings.HasPrefix(err.Error(), "n.yaml:1:1: unknown anchor") || strings.Contains(err.Error(), "s3cr3t") {
+		t.Fatalf("syntax error: %v", err)
 	}
 }
