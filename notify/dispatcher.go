@@ -18,6 +18,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/hunt"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // Options configure a Dispatcher. Zero values take the defaults in brackets.
@@ -40,6 +41,8 @@ type Options struct {
 	Logger     *slog.Logger
 	Metrics    *Metrics     // nil records nothing
 	HTTPClient *http.Client // sinks without tls_config; default: no redirects followed
+	// Clock is the time mute time intervals and snoozes are judged at [the server clock].
+	Clock func() time.Time
 }
 
 // Dispatcher delivers committed findings; see the package comment.
@@ -53,6 +56,8 @@ type Dispatcher struct {
 
 	enabled   map[string]time.Time // when each sink was first enabled (server clock)
 	enabledAt time.Time            // when enabled was last read back
+
+	snoozes map[string]store.Snooze // per hunt, read by each poll that claims (notify/mute.go)
 }
 
 // enableEvery is how often the enablement rows are read back (and refreshed when due).
@@ -167,8 +172,8 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 
 // PollResult counts what one Poll did.
 type PollResult struct {
-	Planned, Claimed, Delivered, Retried, Dead, Suppressed, Lost int
-	Deferred                                                     int // claims left to their lease unsent (their queue ran too long)
+	Planned, Claimed, Delivered, Retried, Dead, Suppressed, Muted, Lost int
+	Deferred                                                            int // claims left to their lease unsent (their queue ran too long)
 }
 
 func (r *PollResult) add(o string) {
@@ -179,6 +184,8 @@ func (r *PollResult) add(o string) {
 		r.Retried++
 	case StatusDead:
 		r.Dead++
+	case StatusMuted:
+		r.Muted++
 	case "lost":
 		r.Lost++
 	}
@@ -270,6 +277,9 @@ func (d *Dispatcher) Poll(ctx context.Context) (PollResult, error) {
 		return res, nil
 	}
 
+	if err := d.readSnoozes(ctx); err != nil {
+		return res, err
+	}
 	claimID := uuid.New()
 	if err := d.st.claim(ctx, cands, claimID, d.o.Owner, d.o.Lease); err != nil {
 		return res, fmt.Errorf("notify: claim: %w", err)
@@ -465,6 +475,9 @@ func (d *Dispatcher) attempt(ctx context.Context, h *hunt.Hunt, c held, windowSt
 	sink, ok := d.o.Config.Sink(c.Sink)
 	if !ok {
 		return StatusDead, "sink " + c.Sink + " is no longer in the notify config", 0
+	}
+	if why, muted := d.muted(h, c, now); muted {
+		return StatusMuted, why, 0
 	}
 	fail := func(err error) (string, string, time.Duration) {
 		if !now.Before(c.Created.Add(d.o.Config.Horizon)) {

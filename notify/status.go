@@ -16,14 +16,15 @@ type Counts struct {
 	Delivered  uint64 `json:"delivered"`
 	Dead       uint64 `json:"dead"`
 	Suppressed uint64 `json:"suppressed"`
+	Muted      uint64 `json:"muted"` // due while muted (time interval or snooze); never sent
 }
 
 func counts(ctx context.Context, st deliveryStore, since int64) (Counts, error) {
 	var c Counts
 	err := st.conn.QueryRow(ctx, `SELECT countIf(status IN ('pending', 'delivering', 'retry')), countIf(status = 'delivered'),
-       countIf(status = 'dead'), countIf(status = 'suppressed')
+       countIf(status = 'dead'), countIf(status = 'suppressed'), countIf(status = 'muted')
 FROM (`+st.newestSQL("fire >= toDateTime({since:Int64}, 'UTC')")+`)`, clickhouse.Named("since", since)).
-		Scan(&c.Pending, &c.Delivered, &c.Dead, &c.Suppressed)
+		Scan(&c.Pending, &c.Delivered, &c.Dead, &c.Suppressed, &c.Muted)
 	return c, err
 }
 
@@ -45,11 +46,11 @@ type Delivery struct {
 type StatusReport struct {
 	Now        time.Time  `json:"now"`
 	Counts     Counts     `json:"counts"`
-	Deliveries []Delivery `json:"deliveries"` // every delivery not delivered or suppressed, newest fire first
+	Deliveries []Delivery `json:"deliveries"` // every delivery not delivered or suppressed (muted ones too), newest fire first
 }
 
 // Status reads the delivery table: counts over fires since since, and every delivery that is
-// not final-and-fine (pending, delivering, retry, dead).
+// not final-and-fine (pending, delivering, retry, dead, muted: last_error says what muted it).
 func Status(ctx context.Context, conn driver.Conn, database string, since time.Time) (StatusReport, error) {
 	st := deliveryStore{conn: conn, db: database}
 	var rep StatusReport

@@ -165,8 +165,8 @@ func notifyRetryAction(c *cli.Context) error {
 }
 
 func printNotifyStatus(w io.Writer, rep notify.StatusReport) {
-	fmt.Fprintf(w, "now %s: %d pending, %d delivered, %d dead, %d suppressed\n", rep.Now.UTC().Format(time.RFC3339),
-		rep.Counts.Pending, rep.Counts.Delivered, rep.Counts.Dead, rep.Counts.Suppressed)
+	fmt.Fprintf(w, "now %s: %d pending, %d delivered, %d dead, %d suppressed, %d muted\n", rep.Now.UTC().Format(time.RFC3339),
+		rep.Counts.Pending, rep.Counts.Delivered, rep.Counts.Dead, rep.Counts.Suppressed, rep.Counts.Muted)
 	if len(rep.Deliveries) == 0 {
 		return
 	}
