@@ -10,7 +10,7 @@
 //     records that, read back by every Dispatcher), plus its lookback, so enabling a sink
 //     does not page for history; one hunt's deliveries to a sink go oldest fire first;
 //   - the state of every (hunt, fire, sink) is a row in hunt_delivery (newest by updated):
-//     pending, delivering (a claim with a lease), retry, delivered, dead or suppressed;
+//     pending, delivering (a claim with a lease), retry, delivered, dead, suppressed or muted;
 //   - a sender claims a delivery with a conditional INSERT … SELECT stamped by the server clock,
 //     waits a settle and reads back; every later write is fenced on "the newest row is ours and
 //     its lease is live", so two Dispatchers never send the same (hunt, fire, sink) at once, and
@@ -22,5 +22,9 @@
 //
 // Suppression (a hunt's suppress: {by, for}) is decided per (hunt, fire) from hunt_suppress,
 // which holds the keys notified by earlier fires, so it holds across Dispatchers and restarts.
+// Mutes (mute_time_intervals of a sink or route, Alertmanager's time intervals, and a hunt's
+// snooze, read through store) are judged when a claimed delivery would be sent; a muted
+// delivery is recorded with the claim's fenced outcome write and is final (mute.go).
+//
 // docs/findings.md is the operator's view.
 package notify

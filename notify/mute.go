@@ -21,9 +21,8 @@ import (
 const StatusMuted = "muted"
 
 // Mutes are judged when a delivery is about to be sent (after its claim is verified), not at
-// the fire: a fire committed at 17:59 whose delivery is due at 18:01, inside an 18:00 quiet
-// hour, is muted, and a fire of the quiet hour retried after it is not (it was never due
-// while muted). That is the moment a person would be disturbed.
+// the fire: a quiet hour protects the person, so what counts is when they would be disturbed
+// (docs/findings.md, "Quiet hours").
 
 // muteRef is a name given in a mute_time_intervals list, kept to check it once every
 // time_intervals entry is read.
