@@ -466,6 +466,8 @@ func (d *Dispatcher) deliver(ctx context.Context, h *hunt.Hunt, c held, windowSt
 		log.Warn("notify: delivery failed; will retry", "error", lastErr, "backoff", backoff.String())
 	case StatusDead:
 		log.Error("notify: delivery dead-lettered", "error", lastErr)
+	case StatusMuted:
+		log.Info("notify: delivery muted; it will not be sent", "why", lastErr)
 	}
 	return status
 }

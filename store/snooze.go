@@ -77,7 +77,9 @@ SELECT {h:String}, 0, toDateTime64(0, 3, 'UTC'), '', {by:String}, now64(6)`
 }
 
 // Snoozes returns the hunts whose newest snooze row is a snooze, expired or not: the caller
-// judges LiveAt on its own clock, so one poll judges time intervals and snoozes alike.
+// judges LiveAt on its own clock, so one poll judges time intervals and snoozes alike. A
+// database whose schema predates the table has none (so notifications keep flowing on an
+// upgraded binary before `hunt-runner schema` has run).
 func (s *Store) Snoozes(ctx context.Context) (map[string]Snooze, error) {
 	// Newest by (updated, snoozed): of two rows written in the same microsecond the unsnooze
 	// wins, on every reader.
@@ -86,6 +88,10 @@ FROM (SELECT hunt_id, argMax((snoozed, snoozed_until, reason, snoozed_by, update
       FROM `+s.table(schema.TableSnooze)+` GROUP BY hunt_id)
 WHERE t.1 = 1`)
 	if err != nil {
+		var ex *clickhouse.Exception
+		if errors.As(err, &ex) && ex.Code == 60 { // UNKNOWN_TABLE: `hunt-runner schema` not run since; no snooze can exist
+			return map[string]Snooze{}, nil
+		}
 		return nil, fmt.Errorf("store: read snoozes: %w", err)
 	}
 	defer rows.Close()
