@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/alertmanager/timeinterval"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/hunt-runner/hunt-runner/hunt"
@@ -59,6 +60,9 @@ type Config struct {
 	// ExternalURL is external_url: where people reach the status page; an alert's
 	// generatorURL is ExternalURL/hunts/<id>. Empty leaves generatorURL out.
 	ExternalURL string
+	// TimeIntervals are time_intervals: named Alertmanager time intervals that sinks and
+	// routes list in mute_time_intervals (notify/mute.go).
+	TimeIntervals map[string][]timeinterval.TimeInterval
 }
 
 // Sink is one destination.
@@ -80,6 +84,8 @@ type Sink struct {
 	Lookback time.Duration
 	// ResolveAfter sets an Alertmanager alert's endsAt: the attempt's time plus this.
 	ResolveAfter time.Duration
+	// MuteTimeIntervals names the time intervals during which the sink is sent nothing.
+	MuteTimeIntervals []string
 }
 
 // secrets are the sink's credentials, which no error text may carry (redact).
@@ -106,6 +112,9 @@ type Route struct {
 	Match  map[string]string
 	Labels map[string]string
 	Sinks  []string
+	// MuteTimeIntervals names the time intervals during which this route's hunts are not
+	// notified to its sinks.
+	MuteTimeIntervals []string
 }
 
 // Sink returns the sink named name.
@@ -126,11 +135,8 @@ func (c *Config) SinksFor(h *hunt.Hunt) []string {
 	}
 	names := h.Notify
 	if names == nil {
-		for _, r := range c.Routes {
-			if r.matches(h) {
-				names = r.Sinks
-				break
-			}
+		if r := c.routeFor(h); r != nil {
+			names = r.Sinks
 		}
 	}
 	out := make([]string, 0, len(names))
@@ -204,6 +210,8 @@ type cfgParser struct {
 	// invalid names the sinks that are defined but have an error of their own (an
 	// unreadable secret file, say): a route naming one is not also told it is undefined.
 	invalid map[string]bool
+	// muteRefs are the mute_time_intervals names seen, checked once time_intervals is read.
+	muteRefs []muteRef
 }
 
 func (p *cfgParser) at(n *yaml.Node, format string, args ...any) {
@@ -232,7 +240,7 @@ func (p *cfgParser) parse(data []byte) *Config {
 		p.at(root, "notify config must be a mapping with sinks: and routes:")
 		return c
 	}
-	var routesN *yaml.Node
+	var routesN, intervalsN *yaml.Node
 	for _, kv := range p.pairs(root, "") {
 		k, v := kv[0], kv[1]
 		switch k.Value {
@@ -240,6 +248,8 @@ func (p *cfgParser) parse(data []byte) *Config {
 			p.sinks(c, v)
 		case "routes":
 			routesN = v
+		case "time_intervals":
+			intervalsN = v
 		case "max_notify_findings":
 			if n, ok := p.integer(v, "max_notify_findings"); ok {
 				if n < 1 || n > 1000 {
@@ -256,12 +266,16 @@ func (p *cfgParser) parse(data []byte) *Config {
 				c.ExternalURL = strings.TrimRight(u, "/")
 			}
 		default:
-			p.unknownKey(k, "", []string{"external_url", "max_notify_findings", "retry_horizon", "routes", "sinks"})
+			p.unknownKey(k, "", []string{"external_url", "max_notify_findings", "retry_horizon", "routes", "sinks", "time_intervals"})
 		}
 	}
 	if routesN != nil {
 		p.routes(c, routesN)
 	}
+	if intervalsN != nil {
+		p.timeIntervals(c, intervalsN)
+	}
+	p.checkMuteRefs(c)
 	return c
 }
 
@@ -334,7 +348,7 @@ func (p *cfgParser) sinks(c *Config, v *yaml.Node) {
 	}
 }
 
-var sinkKeys = []string{"basic_auth", "bearer_token_file", "lookback", "name", "resolve_after", "secret_file", "timeout", "tls_config", "type", "url", "url_file", "urls"}
+var sinkKeys = []string{"basic_auth", "bearer_token_file", "lookback", "mute_time_intervals", "name", "resolve_after", "secret_file", "timeout", "tls_config", "type", "url", "url_file", "urls"}
 
 func (p *cfgParser) sink(n *yaml.Node) (Sink, bool) {
 	s := Sink{Timeout: SinkTimeoutDefault, ResolveAfter: ResolveAfterDefault}
@@ -390,6 +404,8 @@ func (p *cfgParser) sink(n *yaml.Node) (Sink, bool) {
 				}
 				s.Lookback = d
 			}
+		case "mute_time_intervals":
+			s.MuteTimeIntervals = p.muteNames(v)
 		case "resolve_after":
 			resolveN = v
 			if d, ok := p.duration(v, "resolve_after"); ok {
@@ -632,6 +648,8 @@ func (p *cfgParser) routes(c *Config, v *yaml.Node) {
 			switch k.Value {
 			case "match":
 				r.Match, r.Labels = p.match(val)
+			case "mute_time_intervals":
+				r.MuteTimeIntervals = p.muteNames(val)
 			case "sinks":
 				hasSinks = true
 				if val.Kind != yaml.SequenceNode {
@@ -649,7 +667,7 @@ func (p *cfgParser) routes(c *Config, v *yaml.Node) {
 					r.Sinks = append(r.Sinks, name)
 				}
 			default:
-				p.unknownKey(k, "route.", []string{"match", "sinks"})
+				p.unknownKey(k, "route.", []string{"match", "mute_time_intervals", "sinks"})
 			}
 		}
 		if !hasSinks {

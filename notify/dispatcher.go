@@ -41,6 +41,8 @@ type Options struct {
 	Logger     *slog.Logger
 	Metrics    *Metrics     // nil records nothing
 	HTTPClient *http.Client // sinks without tls_config; default: no redirects followed
+	// Clock is the time mute time intervals and snoozes are judged at [the server clock].
+	Clock func() time.Time
 }
 
 // Dispatcher delivers committed findings; see the package comment. Poll and Start may not be
@@ -56,6 +58,8 @@ type Dispatcher struct {
 
 	enabled   map[string]time.Time // when each sink was first enabled (server clock)
 	enabledAt time.Time            // when enabled was last read back
+
+	snoozes map[string]store.Snooze // per hunt, read by each poll that claims (notify/mute.go)
 }
 
 // enableEvery is how often the enablement rows are read back (and refreshed when due).
@@ -175,7 +179,7 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 
 // PollResult counts what one Poll did.
 type PollResult struct {
-	Planned, Claimed, Delivered, Retried, Dead, Suppressed, Lost int
+	Planned, Claimed, Delivered, Retried, Dead, Suppressed, Muted, Lost int
 	// Deferred counts claimed deliveries left unsent because their (hunt, sink) claim was lost,
 	// or an earlier fire of its queue was not recorded, before their turn: the next holder
 	// sends them, in order.
@@ -193,6 +197,8 @@ func (r *PollResult) add(o string) {
 		r.Retried++
 	case StatusDead:
 		r.Dead++
+	case StatusMuted:
+		r.Muted++
 	case outcomeLost:
 		r.Lost++
 	}
@@ -301,6 +307,9 @@ func (d *Dispatcher) Poll(ctx context.Context) (PollResult, error) {
 		return res, nil
 	}
 
+	if err := d.readSnoozes(ctx); err != nil {
+		return res, err
+	}
 	// One claim per queue, for its oldest fire; the protocol decides which queues are ours.
 	fires := make([]lease.Fire, len(queues))
 	for i, q := range queues {
@@ -589,6 +598,8 @@ func (d *Dispatcher) deliver(ctx context.Context, h *hold, hu *hunt.Hunt, c stor
 		log.Warn("notify: delivery failed; will retry", "error", lastErr, "backoff", backoff.String())
 	case StatusDead:
 		log.Error("notify: delivery dead-lettered", "error", lastErr)
+	case StatusMuted:
+		log.Info("notify: delivery muted; it will not be sent", "why", lastErr)
 	}
 	return status
 }
@@ -598,6 +609,9 @@ func (d *Dispatcher) attempt(ctx context.Context, h *hunt.Hunt, c store.Delivery
 	sink, ok := d.o.Config.Sink(c.Sink)
 	if !ok {
 		return StatusDead, "sink " + c.Sink + " is no longer in the notify config", 0
+	}
+	if why, muted := d.muted(h, c, now); muted {
+		return StatusMuted, why, 0
 	}
 	fail := func(err error) (string, string, time.Duration) {
 		if !now.Before(c.Created.Add(d.o.Config.Horizon)) {

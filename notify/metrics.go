@@ -12,7 +12,7 @@ import (
 // Metrics are the Dispatcher's instruments; a nil *Metrics records nothing. Exported through
 // the Prometheus exporter as:
 //
-//	hunt_runner_notifications_total{sink,outcome}     delivered|retry|dead|suppressed|lost
+//	hunt_runner_notifications_total{sink,outcome}     delivered|retry|dead|suppressed|muted|lost
 //	hunt_runner_notify_delivery_latency_seconds{sink} fire → delivered
 //	hunt_runner_notify_pending                        deliveries not yet final (newest rows, lookback)
 //	hunt_runner_notify_dead                           dead letters (newest rows, lookback)

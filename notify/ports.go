@@ -39,6 +39,7 @@ type deliveries interface {
 	FireFindings(ctx context.Context, huntID string, fire int64, runID uuid.UUID) ([]store.FireFinding, error)
 	SuppressedKeys(ctx context.Context, huntID string, fire int64, window time.Duration, keys []string) (map[string]bool, error)
 	RecordSuppress(ctx context.Context, huntID string, fire int64, keys []string) error
+	Snoozes(ctx context.Context) (map[string]store.Snooze, error)
 }
 
 // claimer is the claim protocol a Dispatcher claims each (hunt, sink) through, under

@@ -31,11 +31,11 @@ type Delivery struct {
 type StatusReport struct {
 	Now        time.Time  `json:"now"`
 	Counts     Counts     `json:"counts"`
-	Deliveries []Delivery `json:"deliveries"` // every delivery not delivered or suppressed, newest fire first
+	Deliveries []Delivery `json:"deliveries"` // every delivery not delivered or suppressed (muted ones too), newest fire first
 }
 
 // Status reads the delivery table: counts over fires since since, and every delivery that is
-// not final-and-fine (pending, delivering, retry, dead).
+// not final-and-fine (pending, delivering, retry, dead, muted: last_error says what muted it).
 func Status(ctx context.Context, conn driver.Conn, database string, since time.Time) (StatusReport, error) {
 	st := store.New(conn, database)
 	var rep StatusReport

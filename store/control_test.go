@@ -134,3 +134,34 @@ func TestBackfillInSnapshot(t *testing.T) {
 		t.Errorf("list %+v", list)
 	}
 }
+
+// Snooze rows: the newest per hunt decides, an unsnooze ends it, and a database whose schema
+// predates hunt_snooze reads as no snoozes rather than failing every notify poll.
+func TestSnoozesNewestRowDecides(t *testing.T) {
+	db := chtest.NewWithSchema(t)
+	ctx := context.Background()
+	st := New(db.Conn, db.Name)
+	if err := st.Snooze(ctx, SnoozeRequest{HuntID: "a", For: time.Hour, Reason: "r", By: "ana"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Snooze(ctx, SnoozeRequest{HuntID: "b", By: "bo"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Unsnooze(ctx, "b", "bo"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.Snoozes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, ok := got["a"]
+	if len(got) != 1 || !ok || a.By != "ana" || a.Reason != "r" || a.Until.IsZero() || !a.LiveAt(a.Updated) || a.LiveAt(a.Until) {
+		t.Fatalf("snoozes %+v; want a, live for an hour, and b ended by its unsnooze", got)
+	}
+	if err := db.Conn.Exec(ctx, "DROP TABLE "+db.Name+".hunt_snooze"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := st.Snoozes(ctx); err != nil || len(got) != 0 {
+		t.Errorf("without the table: %v %v, want no snoozes and no error", got, err)
+	}
+}

@@ -21,6 +21,7 @@ const (
 	DeliveryDelivered  = "delivered"
 	DeliveryDead       = "dead"       // gave up: permanent failure or past the horizon
 	DeliverySuppressed = "suppressed" // every finding of the fire was suppressed: nothing to send
+	DeliveryMuted      = "muted"      // due while muted (a mute time interval or a snooze): final, never sent
 	// DeliveryEnabled marks the row recording when a sink was first enabled: hunt_id ” (no
 	// hunt has that id) and fire 0, so no reader of deliveries, which all select hunts or
 	// recent fires, ever sees it.
@@ -455,15 +456,17 @@ type DeliveryCounts struct {
 	Delivered  uint64 `json:"delivered"`
 	Dead       uint64 `json:"dead"`
 	Suppressed uint64 `json:"suppressed"`
+	Muted      uint64 `json:"muted"` // due while muted (time interval or snooze); never sent
 }
 
 // CountDeliveries counts the deliveries of fires since since (epoch seconds) by newest status.
 func (s *Store) CountDeliveries(ctx context.Context, since int64) (DeliveryCounts, error) {
 	var c DeliveryCounts
 	err := s.conn.QueryRow(ctx, `SELECT countIf(status IN ('`+DeliveryPending+`', '`+DeliveryDelivering+`', '`+DeliveryRetry+`')),
-       countIf(status = '`+DeliveryDelivered+`'), countIf(status = '`+DeliveryDead+`'), countIf(status = '`+DeliverySuppressed+`')
+       countIf(status = '`+DeliveryDelivered+`'), countIf(status = '`+DeliveryDead+`'), countIf(status = '`+DeliverySuppressed+`'),
+       countIf(status = '`+DeliveryMuted+`')
 FROM (`+s.newestDeliverySQL("fire >= toDateTime({since:Int64}, 'UTC')")+`)`, clickhouse.Named("since", since)).
-		Scan(&c.Pending, &c.Delivered, &c.Dead, &c.Suppressed)
+		Scan(&c.Pending, &c.Delivered, &c.Dead, &c.Suppressed, &c.Muted)
 	return c, err
 }
 

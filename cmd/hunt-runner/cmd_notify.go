@@ -24,7 +24,7 @@ import (
 
 // notifyConfigFlag is shared by run, dev and validate.
 var notifyConfigFlag = &cli.StringFlag{Name: "notify-config", EnvVars: envFor("notify-config"),
-	Usage: "notification sinks and routes (YAML, docs/findings.md); secrets are read from the files it names"}
+	Usage: "notification sinks, routes and mute time intervals (YAML, docs/findings.md); secrets are read from the files it names"}
 
 // loadNotifyConfig parses --notify-config; nil when the flag is not set.
 func loadNotifyConfig(c *cli.Context) (*notify.Config, error) {
@@ -101,7 +101,7 @@ func notifyCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:  "status",
-				Usage: "delivery counts and every delivery not delivered (pending, delivering, retry, dead)",
+				Usage: "delivery counts and every delivery not delivered (pending, delivering, retry, dead, muted)",
 				Flags: concat(clickhouseFlags(), []cli.Flag{since, &cli.BoolFlag{Name: "json", Usage: "print JSON"}}),
 				Action: func(c *cli.Context) error {
 					conn, o, err := openClickHouse(c, newLogger(c))
@@ -165,8 +165,8 @@ func notifyRetryAction(c *cli.Context) error {
 }
 
 func printNotifyStatus(w io.Writer, rep notify.StatusReport) {
-	fmt.Fprintf(w, "now %s: %d pending, %d delivered, %d dead, %d suppressed\n", rep.Now.UTC().Format(time.RFC3339),
-		rep.Counts.Pending, rep.Counts.Delivered, rep.Counts.Dead, rep.Counts.Suppressed)
+	fmt.Fprintf(w, "now %s: %d pending, %d delivered, %d dead, %d suppressed, %d muted\n", rep.Now.UTC().Format(time.RFC3339),
+		rep.Counts.Pending, rep.Counts.Delivered, rep.Counts.Dead, rep.Counts.Suppressed, rep.Counts.Muted)
 	if len(rep.Deliveries) == 0 {
 		return
 	}

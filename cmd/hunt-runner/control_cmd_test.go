@@ -232,3 +232,54 @@ SELECT 'h1', toDateTime(?, 'UTC'), generateUUIDv4(), now64(6), generateUUIDv4(),
 		t.Errorf("second --gaps: exit %d %q", code, out)
 	}
 }
+
+// snooze, snooze --list and unsnooze on the engine, with pause's grammar and typo refusal.
+func TestSnoozeCommands(t *testing.T) {
+	db := chtest.NewWithSchema(t)
+	t.Setenv(passwordEnv, "")
+	ctx := context.Background()
+	if err := db.Conn.Exec(ctx, "INSERT INTO hunt_schedule (hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated) SELECT 'h1', 600, 0, 1, 'c', now64(6)"); err != nil {
+		t.Fatal(err)
+	}
+	common := []string{"--clickhouse-url", db.URL, "--database", db.Name}
+	run := func(args ...string) (string, int) {
+		t.Helper()
+		out, err := runApp(t, append(args, common...)...)
+		if err != nil {
+			out += err.Error()
+		}
+		return out, schedExit(err)
+	}
+	if out, code := run("snooze", "h1", "--for", "1h", "--until", "4102444800"); code != exitUsage {
+		t.Errorf("--for with --until: exit %d %q", code, out)
+	}
+	if out, code := run("snooze", "h1", "--until", "1000"); code != exitUsage || !strings.Contains(out, "not in the future") {
+		t.Errorf("past --until: exit %d %q", code, out)
+	}
+	if out, code := run("snooze", "helo"); code == exitOK || !strings.Contains(out, `"helo" is not in the published schedule`) {
+		t.Errorf("snooze of a typo: exit %d %q", code, out)
+	}
+	if out, code := run("snooze", "--list"); code != exitOK || out != "no hunt is snoozed\n" {
+		t.Errorf("empty list: exit %d %q", code, out)
+	}
+	out, code := run("snooze", "h1", "--for", "2h", "--reason", "change window", "--by", "alice")
+	if code != exitOK || !regexp.MustCompile(`^snoozed h1 until \S+Z \(for 2h\) by alice\n$`).MatchString(out) {
+		t.Fatalf("snooze: exit %d %q", code, out)
+	}
+	out, code = run("snooze", "--list")
+	if code != exitOK || !regexp.MustCompile(`(?m)^h1\s+\S+Z\s+alice\s+\S+Z\s+change window$`).MatchString(out) {
+		t.Errorf("snooze --list: exit %d\n%s", code, out)
+	}
+	if out, code := run("unsnooze", "h1", "--by", "bob"); code != exitOK || out != "unsnoozed h1\n" {
+		t.Fatalf("unsnooze: exit %d %q", code, out)
+	}
+	if out, code := run("snooze", "--list"); code != exitOK || out != "no hunt is snoozed\n" {
+		t.Errorf("list after unsnooze: exit %d %q", code, out)
+	}
+	if out, code := run("snooze", "h1"); code != exitOK || out != "snoozed h1 until unsnoozed by "+defaultRequester()+"\n" {
+		t.Errorf("indefinite snooze: exit %d %q", code, out)
+	}
+	if out, code := run("unsnooze", "nothere"); code == exitOK || !strings.Contains(out, `"nothere" is not in the published schedule`) {
+		t.Errorf("unsnooze of an unknown, unsnoozed id: exit %d %q", code, out)
+	}
+}

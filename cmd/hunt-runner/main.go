@@ -135,6 +135,8 @@ func newApp() *cli.App {
 			triggerCommand(),
 			pauseCommand(),
 			resumeCommand(),
+			snoozeCommand(),
+			unsnoozeCommand(),
 			backfillCommand(),
 			provisionCommand(),
 			importLegacyCommand(),

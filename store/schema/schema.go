@@ -218,6 +218,17 @@ var tables = []table{
 		version: "updated", orderBy: "hunt_id",
 	},
 	{
+		// A snooze mutes one hunt's notifications; runs and findings go on. snoozed = 0 is an
+		// unsnooze row; snoozed_until 0 means until unsnoozed. No TTL, as for pauses.
+		name: TableSnooze, comment: "snooze and unsnooze of a hunt's notifications; newest row per hunt by updated",
+		readers: runnerOnly,
+		columns: []column{
+			{"hunt_id", "String"}, {"snoozed", "UInt8"}, {"snoozed_until", "DateTime64(3, 'UTC')"},
+			{"reason", "String"}, {"snoozed_by", "String"}, {"updated", "DateTime64(6, 'UTC')"},
+		},
+		version: "updated", orderBy: "hunt_id",
+	},
+	{
 		// A backfill's progress is not here: its chunks are claimed and committed under the
 		// coordination key BackfillKey(hunt_id, backfill_id) in hunt_lease and hunt_watermark,
 		// so the live lease and watermark are never touched. A cancellation is a newer row with

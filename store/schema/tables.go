@@ -17,6 +17,9 @@ const (
 	TableRequest   = "hunt_request"
 	// TablePause holds pause and resume rows; the newest row per hunt decides.
 	TablePause = "hunt_pause"
+	// TableSnooze holds snooze and unsnooze rows of hunts' notifications; the newest row per
+	// hunt decides (notify mutes the hunt's deliveries while it is live).
+	TableSnooze = "hunt_snooze"
 	// TableBackfill holds backfill requests and their cancellations; the newest row per id decides.
 	TableBackfill = "hunt_backfill"
 	// TableSchema records the schema layout versions applied (see Apply and migrate.go).

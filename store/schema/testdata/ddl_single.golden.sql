@@ -196,6 +196,20 @@ ENGINE = ReplacingMergeTree(updated)
 ORDER BY hunt_id
 COMMENT 'pause and resume; newest row per hunt by updated';
 
+-- table hunt_runner.hunt_snooze
+CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_snooze`
+(
+    hunt_id       String,
+    snoozed       UInt8,
+    snoozed_until DateTime64(3, 'UTC'),
+    reason        String,
+    snoozed_by    String,
+    updated       DateTime64(6, 'UTC')
+)
+ENGINE = ReplacingMergeTree(updated)
+ORDER BY hunt_id
+COMMENT 'snooze and unsnooze of a hunt\'s notifications; newest row per hunt by updated';
+
 -- table hunt_runner.hunt_backfill
 CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_backfill`
 (
