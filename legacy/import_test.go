@@ -25,13 +25,13 @@ ENGINE = ReplacingMergeTree(updated) ORDER BY hunt_id`,
 }
 
 type fixture struct {
-	t        *testing.T
+	t        testing.TB
 	ctx      context.Context
 	old, cur *chtest.DB
 	now      int64
 }
 
-func newFixture(t *testing.T, withState bool) *fixture {
+func newFixture(t testing.TB, withState bool) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)

@@ -19,7 +19,7 @@ import (
 // enough that 100,000 hunts migrate in a few hundred statements, few enough that the
 // parameters, which travel in the request's URL over HTTP, stay well under the server's bound
 // (http_max_uri_size, 1 MiB by default).
-const ImportBatchDefault = 1000
+const ImportBatchDefault = 2000
 
 // ImportRow is one imported commit: the hunt's watermark becomes Watermark, recorded under Run,
 // which is deterministic per import so that a retried statement is the same block.
@@ -60,7 +60,7 @@ WHERE c.hunt_id = '' OR c.m < k.w`
 			return landed, fmt.Errorf("watermark: import %d hunts from %s: %w", len(chunk), chunk[0].HuntID, err)
 		}
 		back, err := s.conn.Query(ctx, "SELECT DISTINCT hunt_id FROM "+s.table(schema.TableWatermark)+
-			" WHERE hunt_id IN {h:Array(String)} AND has({run:Array(String)}, toString(run_id))", args[0], args[2])
+			" WHERE hunt_id IN {h:Array(String)} AND run_id IN (SELECT toUUID(arrayJoin({run:Array(String)})))", args[0], args[2])
 		if err := scanStrings(back, err, func(id string) { landed[id] = true }); err != nil {
 			return landed, fmt.Errorf("watermark: import read-back from %s: %w", chunk[0].HuntID, err)
 		}
