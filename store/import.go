@@ -15,11 +15,12 @@ import (
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
-// ImportBatchDefault is how many hunts one import statement carries (Import, RaiseOverruns):
-// enough that 100,000 hunts migrate in a few hundred statements, few enough that the
-// parameters, which travel in the request's URL over HTTP, stay well under the server's bound
-// (http_max_uri_size, 1 MiB by default).
-const ImportBatchDefault = 2000
+// ImportBatchDefault is how many hunts one import statement carries (Import, RaiseOverruns,
+// ImportProgress): enough that 100,000 hunts migrate in a few dozen statements, few enough
+// that the parameters, which travel in the request's URL over HTTP, stay under the server's
+// bound (http_max_uri_size, 1 MiB by default) even at the longest ids: 4,000 × (a 128-byte id,
+// a run id and a watermark, URL-escaped) is about 800 KB.
+const ImportBatchDefault = 4000
 
 // ImportRow is one imported commit: the hunt's watermark becomes Watermark, recorded under Run,
 // which is deterministic per import so that a retried statement is the same block.
@@ -37,7 +38,8 @@ type ImportRow struct {
 func (s *Store) Import(ctx context.Context, rows []ImportRow, owner string) (landed map[string]bool, err error) {
 	// The guard compares with the greatest watermark rather than the newest: the same answer,
 	// since commits only raise it, without a newest form. join_use_nulls = 0 (writeCtx) makes
-	// a hunt without commits join an empty hunt_id.
+	// a hunt without commits join m = 0, below every importable watermark (the plan refuses 0
+	// and less).
 	q := `INSERT INTO ` + s.table(schema.TableWatermark) + ` (hunt_id, watermark, claim_id, updated, run_id, run_owner, run_start,
     run_rows, run_started, gap_start, gap_end, findings_dropped, kind)
 SELECT k.h, toDateTime(k.w, 'UTC'), toUUID('00000000-0000-0000-0000-000000000000'), now64(6),
@@ -46,7 +48,7 @@ SELECT k.h, toDateTime(k.w, 'UTC'), toUUID('00000000-0000-0000-0000-000000000000
 FROM (SELECT r.1 AS h, r.2 AS w, r.3 AS run FROM (SELECT arrayJoin(arrayZip({h:Array(String)}, {w:Array(Int64)}, {run:Array(String)})) AS r)) AS k
 LEFT JOIN (SELECT hunt_id, toInt64(max(watermark)) AS m FROM ` + s.table(schema.TableWatermark) + `
     WHERE hunt_id IN {h:Array(String)} GROUP BY hunt_id) AS c ON c.hunt_id = k.h
-WHERE c.hunt_id = '' OR c.m < k.w`
+WHERE c.m < k.w`
 	landed = make(map[string]bool, len(rows))
 	for start := 0; start < len(rows); start += ImportBatchDefault {
 		chunk := rows[start:min(start+ImportBatchDefault, len(rows))]
