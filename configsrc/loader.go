@@ -25,8 +25,9 @@ type Loader struct {
 	interval time.Duration
 	log      *slog.Logger
 
-	// check, when set, has the server parse each new or changed hunt (see WithServerCheck).
-	check   func(ctx context.Context, h hunt.Hunt) error
+	// server, when set, has the server parse each new or changed hunt (see WithServerCheck).
+	server  *serverChecker
+	cache   CheckCache       // verdicts kept across restarts (WithCheckCache)
 	checked map[string]error // by hunt hash: the last verdict (nil: accepted)
 	// published, when set, reads the live publication's definition hash per hunt id
 	// (WithPublished), to settle a duplicate id after a restart.
@@ -44,11 +45,11 @@ type LoaderOption func(*Loader)
 // policy p). A hunt the server refuses is treated like an invalid file: its problem is reported
 // with file and line, and a previous definition is kept (Set.Stale). A hunt that could not be
 // checked (the server unreachable) is handled the same way, so nothing unchecked ever runs.
-// Verdicts are kept by hunt hash: an unchanged hunt is not parsed again on every reload.
+// Verdicts are kept by hunt hash: an unchanged hunt is not parsed again on every reload (nor
+// on a restart, WithCheckCache). The hunts of a load are parsed CheckConcurrencyDefault at a
+// time.
 func WithServerCheck(conn driver.Conn, p Policy) LoaderOption {
-	return func(l *Loader) {
-		l.check = func(ctx context.Context, h hunt.Hunt) error { return CheckWithServer(ctx, conn, h, p) }
-	}
+	return func(l *Loader) { l.server = &serverChecker{conn: conn, policy: p} }
 }
 
 // WithPublished gives the loader the published definitions (hunt id → Hunt.Hash, as
@@ -97,7 +98,7 @@ func (l *Loader) Load(ctx context.Context) (set *Set, changed bool, err error) {
 	if err == nil && len(next.duplicates) > 0 {
 		next = l.resolveDuplicates(ctx, prev, next)
 	}
-	if err == nil && l.check != nil {
+	if err == nil && l.server != nil {
 		next = l.serverCheck(ctx, next)
 	}
 	if err == nil && prev != nil && len(prev.Hunts) > 0 && len(next.Hunts) == 0 && len(next.Problems) == 0 {
@@ -236,12 +237,10 @@ func (l *Loader) serverCheck(ctx context.Context, next *Set) *Set {
 	out := *next
 	out.Hunts = nil
 	out.Problems = slices.Clone(next.Problems)
+	all := l.server.verdicts(ctx, next.Hunts, l.checked, l.cache, l.log)
 	verdicts := make(map[string]error, len(next.Hunts))
 	for _, h := range next.Hunts {
-		err, seen := l.checked[h.Hash]
-		if !seen {
-			err = l.check(ctx, h)
-		}
+		err := all[h.Hash]
 		var refusal *RefusedError
 		switch {
 		case err == nil:

@@ -52,6 +52,12 @@ func refused(format string, args ...any) error {
 //
 // A syntax error names its line and column in the query as written.
 func CheckWithServer(ctx context.Context, conn driver.Conn, h hunt.Hunt, p Policy) error {
+	return checkWithServer(ctx, conn, h, p, nil)
+}
+
+// checkWithServer is CheckWithServer against ref, the server's tree of the wrapper
+// (referenceTree), asked once for a whole load; nil asks for it.
+func checkWithServer(ctx context.Context, conn driver.Conn, h hunt.Hunt, p Policy, ref *astNode) error {
 	if err := identifiersReadable(h.Query); err != nil {
 		return err
 	}
@@ -63,7 +69,12 @@ func CheckWithServer(ctx context.Context, conn driver.Conn, h hunt.Hunt, p Polic
 		}
 		return serverRefusal(err, len(explainPrefix)+findingsHeadLen(), h.Query)
 	}
-	sub, err := huntSubtree(ctx, conn, tree)
+	if ref == nil {
+		if ref, err = referenceTree(ctx, conn); err != nil {
+			return err
+		}
+	}
+	sub, err := matchWrapper(ref, tree)
 	if err != nil {
 		return err
 	}

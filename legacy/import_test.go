@@ -25,13 +25,13 @@ ENGINE = ReplacingMergeTree(updated) ORDER BY hunt_id`,
 }
 
 type fixture struct {
-	t        *testing.T
+	t        testing.TB
 	ctx      context.Context
 	old, cur *chtest.DB
 	now      int64
 }
 
-func newFixture(t *testing.T, withState bool) *fixture {
+func newFixture(t testing.TB, withState bool) *fixture {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
@@ -202,7 +202,7 @@ func TestImportOnEngine(t *testing.T) {
 		t.Errorf("the second import wrote %d rows", after-before)
 	}
 	// The state write re-checks on the server too: carrying what is already there writes nothing.
-	if err := store.New(f.cur.Conn, f.cur.Name).RaiseOverruns(f.ctx, "ongrid", 3, true); err != nil {
+	if err := store.New(f.cur.Conn, f.cur.Name).RaiseOverruns(f.ctx, []store.Overruns{{HuntID: "ongrid", Count: 3, TooAggressive: true}}); err != nil {
 		t.Fatal(err)
 	}
 	if n := f.count("SELECT count() FROM hunt_state"); n != 1 {
@@ -218,35 +218,41 @@ func TestImportOnEngine(t *testing.T) {
 }
 
 // TestImportNeverOvertakesACommit: a runner commit that lands between the plan and the write
-// wins; the import writes nothing and says so.
+// wins; the import writes nothing for that hunt and says so, while the other hunt of the same
+// statement is imported (the guard is per row, not per batch).
 func TestImportNeverOvertakesACommit(t *testing.T) {
 	f := newFixture(t, false)
 	h := hunt.Hunt{ID: "race", File: "race.yaml", Interval: 600 * time.Second, Offset: 60 * time.Second, Enabled: true}
+	calm := hunt.Hunt{ID: "calm", File: "calm.yaml", Interval: 600 * time.Second, Offset: 60 * time.Second, Enabled: true}
 	w := schedule.LatestFire(f.now, 600, 60) - 600
-	f.exec(f.old, "INSERT INTO hunt_watermark (hunt_id, watermark) VALUES ('race', ?)", w)
+	f.exec(f.old, "INSERT INTO hunt_watermark (hunt_id, watermark) VALUES ('race', ?), ('calm', ?)", w, w)
 	opts := Options{From: f.old.Name, Database: f.cur.Name, Owner: DefaultOwner}
 	old, err := readLegacy(f.ctx, store.New(f.cur.Conn, f.cur.Name), f.old.Name, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cur, err := readCurrent(f.ctx, store.New(f.cur.Conn, f.cur.Name), []string{"race"})
+	cur, err := readCurrent(f.ctx, store.New(f.cur.Conn, f.cur.Name), []string{"race", "calm"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	items := plan([]hunt.Hunt{h}, old, cur, f.now, nil)
-	if items[0].Action != ActionImport {
-		t.Fatalf("plan: %+v", items[0])
+	items := plan([]hunt.Hunt{h, calm}, old, cur, f.now, nil)
+	if items[0].Action != ActionImport || items[1].Action != ActionImport {
+		t.Fatalf("plan: %+v", items)
 	}
-	// The runner commits its first window, ending past the earlier watermark, meanwhile.
+	// The runner commits race's first window, ending past the earlier watermark, meanwhile.
 	f.exec(f.cur, "INSERT INTO hunt_watermark (hunt_id, watermark, claim_id, updated, run_id, kind) SELECT 'race', toDateTime(?, 'UTC'), generateUUIDv4(), now64(6), generateUUIDv4(), 'scheduled'", w+600)
-	if err := apply(f.ctx, store.New(f.cur.Conn, f.cur.Name), opts, &items[0]); err != nil {
+	if err := apply(f.ctx, store.New(f.cur.Conn, f.cur.Name), opts, items); err != nil {
 		t.Fatal(err)
 	}
-	if items[0].Action != ActionOvertaken {
-		t.Errorf("action %s, want %s", items[0].Action, ActionOvertaken)
+	byID := map[string]Action{items[0].HuntID: items[0].Action, items[1].HuntID: items[1].Action}
+	if byID["race"] != ActionOvertaken || byID["calm"] != ActionImport {
+		t.Errorf("actions %v, want race %s and calm %s", byID, ActionOvertaken, ActionImport)
 	}
-	if n := f.count("SELECT count() FROM hunt_watermark WHERE kind = 'imported'"); n != 0 {
+	if n := f.count("SELECT count() FROM hunt_watermark WHERE kind = 'imported' AND hunt_id = 'race'"); n != 0 {
 		t.Errorf("the import wrote its row under a newer commit")
+	}
+	if n := f.count("SELECT count() FROM hunt_watermark WHERE kind = 'imported' AND hunt_id = 'calm'"); n != 1 {
+		t.Errorf("calm has %d imported rows, want 1", n)
 	}
 }
 

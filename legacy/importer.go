@@ -193,10 +193,8 @@ func Import(ctx context.Context, conn driver.Conn, hunts []hunt.Hunt, opts Optio
 	if opts.DryRun {
 		return res, nil
 	}
-	for i := range res.Items {
-		if err := apply(ctx, st, opts, &res.Items[i]); err != nil {
-			return res, err
-		}
+	if err := apply(ctx, st, opts, res.Items); err != nil {
+		return res, err
 	}
 	return res, nil
 }
@@ -357,24 +355,36 @@ func runID(from, hunt string, wm int64) uuid.UUID {
 	return uuid.NewSHA1(uuid.NameSpaceURL, fmt.Appendf(nil, "hunt-runner:import-legacy:%s:%s:%d", from, hunt, wm))
 }
 
-func apply(ctx context.Context, wm *store.Store, opts Options, it *Item) error {
-	if it.Action == ActionImport {
-		// Conditional on the server: a runner that committed a watermark at or past the
-		// imported one since the plan was read keeps it, and the import is reported as
-		// overtaken instead of moving the hunt back.
-		landed, err := wm.Import(ctx, it.HuntID, it.Watermark, runID(opts.From, it.HuntID, it.Watermark), opts.Owner+" from "+opts.From)
-		if err != nil {
-			return fmt.Errorf("import-legacy: %w", err)
-		}
-		if !landed {
-			it.Action, it.StateCarried = ActionOvertaken, false
-			return nil
+// apply writes the plan's imports, then the states they carry, many hunts to a statement
+// (store.ImportBatchDefault). Every write is conditional on the server and read back, so an
+// import stopped part way (or a statement whose answer was lost) is finished by running it
+// again: what landed plans as done.
+func apply(ctx context.Context, st *store.Store, opts Options, items []Item) error {
+	var rows []store.ImportRow
+	for _, it := range items {
+		if it.Action == ActionImport {
+			rows = append(rows, store.ImportRow{HuntID: it.HuntID, Watermark: it.Watermark, Run: runID(opts.From, it.HuntID, it.Watermark)})
 		}
 	}
-	if it.StateCarried && it.State != nil {
-		if err := wm.RaiseOverruns(ctx, it.HuntID, it.State.OverrunCount, it.State.TooAggressive); err != nil {
-			return fmt.Errorf("import-legacy: %w", err)
+	// Conditional on the server: a runner that committed a watermark at or past the imported
+	// one since the plan was read keeps it, and the import is reported as overtaken instead
+	// of moving the hunt back.
+	landed, err := st.Import(ctx, rows, opts.Owner+" from "+opts.From)
+	if err != nil {
+		return fmt.Errorf("import-legacy: %w", err)
+	}
+	var raises []store.Overruns
+	for i := range items {
+		it := &items[i]
+		if it.Action == ActionImport && !landed[it.HuntID] {
+			it.Action, it.StateCarried = ActionOvertaken, false
 		}
+		if it.StateCarried && it.State != nil {
+			raises = append(raises, store.Overruns{HuntID: it.HuntID, Count: it.State.OverrunCount, TooAggressive: it.State.TooAggressive})
+		}
+	}
+	if err := st.RaiseOverruns(ctx, raises); err != nil {
+		return fmt.Errorf("import-legacy: %w", err)
 	}
 	return nil
 }

@@ -8,63 +8,121 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
 	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
-// Import writes an imported commit: the hunt's watermark becomes wm, unless the hunt already
-// has a watermark at or past it when the row is written (a runner that committed since the
-// import was planned keeps its progress). It reports whether the row landed, read back by
-// run, which is deterministic per import so a retried insert is the same block.
-func (s *Store) Import(ctx context.Context, huntID string, wm int64, run uuid.UUID, owner string) (bool, error) {
-	q := `INSERT INTO ` + s.table(schema.TableWatermark) + ` (hunt_id, watermark, claim_id, updated, run_id, run_owner, run_start,
-    run_rows, run_started, gap_start, gap_end, findings_dropped, kind)
-SELECT {h:String}, toDateTime({wm:Int64}, 'UTC'), toUUID('00000000-0000-0000-0000-000000000000'), now64(6),
-    toUUID({run:String}), {owner:String}, toDateTime({wm:Int64}, 'UTC'), 0, now64(6),
-    toDateTime(0, 'UTC'), toDateTime(0, 'UTC'), 0, {kind:String}
-WHERE (SELECT count() FROM ` + s.table(schema.TableWatermark) + ` WHERE hunt_id = {h:String} AND watermark >= toDateTime({wm:Int64}, 'UTC')) = 0`
-	// The guard counts any commit at or past wm rather than reading the newest watermark: the
-	// same answer, since commits only raise it, without a newest form.
-	wctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
-		"async_insert": 0, "insert_deduplication_token": "import:" + run.String()}))
-	if err := s.conn.Exec(wctx, q, clickhouse.Named("h", huntID), clickhouse.Named("wm", wm),
-		clickhouse.Named("run", run.String()), clickhouse.Named("owner", owner), clickhouse.Named("kind", hunt.KindImported.String())); err != nil {
-		return false, fmt.Errorf("watermark: import %s: %w", huntID, err)
-	}
-	ok, err := s.Committed(ctx, huntID, run)
-	if err != nil {
-		return false, fmt.Errorf("watermark: import %s read-back: %w", huntID, err)
-	}
-	return ok, nil
+// ImportBatchDefault is how many hunts one import statement carries (Import, RaiseOverruns,
+// ImportProgress): enough that 100,000 hunts migrate in a few dozen statements, few enough
+// that the parameters, which travel in the request's URL over HTTP, stay under the server's
+// bound (http_max_uri_size, 1 MiB by default) even at the longest ids: 4,000 × (a 128-byte id,
+// a run id and a watermark, URL-escaped) is about 800 KB.
+const ImportBatchDefault = 4000
+
+// ImportRow is one imported commit: the hunt's watermark becomes Watermark, recorded under Run,
+// which is deterministic per import so that a retried statement is the same block.
+type ImportRow struct {
+	HuntID    string
+	Watermark int64
+	Run       uuid.UUID
 }
 
-// RaiseOverruns raises a hunt's overrun count and too_aggressive flag to at least the given
-// values, keeping the rest of its newest state row; it writes only while they are lower, so
-// repeating it writes nothing.
-func (s *Store) RaiseOverruns(ctx context.Context, huntID string, overruns uint64, tooAggressive bool) error {
+// Import writes imported commits, ImportBatchDefault to a statement: each hunt's watermark
+// becomes its row's, unless the hunt already has a watermark at or past it when the statement
+// runs (a runner that committed since the import was planned keeps its progress). It returns
+// the hunts whose row landed, read back by run id, so an ambiguous answer (landed but errored)
+// is settled by the read and a retry of the whole import writes nothing twice.
+func (s *Store) Import(ctx context.Context, rows []ImportRow, owner string) (landed map[string]bool, err error) {
+	// The guard compares with the greatest watermark rather than the newest: the same answer,
+	// since commits only raise it, without a newest form. join_use_nulls = 0 (writeCtx) makes
+	// a hunt without commits join m = 0, below every importable watermark (the plan refuses 0
+	// and less).
+	q := `INSERT INTO ` + s.table(schema.TableWatermark) + ` (hunt_id, watermark, claim_id, updated, run_id, run_owner, run_start,
+    run_rows, run_started, gap_start, gap_end, findings_dropped, kind)
+SELECT k.h, toDateTime(k.w, 'UTC'), toUUID('00000000-0000-0000-0000-000000000000'), now64(6),
+    toUUID(k.run), {owner:String}, toDateTime(k.w, 'UTC'), 0, now64(6),
+    toDateTime(0, 'UTC'), toDateTime(0, 'UTC'), 0, {kind:String}
+FROM (SELECT r.1 AS h, r.2 AS w, r.3 AS run FROM (SELECT arrayJoin(arrayZip({h:Array(String)}, {w:Array(Int64)}, {run:Array(String)})) AS r)) AS k
+LEFT JOIN (SELECT hunt_id, toInt64(max(watermark)) AS m FROM ` + s.table(schema.TableWatermark) + `
+    WHERE hunt_id IN {h:Array(String)} GROUP BY hunt_id) AS c ON c.hunt_id = k.h
+WHERE c.m < k.w`
+	landed = make(map[string]bool, len(rows))
+	for start := 0; start < len(rows); start += ImportBatchDefault {
+		chunk := rows[start:min(start+ImportBatchDefault, len(rows))]
+		ids, wms, runs := make([]string, len(chunk)), make([]int64, len(chunk)), make([]string, len(chunk))
+		for i, r := range chunk {
+			ids[i], wms[i], runs[i] = r.HuntID, r.Watermark, r.Run.String()
+		}
+		args := []any{clickhouse.Named("h", ids), clickhouse.Named("w", wms), clickhouse.Named("run", runs)}
+		if err := s.conn.Exec(insertCtx(ctx, "import", runs), q, append(args, clickhouse.Named("owner", owner),
+			clickhouse.Named("kind", hunt.KindImported.String()))...); err != nil {
+			return landed, fmt.Errorf("watermark: import %d hunts from %s: %w", len(chunk), chunk[0].HuntID, err)
+		}
+		back, err := s.conn.Query(ctx, "SELECT DISTINCT hunt_id FROM "+s.table(schema.TableWatermark)+
+			" WHERE hunt_id IN {h:Array(String)} AND run_id IN (SELECT toUUID(arrayJoin({run:Array(String)})))", args[0], args[2])
+		if err := scanStrings(back, err, func(id string) { landed[id] = true }); err != nil {
+			return landed, fmt.Errorf("watermark: import read-back from %s: %w", chunk[0].HuntID, err)
+		}
+	}
+	return landed, nil
+}
+
+// Overruns is a hunt's overrun count and too_aggressive flag as an import carries them over.
+type Overruns struct {
+	HuntID        string
+	Count         uint64
+	TooAggressive bool
+}
+
+// RaiseOverruns raises each hunt's overrun count and too_aggressive flag to at least the given
+// values, keeping the rest of its newest state row, ImportBatchDefault hunts to a statement; it
+// writes a hunt only while they are lower, so repeating it writes nothing.
+func (s *Store) RaiseOverruns(ctx context.Context, raises []Overruns) error {
 	q := `INSERT INTO ` + s.table(schema.TableState) + ` (hunt_id, status, consecutive_failures, last_error, last_fire, updated,
     retry_after, overrun_count, too_aggressive)
 SELECT k.h, s.status, s.consecutive_failures, s.last_error, s.last_fire, now64(6), s.retry_after,
-    greatest(s.overrun_count, {n:UInt64}), greatest(s.too_aggressive, {aggr:UInt8})
-FROM (SELECT {h:String} AS h) AS k
+    greatest(s.overrun_count, k.n), greatest(s.too_aggressive, k.a)
+FROM (SELECT r.1 AS h, r.2 AS n, r.3 AS a FROM (SELECT arrayJoin(arrayZip({h:Array(String)}, {n:Array(UInt64)}, {a:Array(UInt8)})) AS r)) AS k
 LEFT JOIN (SELECT hunt_id, argMax(status, updated) AS status, argMax(consecutive_failures, updated) AS consecutive_failures,
         argMax(last_error, updated) AS last_error, argMax(last_fire, updated) AS last_fire,
         argMax(retry_after, updated) AS retry_after, argMax(overrun_count, updated) AS overrun_count,
         argMax(too_aggressive, updated) AS too_aggressive
-    FROM ` + s.table(schema.TableState) + ` WHERE hunt_id = {h:String} GROUP BY hunt_id) AS s ON s.hunt_id = k.h
-WHERE s.overrun_count < {n:UInt64} OR s.too_aggressive < {aggr:UInt8}`
+    FROM ` + s.table(schema.TableState) + ` WHERE hunt_id IN {h:Array(String)} GROUP BY hunt_id) AS s ON s.hunt_id = k.h
+WHERE s.overrun_count < k.n OR s.too_aggressive < k.a`
 	// TODO(#24): fold the LEFT JOIN's newest state with newestStateSQL (newest.go).
-	aggr := uint8(0)
-	if tooAggressive {
-		aggr = 1
-	}
-	wctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"async_insert": 0, "join_use_nulls": 0}))
-	if err := s.conn.Exec(wctx, q, clickhouse.Named("h", huntID), clickhouse.Named("n", overruns), clickhouse.Named("aggr", aggr)); err != nil {
-		return fmt.Errorf("watermark: raise overruns of %s: %w", huntID, err)
+	for start := 0; start < len(raises); start += ImportBatchDefault {
+		chunk := raises[start:min(start+ImportBatchDefault, len(raises))]
+		ids, ns, aggr := make([]string, len(chunk)), make([]uint64, len(chunk)), make([]uint32, len(chunk)) // not []uint8, which binds as bytes
+		for i, r := range chunk {
+			ids[i], ns[i] = r.HuntID, r.Count
+			if r.TooAggressive {
+				aggr[i] = 1
+			}
+		}
+		if err := s.conn.Exec(writeCtx(ctx, ""), q, clickhouse.Named("h", ids), clickhouse.Named("n", ns), clickhouse.Named("a", aggr)); err != nil {
+			return fmt.Errorf("watermark: raise overruns of %d hunts from %s: %w", len(chunk), chunk[0].HuntID, err)
+		}
 	}
 	return nil
+}
+
+// scanStrings reads a one-column result of strings.
+func scanStrings(rows driver.Rows, err error, each func(string)) error {
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var v string
+		if err := rows.Scan(&v); err != nil {
+			return err
+		}
+		each(v)
+	}
+	return rows.Err()
 }
 
 // The reads of `import-legacy` (package legacy plans from them): which tables there are, the
@@ -195,42 +253,52 @@ type ImportProgress struct {
 
 // ImportProgress reads, for each hunt of ids, its watermarks, its newest lease if live, and its
 // newest state's overrun count and too_aggressive flag: three reads of the rows of ids only.
+// The ids are read ImportBatchDefault at a time.
 func (s *Store) ImportProgress(ctx context.Context, ids []string) (map[string]ImportProgress, error) {
+	out := make(map[string]ImportProgress, len(ids))
+	for start := 0; start < len(ids); start += ImportBatchDefault {
+		if err := s.importProgress(ctx, ids[start:min(start+ImportBatchDefault, len(ids))], out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (s *Store) importProgress(ctx context.Context, ids []string, out map[string]ImportProgress) error {
 	db := schema.QuoteIdent(s.database)
-	out := map[string]ImportProgress{}
 	// TODO(#24): fold with newestWatermarkSQL (newest.go); the imported rows' watermarks are
 	// read in the same pass.
 	rows, err := s.conn.Query(ctx, "SELECT hunt_id, toInt64(max(watermark)), groupArrayIf(toInt64(watermark), kind = {kind:String}) FROM "+
 		db+"."+schema.TableWatermark+" WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id",
 		clickhouse.Named("kind", hunt.KindImported.String()), clickhouse.Named("ids", ids))
 	if err != nil {
-		return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableWatermark, err)
+		return fmt.Errorf("read %s.%s: %w", db, schema.TableWatermark, err)
 	}
 	for rows.Next() {
 		var id string
 		var p ImportProgress
 		if err := rows.Scan(&id, &p.Watermark, &p.Imported); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableWatermark, err)
+			return fmt.Errorf("read %s.%s: %w", db, schema.TableWatermark, err)
 		}
 		p.HasWatermark = true
 		out[id] = p
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableWatermark, err)
+		return fmt.Errorf("read %s.%s: %w", db, schema.TableWatermark, err)
 	}
 	rows, err = s.conn.Query(ctx, "SELECT hunt_id, owner, toInt64(fire), toUnixTimestamp64Milli(until) FROM ("+
 		NewestLeaseSQL(s.database, "ids")+") WHERE until > now64(3)", clickhouse.Named("ids", ids))
 	if err != nil {
-		return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableLease, err)
+		return fmt.Errorf("read %s.%s: %w", db, schema.TableLease, err)
 	}
 	for rows.Next() {
 		var id string
 		var l ImportProgress
 		if err := rows.Scan(&id, &l.LeaseOwner, &l.LeaseFire, &l.LeaseUntilMs); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableLease, err)
+			return fmt.Errorf("read %s.%s: %w", db, schema.TableLease, err)
 		}
 		p := out[id]
 		p.HasLiveLease, p.LeaseOwner, p.LeaseFire, p.LeaseUntilMs = true, l.LeaseOwner, l.LeaseFire, l.LeaseUntilMs
@@ -238,13 +306,13 @@ func (s *Store) ImportProgress(ctx context.Context, ids []string) (map[string]Im
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableLease, err)
+		return fmt.Errorf("read %s.%s: %w", db, schema.TableLease, err)
 	}
 	// TODO(#24): fold with newestStateSQL (newest.go).
 	rows, err = s.conn.Query(ctx, "SELECT hunt_id, toUInt64(argMax(overrun_count, updated)), argMax(too_aggressive, updated) != 0 FROM "+
 		db+"."+schema.TableState+" WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id", clickhouse.Named("ids", ids))
 	if err != nil {
-		return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableState, err)
+		return fmt.Errorf("read %s.%s: %w", db, schema.TableState, err)
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -252,11 +320,11 @@ func (s *Store) ImportProgress(ctx context.Context, ids []string) (map[string]Im
 		var n uint64
 		var aggr bool
 		if err := rows.Scan(&id, &n, &aggr); err != nil {
-			return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableState, err)
+			return fmt.Errorf("read %s.%s: %w", db, schema.TableState, err)
 		}
 		p := out[id]
 		p.HasState, p.OverrunCount, p.TooAggressive = true, n, aggr
 		out[id] = p
 	}
-	return out, rows.Err()
+	return rows.Err()
 }

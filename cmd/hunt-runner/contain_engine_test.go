@@ -106,6 +106,17 @@ func TestRunExecutesNoHostileHunt(t *testing.T) {
 		if table == schema.TableHeartbeat {
 			continue // keyed by runner, not by hunt
 		}
+		if table == schema.TableCheck {
+			// Keyed by revision: only the good hunt's may be recorded as accepted.
+			var n uint64
+			if err := db.Conn.QueryRow(ctx, fmt.Sprintf("SELECT uniqExact(hunt_hash) FROM %s.%s", schema.QuoteIdent(db.Name), schema.QuoteIdent(table))).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			if n > 1 {
+				t.Errorf("%s records %d accepted revisions: a hostile hunt passed the check", table, n)
+			}
+			continue
+		}
 		rows, err := db.Conn.Query(ctx, fmt.Sprintf("SELECT DISTINCT hunt_id FROM %s.%s WHERE hunt_id != 'good'", schema.QuoteIdent(db.Name), schema.QuoteIdent(table)))
 		if err != nil {
 			t.Fatal(err)

@@ -72,7 +72,7 @@ func buildWorker(ctx context.Context, cfg workerConfig, log *slog.Logger) (*work
 		return nil, err
 	}
 	w.metrics.SetConsistency(cfg.consistency)
-	w.loader = configsrc.NewLoader(countingSource{cfg.src, w.metrics}, cfg.reload, log, configsrc.WithServerCheck(cfg.conn, cfg.policy),
+	w.loader = configsrc.NewLoader(countingSource{cfg.src, w.metrics}, cfg.reload, log, configsrc.WithServerCheck(cfg.conn, cfg.policy), configsrc.WithCheckCache(st),
 		configsrc.WithPublished(publishedDefinitions(cfg.conn, cfg.database, cfg.huntSet)))
 	opts := cfg.loop
 	conn, db := cfg.conn, cfg.database

@@ -20,10 +20,12 @@ GRANT
   SELECT, INSERT ON `hunt_runner`.`hunt_delivery`,
   SELECT, INSERT ON `hunt_runner`.`hunt_suppress`,
   SELECT ON `hunt_runner`.`hunt_pause`,
+  SELECT ON `hunt_runner`.`hunt_snooze`,
   SELECT ON `hunt_runner`.`hunt_backfill`,
   SELECT ON `hunt_runner`.`hunt_schema`,
   SELECT, INSERT ON `hunt_runner`.`hunt_runner_heartbeat`,
+  SELECT, INSERT ON `hunt_runner`.`hunt_check`,
   SELECT ON system.`databases`,
   SELECT ON system.`replicas`
 TO `hunt_runner` WITH REPLACE OPTION;
--- sha256: bb6ac54606892959c8b6db43541c22c48f9e25d887c214b59383648f691d2342
+-- sha256: 574486231aee9ca1d944c4e756d6fe0058e08c361f4fc2784cea71d54a6a9f60

@@ -261,6 +261,18 @@ var tables = []table{
 		},
 		version: "last_tick", orderBy: "owner", ttl: "toDateTime(last_tick) + INTERVAL 1 DAY",
 	},
+	{
+		// Written by runners at start-up and on reloads (store.Store.RecordChecked): the hunt
+		// revisions the server's check accepted under a scope (configsrc.CheckScope), so that a
+		// restart does not parse unchanged hunts again. A revision not re-accepted for 30 days
+		// drops out and is checked once more.
+		name: TableCheck, comment: "hunt revisions the server-side containment check accepted, per check scope",
+		writers: runnerOnly,
+		columns: []column{
+			{"scope", "String"}, {"hunt_hash", "String"}, {"checked", "DateTime64(3, 'UTC')"},
+		},
+		version: "checked", orderBy: "(scope, hunt_hash)", ttl: "toDateTime(checked) + INTERVAL 30 DAY",
+	},
 }
 
 // QuoteIdent quotes a ClickHouse identifier with backticks.

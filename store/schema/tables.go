@@ -27,6 +27,9 @@ const (
 	// TableHeartbeat holds one row per runner (owner), rewritten as it ticks; status lists the
 	// runners whose last_tick is recent (docs/operations.md, Heartbeat).
 	TableHeartbeat = "hunt_runner_heartbeat"
+	// TableCheck holds the hunt revisions the server's containment check accepted, per check
+	// scope, so a restart skips them (store.Store.CheckedHunts).
+	TableCheck = "hunt_check"
 
 	// TableDelivery and TableSuppress are written only by notify (docs/findings.md).
 	TableDelivery = "hunt_delivery"

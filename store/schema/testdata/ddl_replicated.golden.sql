@@ -255,6 +255,18 @@ ORDER BY owner
 TTL toDateTime(last_tick) + INTERVAL 1 DAY
 COMMENT 'runner heartbeats; newest row per owner by last_tick';
 
+-- table hunt_runner.hunt_check
+CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_check`
+(
+    scope     String,
+    hunt_hash String,
+    checked   DateTime64(3, 'UTC')
+)
+ENGINE = ReplicatedReplacingMergeTree(checked)
+ORDER BY (scope, hunt_hash)
+TTL toDateTime(checked) + INTERVAL 30 DAY
+COMMENT 'hunt revisions the server-side containment check accepted, per check scope';
+
 -- table hunt_runner.hunt_runs
 CREATE VIEW IF NOT EXISTS `hunt_runner`.`hunt_runs` AS
 SELECT hunt_id, fire, run_id, owner, status, window_start, window_end, rows_written, findings_dropped,
