@@ -2,9 +2,11 @@
 // family has its file: leases.go (hunt_lease: the claim protocol's lease.Store), commits.go
 // (hunt_watermark: the compare-and-set commit), runs.go (hunt_run and run-now requests),
 // state.go (hunt_state), snapshot.go (the reads a tick plans from), control.go (pause,
-// backfill), heartbeat.go, import.go; newest.go holds the one "newest row" form of each
-// table. Table names come from chstore's constants; write settings, deduplication tokens and
-// key encodings are set here, once per write.
+// backfill), schedule.go (hunt_schedule and hunt_publish: schedule.Materialise's port),
+// due.go (the due backlog in SQL, schedule.IsDue's twin), heartbeat.go, import.go; newest.go
+// holds the one "newest row" form of each table. Table names come from store/schema's
+// constants; write settings, deduplication tokens and key encodings are set here, once per
+// write.
 package store
 
 import (
