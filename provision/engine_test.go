@@ -14,7 +14,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
-	"github.com/hunt-runner/hunt-runner/schedule"
+	"github.com/hunt-runner/hunt-runner/store"
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
@@ -64,7 +64,7 @@ func TestApplyTwiceOnEngine(t *testing.T) {
 	if !strings.Contains(viewDefs[0], "SQL SECURITY DEFINER") {
 		t.Errorf("view is not SQL SECURITY DEFINER:\n%s", viewDefs[0])
 	}
-	want, err := schedule.CountDue(ctx, db.Conn, db.Name)
+	want, err := store.New(db.Conn, db.Name).CountDue(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestApplyTwiceOnEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	if got != want || got != 2 {
-		t.Fatalf("view says %d, schedule.CountDue says %d, want 2", got, want)
+		t.Fatalf("view says %d, store.CountDue says %d, want 2", got, want)
 	}
 	// The scaler reads under its profile's readonly = 1, which refuses a SETTINGS clause in its
 	// own query; the one inside the view's body (from the due SQL) must not be refused.

@@ -39,7 +39,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/hunt-runner/hunt-runner/schedule"
+	"github.com/hunt-runner/hunt-runner/store"
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
@@ -226,10 +226,10 @@ func (p *Plan) onCluster() string {
 	return " ON CLUSTER " + schema.QuoteIdent(p.Options.Cluster)
 }
 
-// BacklogViewSelect is the body of the backlog view: the due count of the schedule package
+// BacklogViewSelect is the body of the backlog view: store's due count
 // (the same SQL `hunt-runner due` runs), capped, as one non-negative integer named value.
 func BacklogViewSelect(database string) string {
-	return fmt.Sprintf("SELECT toUInt64(least(due, %d)) AS value FROM (\n%s\n)", BacklogCap, schedule.DueCountSQL(database, "now()"))
+	return fmt.Sprintf("SELECT toUInt64(least(due, %d)) AS value FROM (\n%s\n)", BacklogCap, store.DueCountSQL(database, "now()"))
 }
 
 // BacklogViewSQL creates or refreshes the backlog view; `hunt-runner schema` runs it (cluster

@@ -9,7 +9,6 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
-	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/store"
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
@@ -27,7 +26,7 @@ func (e *env) publish(hs ...hunt.Hunt) {
 
 func (e *env) dueCount() uint64 {
 	e.t.Helper()
-	n, err := schedule.CountDue(e.ctx, e.db.Conn, e.db.Name)
+	n, err := store.New(e.db.Conn, e.db.Name).CountDue(e.ctx, "")
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -111,7 +111,7 @@ func TestPersistedBackoffOnTheEngine(t *testing.T) {
 		Query: "SELECT throwIf(number = 0, 'boom') AS x FROM numbers(1) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}
 	hs := testSet("set-1", broken)
 	e.exec("INSERT INTO hunt_schedule (hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated) SELECT 'broken', 3600, 0, 1, 'h', now64(6)")
-	due := func(nowExpr string) uint64 { return e.count(schedule.DueCountSQL(e.db.Name, nowExpr)) }
+	due := func(nowExpr string) uint64 { return e.count(store.DueCountSQL(e.db.Name, nowExpr)) }
 	if n := due("now()"); n != 1 {
 		t.Fatalf("before any run: due %d, want 1", n)
 	}

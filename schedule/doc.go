@@ -1,4 +1,5 @@
-// Package schedule is the schedule arithmetic of hunt-runner and the due backlog built on it.
+// Package schedule is the schedule arithmetic of hunt-runner, its due predicate, and the diff
+// that publishes a hunt set's schedule. It holds no SQL: store writes and reads the rows.
 //
 // All schedule values are integer epoch seconds on ClickHouse's clock. A hunt with interval I
 // and phase offset P fires at every t with t ≡ P (mod I). The offset is either spread (a hash
@@ -17,13 +18,13 @@
 //	and (not paused: its newest hunt_pause row resumes it, or its paused_until is set and <= now).
 //
 // The watermark is the hunt's greatest: commits only raise it. [IsDue] is that predicate in Go
-// and the runner plans with it ([Owed], [DueAt], [Behind], [RunSpan]); [DueCountSQL] is the same
-// predicate in ClickHouse SQL, used by `hunt-runner due`, the KEDA shim and the backlog view so
-// that the backlog is computable with no runner alive. A parity test over a full matrix on the
-// real engine keeps the two identical.
+// and the runner plans with it ([Owed], [DueAt], [Behind], [RunSpan]); store.DueCountSQL is the
+// same predicate in ClickHouse SQL, used by `hunt-runner due`, the KEDA shim and the backlog view
+// so that the backlog is computable with no runner alive. A parity test over a full matrix on the
+// real engine (store's TestDueParity) keeps the two identical.
 //
-// [Materialise] publishes the hunt_schedule table: only new or changed rows, and tombstones
-// (enabled=0, interval 0) for hunts that were removed or disabled. It talks to the database only
-// through the one-method [Querier] interface plus an insert hook, so it can be exercised on the
-// real engine in tests and never hides SQL in other packages.
+// [Materialise] publishes a hunt set into hunt_schedule: [RowsOf] computes the rows, Materialise
+// diffs them with what is published and writes only new or changed rows, and tombstones
+// (enabled=0, interval 0) for hunts that were removed or disabled. It reads and writes through
+// the two-method [Store] port, which store.Schedule implements on the engine.
 package schedule

@@ -88,7 +88,7 @@ func Owed(now int64, row Row, st State) (fire int64, requested, ok bool) {
 	return 0, false, false
 }
 
-// IsDue is the due predicate, identical to DueCountSQL: the row is live (enabled, positive
+// IsDue is the due predicate, identical to store.DueCountSQL: the row is live (enabled, positive
 // interval), a fire is owed (Owed), no live lease holds it, it is not in backoff and not paused.
 func IsDue(now int64, row Row, st State) bool { return DueAt(now*1000, row, st) }
 

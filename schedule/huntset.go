@@ -1,12 +1,9 @@
 package schedule
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"regexp"
-
-	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // ErrSetConflict is returned by Materialise when a hunt id of the set is live in another set:
@@ -18,7 +15,7 @@ var ErrSetConflict = errors.New("hunt id published by another hunt set")
 var ErrInvalidHuntSet = errors.New("invalid hunt set name")
 
 // huntSetName keeps set names to what fits a Helm release or a team name. It also keeps them
-// out of reach of SQL quoting, since the due query embeds the name as a literal (it must stay
+// out of reach of SQL quoting: store's due query embeds the name as a literal (it must stay
 // parameter-free to be stored as a view or pasted into a scaler).
 var huntSetName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
 
@@ -28,26 +25,4 @@ func ValidateHuntSet(set string) error {
 		return fmt.Errorf("%w %q: want 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit", ErrInvalidHuntSet, set)
 	}
 	return nil
-}
-
-// quoteSet is the SQL literal of a validated set name.
-func quoteSet(set string) string { return "'" + set + "'" }
-
-// HuntSets returns, for every hunt in hunt_schedule, the hunt set of its newest row
-// (tombstones included): the set that publishes it or last retired it.
-func HuntSets(ctx context.Context, q Querier, database string) (map[string]string, error) {
-	rows, err := q.Query(ctx, "SELECT hunt_id, hunt_set FROM "+schema.QuoteIdent(database)+"."+schema.TableSchedule+" FINAL")
-	if err != nil {
-		return nil, fmt.Errorf("read the hunt sets: %w", err)
-	}
-	defer rows.Close()
-	sets := map[string]string{}
-	for rows.Next() {
-		var id, set string
-		if err := rows.Scan(&id, &set); err != nil {
-			return nil, fmt.Errorf("read the hunt sets: %w", err)
-		}
-		sets[id] = set
-	}
-	return sets, rows.Err()
 }

@@ -8,9 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/hunt-runner/hunt-runner/hunt"
-	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // ErrEmptySet is returned by Materialise for a hunt set with no hunts at all, unless
@@ -21,7 +19,7 @@ var ErrEmptySet = errors.New("refusing to publish an empty hunt set (it would to
 var ErrInvalidRow = errors.New("invalid schedule row")
 
 // Store is where Materialise reads the published schedule and publishes a new one.
-// ClickHouseStore is the implementation; the interface keeps the diffing logic free of SQL.
+// store.Schedule is the implementation; the interface keeps the diffing logic free of SQL.
 type Store interface {
 	// Published returns the newest hunt_schedule row of every hunt ever published by any set
 	// (tombstones included), the server clock and set's newest published hash.
@@ -296,140 +294,4 @@ func diff(published, want map[string]Row, keepAbsent bool, set string) Diff {
 	slices.SortFunc(d.Changed, byID)
 	slices.SortFunc(d.Tombstoned, byID)
 	return d
-}
-
-// Conn is what ClickHouseStore needs of a connection; driver.Conn satisfies it.
-type Conn interface {
-	Querier
-	PrepareBatch(ctx context.Context, query string, opts ...driver.PrepareBatchOption) (driver.Batch, error)
-}
-
-// ClickHouseStore reads and writes the schedule tables of one database.
-type ClickHouseStore struct {
-	conn     Conn
-	database string
-}
-
-// NewClickHouseStore returns a Store over database's hunt_schedule and hunt_publish.
-func NewClickHouseStore(conn Conn, database string) *ClickHouseStore {
-	return &ClickHouseStore{conn: conn, database: database}
-}
-
-func (s *ClickHouseStore) table(name string) string {
-	return schema.QuoteIdent(s.database) + "." + name
-}
-
-// Published implements Store. FINAL leaves the newest row per hunt (ReplacingMergeTree by
-// updated).
-func (s *ClickHouseStore) Published(ctx context.Context, set string) (Published, error) {
-	p := Published{Rows: map[string]Row{}}
-	if err := queryOne(ctx, s.conn, "SELECT now64(6)", &p.Now); err != nil {
-		return p, err
-	}
-	rows, err := s.conn.Query(ctx, "SELECT hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated, hunt_set FROM "+s.table(schema.TableSchedule)+" FINAL")
-	if err != nil {
-		return p, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			r       Row
-			enabled uint8
-			updated time.Time
-		)
-		if err := rows.Scan(&r.HuntID, &r.IntervalSeconds, &r.PhaseOffset, &enabled, &r.ConfigHash, &updated, &r.Set); err != nil {
-			return p, err
-		}
-		r.Enabled = enabled == 1
-		p.Rows[r.HuntID] = r
-		if updated.After(p.Newest) {
-			p.Newest = updated
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return p, err
-	}
-	p.SetHash, err = PublishedSetHash(ctx, s.conn, s.database, set)
-	return p, err
-}
-
-// Publish implements Store.
-func (s *ClickHouseStore) Publish(ctx context.Context, rows []Row, rec Publication) error {
-	if len(rows) > 0 {
-		ictx, insert := schema.Insert(ctx, s.database, schema.TableSchedule,
-			"hunt_id", "interval_seconds", "phase_offset", "enabled", "config_hash", "updated", "hunt_set")
-		b, err := s.conn.PrepareBatch(ictx, insert)
-		if err != nil {
-			return err
-		}
-		for _, r := range rows {
-			if err := b.Append(r.HuntID, r.IntervalSeconds, r.PhaseOffset, boolToUInt8(r.Enabled), r.ConfigHash, rec.At, rec.Set); err != nil {
-				_ = b.Abort()
-				return err
-			}
-		}
-		if err := b.Send(); err != nil {
-			return err
-		}
-	}
-	ictx, insert := schema.Insert(ctx, s.database, schema.TablePublish, "set_hash", "hunt_count", "source", "published", "hunt_set")
-	b, err := s.conn.PrepareBatch(ictx, insert)
-	if err != nil {
-		return err
-	}
-	if err := b.Append(rec.SetHash, rec.HuntCount, rec.Source, rec.At, rec.Set); err != nil {
-		_ = b.Abort()
-		return err
-	}
-	return b.Send()
-}
-
-func boolToUInt8(b bool) uint8 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// PublishedSetHash returns the set hash of hunt set set's newest hunt_publish row ("" if that
-// set was never published), so a runner can tell whether hunt_schedule matches the set it
-// loaded; another set's publication says nothing about its own.
-func PublishedSetHash(ctx context.Context, q Querier, database, set string) (string, error) {
-	if err := ValidateHuntSet(set); err != nil {
-		return "", err
-	}
-	rows, err := q.Query(ctx, "SELECT set_hash FROM "+schema.QuoteIdent(database)+"."+schema.TablePublish+
-		" WHERE hunt_set = "+quoteSet(set)+" ORDER BY published DESC LIMIT 1")
-	if err != nil {
-		return "", fmt.Errorf("read published set hash: %w", err)
-	}
-	defer rows.Close()
-	var h string
-	if rows.Next() {
-		if err := rows.Scan(&h); err != nil {
-			return "", fmt.Errorf("read published set hash: %w", err)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return "", fmt.Errorf("read published set hash: %w", err)
-	}
-	return h, nil
-}
-
-func queryOne(ctx context.Context, q Querier, query string, dst ...any) error {
-	rows, err := q.Query(ctx, query)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	if !rows.Next() {
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		return ErrNoResult
-	}
-	if err := rows.Scan(dst...); err != nil {
-		return err
-	}
-	return rows.Err()
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
-	"github.com/hunt-runner/hunt-runner/schedule"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 func TestBacklogFromTheView(t *testing.T) {
@@ -21,12 +21,12 @@ func TestBacklogFromTheView(t *testing.T) {
 	if err := db.Conn.Exec(context.Background(), "INSERT INTO `"+db.Name+"`.hunt_watermark (hunt_id, watermark, claim_id, updated) VALUES ('c', now() + 3600, generateUUIDv4(), now64(6))"); err != nil {
 		t.Fatal(err)
 	}
-	want, err := schedule.CountDue(context.Background(), db.Conn, db.Name)
+	want, err := store.New(db.Conn, db.Name).CountDue(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if want != 2 {
-		t.Fatalf("schedule.CountDue = %d, want 2", want)
+		t.Fatalf("store.CountDue = %d, want 2", want)
 	}
 	s := startShim(t, Options{Conn: db.Conn, Database: db.Name})
 	r := s.get(t, "/keda/hunt-backlog")

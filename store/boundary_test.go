@@ -33,15 +33,6 @@ import (
 // may be used anywhere: provision's GRANTs and chstore's engine check take their names from
 // them. A statement built from those lists is not caught; review keeps that rare.
 
-// boundaryAllowlist holds today's offenders, by path from the module root.
-// Moving into store, see #24: each entry is removed once its SQL lives in store, and the test
-// fails on an entry that no longer offends, so the list only shrinks.
-var boundaryAllowlist = map[string]bool{
-	"schedule/huntset.go":     true,
-	"schedule/materialise.go": true,
-	"schedule/sql.go":         true,
-}
-
 // modulePath is the import path of this module; store's packages are under it.
 const modulePath = "github.com/hunt-runner/hunt-runner"
 
@@ -196,7 +187,7 @@ func storeBoundary(t *testing.T, root string) boundary {
 
 // TestNoSQLOnOurTablesOutsideStore parses every non-test .go file of the module outside store
 // (nested modules and testdata excluded) and fails on SQL naming our tables, or on a table-name
-// constant building SQL, in a file that is not on boundaryAllowlist.
+// constant building SQL.
 func TestNoSQLOnOurTablesOutsideStore(t *testing.T) {
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -204,7 +195,6 @@ func TestNoSQLOnOurTablesOutsideStore(t *testing.T) {
 	}
 	b := storeBoundary(t, root)
 	fset := token.NewFileSet()
-	offending := map[string]bool{}
 	files := 0
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -233,10 +223,7 @@ func TestNoSQLOnOurTablesOutsideStore(t *testing.T) {
 		if len(found) == 0 {
 			return nil
 		}
-		offending[rel] = true
-		if !boundaryAllowlist[rel] {
-			t.Errorf("%s builds SQL on hunt-runner's tables outside store; move it into store (#24):\n  %s", rel, strings.Join(found, "\n  "))
-		}
+		t.Errorf("%s builds SQL on hunt-runner's tables outside store; move it into store:\n  %s", rel, strings.Join(found, "\n  "))
 		return nil
 	})
 	if err != nil {
@@ -244,11 +231,6 @@ func TestNoSQLOnOurTablesOutsideStore(t *testing.T) {
 	}
 	if files < 50 {
 		t.Fatalf("parsed only %d files under %s: the walk missed the module", files, root)
-	}
-	for rel := range boundaryAllowlist {
-		if !offending[rel] {
-			t.Errorf("%s is on boundaryAllowlist but no longer builds SQL on our tables: remove it from the list", rel)
-		}
 	}
 }
 

@@ -2,12 +2,15 @@
 // (store/boundary_test.go enforces it). Each table family has its file: leases.go (hunt_lease:
 // the claim protocol's lease.Store), commits.go (hunt_watermark: the compare-and-set commit),
 // runs.go (hunt_run and run-now requests), state.go (hunt_state), snapshot.go (the reads a tick
-// plans from), control.go (pause, backfill), deliveries.go and suppress.go (notification
-// deliveries and suppression), findings.go (hunt_findings), status.go (the status report's
-// reads), ownership.go (who publishes a hunt), heartbeat.go, import.go (import-legacy);
-// newest.go holds the one "newest row" form of each table. The tables themselves (names, DDL,
-// upgrades, retention, grants) are defined in the leaf package store/schema. Write settings,
-// deduplication tokens and key encodings are set here, once per write.
+// plans from), control.go (pause, backfill), schedule.go (hunt_schedule and hunt_publish:
+// schedule.Materialise's port), due.go (the due backlog in SQL, schedule.IsDue's twin),
+// deliveries.go and suppress.go (notification deliveries and suppression), snooze.go,
+// findings.go (hunt_findings), status.go (the status report's reads), ownership.go (who
+// publishes a hunt), checked.go (the server check's cache), heartbeat.go, import.go
+// (import-legacy); newest.go holds the one "newest row" form of each table. The tables
+// themselves (names, DDL, upgrades, retention, grants) are defined in the leaf package
+// store/schema. Write settings, deduplication tokens and key encodings are set here, once per
+// write.
 package store
 
 import (

@@ -113,7 +113,7 @@ func devLogLevel(c *cli.Context) string {
 // so the backlog the embedded shim serves is always the loaded set's.
 type devPublisher struct {
 	out   io.Writer
-	store *schedule.ClickHouseStore
+	store *store.Schedule
 	set   string // the hunt set published (--hunt-set)
 }
 
@@ -210,7 +210,7 @@ func devAction(c *cli.Context) error {
 	for _, p := range set.Problems {
 		fmt.Fprintf(out, "hunt file problem: %s\n", p.Error())
 	}
-	pub := &devPublisher{out: out, store: schedule.NewClickHouseStore(conn, db), set: huntSetName}
+	pub := &devPublisher{out: out, store: store.New(conn, db).Schedule(), set: huntSetName}
 	pub.materialise(ctx, set)
 	printHunts(out, set)
 

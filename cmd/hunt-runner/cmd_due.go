@@ -6,9 +6,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/hunt-runner/hunt-runner/store"
 	"github.com/urfave/cli/v2"
-
-	"github.com/hunt-runner/hunt-runner/schedule"
 )
 
 func dueCommand() *cli.Command {
@@ -46,8 +45,8 @@ Exit status: 0 (whatever the count), 1 if the query failed — a failure is neve
 }
 
 type dueOutput struct {
-	Due   uint64             `json:"due"`
-	Hunts []schedule.DueHunt `json:"hunts,omitempty"`
+	Due   uint64          `json:"due"`
+	Hunts []store.DueHunt `json:"hunts,omitempty"`
 }
 
 func runDue(c *cli.Context) error {
@@ -67,18 +66,19 @@ func runDue(c *cli.Context) error {
 		return err
 	}
 	defer conn.Close()
-	n, err := schedule.CountDueSet(c.Context, conn, opts.Database, set)
+	st := store.New(conn, opts.Database)
+	n, err := st.CountDue(c.Context, set)
 	if err != nil {
 		return cli.Exit(err.Error(), exitError)
 	}
 	out := dueOutput{Due: n}
 	if c.Bool("explain") {
-		out.Hunts, err = schedule.DueHuntsSet(c.Context, conn, opts.Database, set, c.Int("limit"))
+		out.Hunts, err = st.DueHunts(c.Context, set, c.Int("limit"))
 		if err != nil {
 			return cli.Exit(err.Error(), exitError)
 		}
 		if out.Hunts == nil {
-			out.Hunts = []schedule.DueHunt{}
+			out.Hunts = []store.DueHunt{}
 		}
 	}
 	w := c.App.Writer
@@ -86,8 +86,8 @@ func runDue(c *cli.Context) error {
 		if c.Bool("explain") {
 			// Always print the list, empty or not, so consumers can rely on the key.
 			return json.NewEncoder(w).Encode(struct {
-				Due   uint64             `json:"due"`
-				Hunts []schedule.DueHunt `json:"hunts"`
+				Due   uint64          `json:"due"`
+				Hunts []store.DueHunt `json:"hunts"`
 			}{out.Due, out.Hunts})
 		}
 		return json.NewEncoder(w).Encode(out)

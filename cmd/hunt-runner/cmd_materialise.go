@@ -8,6 +8,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/schedule"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 func materialiseCommand() *cli.Command {
@@ -123,7 +124,7 @@ func runMaterialise(c *cli.Context) (bool, error) {
 	if set.Commit != "" {
 		source += "@" + set.Commit
 	}
-	d, err := schedule.Materialise(c.Context, schedule.NewClickHouseStore(conn, opts.Database), rows, set.Hash,
+	d, err := schedule.Materialise(c.Context, store.New(conn, opts.Database).Schedule(), rows, set.Hash,
 		schedule.MaterialiseOptions{
 			Set:        huntSetName,
 			DryRun:     c.Bool("dry-run"),

@@ -82,7 +82,7 @@ func statusAction(c *cli.Context) error {
 	}
 	if !ok {
 		// The published schedule holds every set's hunts; leave out other sets'.
-		sets, err := schedule.HuntSets(c.Context, conn, chOpts.Database)
+		sets, err := store.New(conn, chOpts.Database).Schedule().HuntSets(c.Context)
 		if err != nil {
 			return cli.Exit(err.Error(), exitError)
 		}

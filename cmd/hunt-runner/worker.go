@@ -13,7 +13,6 @@ import (
 	"github.com/hunt-runner/hunt-runner/internal/serve"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/runner"
-	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/store"
 )
 
@@ -125,7 +124,7 @@ func publishedDefinitions(conn driver.Conn, database, set string) func(context.C
 		set = hunt.HuntSetDefault
 	}
 	return func(ctx context.Context) (map[string]string, error) {
-		p, err := schedule.NewClickHouseStore(conn, database).Published(ctx, set)
+		p, err := store.New(conn, database).Schedule().Published(ctx, set)
 		if err != nil {
 			return nil, err
 		}
@@ -143,5 +142,7 @@ func publishedHash(conn driver.Conn, database, set string) func(context.Context)
 	if set == "" {
 		set = hunt.HuntSetDefault
 	}
-	return func(ctx context.Context) (string, error) { return schedule.PublishedSetHash(ctx, conn, database, set) }
+	return func(ctx context.Context) (string, error) {
+		return store.New(conn, database).Schedule().PublishedSetHash(ctx, set)
+	}
 }

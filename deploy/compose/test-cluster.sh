@@ -65,4 +65,4 @@ export HUNT_RUNNER_TEST_CLICKHOUSE="clickhouse://default:${HUNT_ADMIN_PASSWORD}@
 export HUNT_RUNNER_TEST_CLUSTER=hunt
 unset HUNT_RUNNER_CLICKHOUSE_PASSWORD HUNT_RUNNER_CLICKHOUSE_USER HUNT_RUNNER_DATABASE
 # shellcheck disable=SC2086
-go test -count=1 -timeout 30m ${TEST_PACKAGES:-./chstore/... ./lease/... ./watermark/... ./schedule/... ./runner/... ./cmd/hunt-runner/... ./e2e/...}
+go test -count=1 -timeout 30m ${TEST_PACKAGES:-./chstore/... ./lease/... ./store/... ./schedule/... ./runner/... ./cmd/hunt-runner/... ./e2e/...}

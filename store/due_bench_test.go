@@ -1,4 +1,4 @@
-package schedule
+package store
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
@@ -33,12 +34,11 @@ func (f sqlForm) countSQL(database, nowExpr string) string {
 
 var (
 	liveForm   = sqlForm{"live", func(d, n string) string { return dueCore(formLive, d, n, "") }, dueSettings(formLive)}
-	finalForm  = sqlForm{"final", func(d, n string) string { return dueCore(formFinal, d, n, "") }, dueSettings(formFinal)}
+	newestForm = sqlForm{"newest", func(d, n string) string { return dueCore(formNewest, d, n, "") }, dueSettings(formNewest)}
 	argMaxForm = sqlForm{"argmax", func(d, n string) string {
-		db := schema.QuoteIdent(d)
-		return joinedDue(db, "toInt64("+n+")", argMaxParts(db))
+		return joinedDue(d, "toInt64("+n+")", argMaxParts(schema.QuoteIdent(d)))
 	}, ""}
-	sqlForms = []sqlForm{liveForm, finalForm, argMaxForm}
+	sqlForms = []sqlForm{liveForm, newestForm, argMaxForm}
 )
 
 // argMaxParts is the earlier Python runner's shape: argMax … GROUP BY per table (it ignored
@@ -85,7 +85,7 @@ func seedBacklog(ctx context.Context, b testing.TB, conn driver.Conn, database s
 	t0 := time.Unix(now, 0).UTC()
 	send(schema.TableSchedule, "hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated", n, func(i int) []any {
 		iv := intervals[i%len(intervals)]
-		return []any{id(i), iv, uint32(PhaseOffset(id(i), int64(iv), DefaultSpreadFraction)), uint8(1), "h", t0.Add(-time.Hour)}
+		return []any{id(i), iv, uint32(schedule.PhaseOffset(id(i), int64(iv), schedule.DefaultSpreadFraction)), uint8(1), "h", t0.Add(-time.Hour)}
 	})
 	send(schema.TableSchedule, "hunt_id, interval_seconds, phase_offset, enabled, config_hash, updated", n/20, func(i int) []any {
 		return []any{id(i * 20), uint32(0), uint32(0), uint8(0), "", t0.Add(-time.Minute)}
@@ -93,7 +93,7 @@ func seedBacklog(ctx context.Context, b testing.TB, conn driver.Conn, database s
 	for gen := range wmGens {
 		send(schema.TableWatermark, "hunt_id, watermark, claim_id, updated", n, func(i int) []any {
 			iv := int64(intervals[i%len(intervals)])
-			fire := LatestFire(now, iv, PhaseOffset(id(i), iv, DefaultSpreadFraction))
+			fire := schedule.LatestFire(now, iv, schedule.PhaseOffset(id(i), iv, schedule.DefaultSpreadFraction))
 			wm := fire - iv*int64(wmGens-1-gen) // the newest commit covers the latest fire for most hunts
 			if i%7 == 0 {
 				wm = min(wm, fire-iv)
@@ -151,7 +151,7 @@ func BenchmarkDueSQL(b *testing.B) {
 
 	counts := map[string]uint64{}
 	for _, f := range sqlForms { // warm up, and check the forms agree
-		n, err := countDue(ctx, db.Conn, f.countSQL(db.Name, nowExpr))
+		n, err := New(db.Conn, db.Name).countDue(ctx, f.countSQL(db.Name, nowExpr))
 		if err != nil {
 			b.Fatalf("%s: %v", f.name, err)
 		}
@@ -172,7 +172,7 @@ func BenchmarkDueSQL(b *testing.B) {
 	for b.Loop() {
 		for _, f := range sqlForms {
 			start := time.Now()
-			if _, err := countDue(ctx, db.Conn, f.countSQL(db.Name, nowExpr)); err != nil {
+			if _, err := New(db.Conn, db.Name).countDue(ctx, f.countSQL(db.Name, nowExpr)); err != nil {
 				b.Fatal(err)
 			}
 			spent[f.name] += time.Since(start)

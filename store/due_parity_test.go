@@ -1,4 +1,4 @@
-package schedule
+package store
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
+	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
@@ -24,29 +25,29 @@ import (
 // SQL runs once and is compared with IsDue over every hunt in the table (so each hunt is also
 // checked at the other cases' nows), per hunt for the production form and by count for the others.
 
-type scheduleRow struct {
-	Row
+type parityScheduleRow struct {
+	schedule.Row
 	updated time.Time
 }
 
-type watermarkRow struct {
+type parityWatermarkRow struct {
 	watermark int64
 	updated   time.Time
 }
 
-type leaseRow struct {
+type parityLeaseRow struct {
 	leaseUntilMs int64
 	fire         int64
 	claimed      time.Time
 	claimID      uuid.UUID
 }
 
-type stateRow struct {
+type parityStateRow struct {
 	retryAfterMs int64 // 0: the row sets no backoff
 	updated      time.Time
 }
 
-type pauseRow struct {
+type parityPauseRow struct {
 	paused  bool
 	untilMs int64 // 0: until resumed
 	updated time.Time
@@ -57,20 +58,20 @@ var paritySets = []string{hunt.HuntSetDefault, "team-b"}
 
 type parityHunt struct {
 	id         string
-	schedule   []scheduleRow
-	watermarks []watermarkRow // oldest first; row k is inserted in the k-th watermark insert
-	leases     []leaseRow
-	states     []stateRow
+	schedule   []parityScheduleRow
+	watermarks []parityWatermarkRow // oldest first; row k is inserted in the k-th watermark insert
+	leases     []parityLeaseRow
+	states     []parityStateRow
 	requests   []int64
-	pauses     []pauseRow
+	pauses     []parityPauseRow
 }
 
 // newest resolves the hunt's rows the way docs/contracts.md defines "newest", independently of
 // any SQL: max updated for schedule and hunt_state, the greatest watermark (commits only raise
 // it, whatever order their rows land in), max (claimed, claim_id) for leases.
-func (h parityHunt) newest() (Row, State) {
-	var row Row
-	var st State
+func (h parityHunt) newest() (schedule.Row, schedule.State) {
+	var row schedule.Row
+	var st schedule.State
 	var rowAt, stAt time.Time
 	for i, r := range h.schedule {
 		if i == 0 || r.updated.After(rowAt) {
@@ -93,7 +94,7 @@ func (h parityHunt) newest() (Row, State) {
 			st.Paused, st.PausedUntilMs, pauseAt = p.paused, p.untilMs, p.updated
 		}
 	}
-	var bestLease leaseRow
+	var bestLease parityLeaseRow
 	for i, l := range h.leases {
 		if i == 0 || l.claimed.After(bestLease.claimed) || (l.claimed.Equal(bestLease.claimed) && clickHouseUUIDCompare(l.claimID, bestLease.claimID) > 0) {
 			bestLease = l
@@ -140,7 +141,7 @@ func parityCases(wallNow time.Time) (hunts []parityHunt, nows []int64) {
 	n := 0
 	for _, id := range ids {
 		for _, iv := range intervals {
-			p := PhaseOffset(id, iv, DefaultSpreadFraction)
+			p := schedule.PhaseOffset(id, iv, schedule.DefaultSpreadFraction)
 			b := base + 7*iv // a boundary a few intervals ahead
 			for _, now := range []int64{b - 1, b, b + 1, b + p - 1, b + p, b + p + 1, b + iv - 1, b + iv + p, b + iv/2} {
 				ni, ok := nowIndex[now]
@@ -149,7 +150,7 @@ func parityCases(wallNow time.Time) (hunts []parityHunt, nows []int64) {
 					nowIndex[now] = ni
 					nows = append(nows, now)
 				}
-				fire := LatestFire(now, iv, p)
+				fire := schedule.LatestFire(now, iv, p)
 				wms := []struct {
 					name string
 					rows []int64 // oldest first
@@ -218,42 +219,42 @@ func parityCases(wallNow time.Time) (hunts []parityHunt, nows []int64) {
 								// the watermark reaches its fire, so it meets every watermark.
 								lf := []int64{fire, fire - iv, fire + iv, fire - 1, 0}[n%5]
 								h := parityHunt{id: fmt.Sprintf("n%03d|%s|I%d|wm=%s|lease=%s@%d|%s|req=%s|state=%s|pause=%s|%d", ni, id, iv, wm.name, ls.name, lf-fire, sc, rq.name, sts.name, pzs.name, n)}
-								live := Row{HuntID: h.id, IntervalSeconds: uint32(iv), PhaseOffset: uint32(p), Enabled: true, ConfigHash: "c1"}
-								tomb := Tombstone(h.id)
+								live := schedule.Row{HuntID: h.id, IntervalSeconds: uint32(iv), PhaseOffset: uint32(p), Enabled: true, ConfigHash: "c1"}
+								tomb := schedule.Tombstone(h.id)
 								switch sc {
 								case "live":
-									h.schedule = []scheduleRow{{live, at(1)}}
+									h.schedule = []parityScheduleRow{{live, at(1)}}
 								case "tombstoned":
-									h.schedule = []scheduleRow{{live, at(1)}, {tomb, at(2)}}
+									h.schedule = []parityScheduleRow{{live, at(1)}, {tomb, at(2)}}
 								case "revived":
 									// The revived row's offset is beyond its interval, as a
 									// hand-written row could be: both sides take it mod I.
 									revived := live
 									revived.PhaseOffset += uint32(iv)
-									h.schedule = []scheduleRow{{live, at(1)}, {tomb, at(2)}, {revived, at(3)}}
+									h.schedule = []parityScheduleRow{{live, at(1)}, {tomb, at(2)}, {revived, at(3)}}
 								case "disabled":
 									// enabled=0 with a positive interval: not written by
 									// Materialise, but enabled alone must retire the hunt.
 									off := live
 									off.Enabled = false
-									h.schedule = []scheduleRow{{live, at(1)}, {off, at(2)}}
+									h.schedule = []parityScheduleRow{{live, at(1)}, {off, at(2)}}
 								case "zero-interval":
 									// An enabled row with interval 0 must never reach intDiv.
 									zero := live
 									zero.IntervalSeconds, zero.PhaseOffset = 0, 0
-									h.schedule = []scheduleRow{{live, at(1)}, {zero, at(2)}}
+									h.schedule = []parityScheduleRow{{live, at(1)}, {zero, at(2)}}
 								}
 								for k, w := range wm.rows {
-									h.watermarks = append(h.watermarks, watermarkRow{w, at(10 + k)})
+									h.watermarks = append(h.watermarks, parityWatermarkRow{w, at(10 + k)})
 								}
 								for k, ms := range ls.ms {
-									h.leases = append(h.leases, leaseRow{ms, lf, at(20 + k), uuid.New()})
+									h.leases = append(h.leases, parityLeaseRow{ms, lf, at(20 + k), uuid.New()})
 								}
 								for k, ms := range sts.ms {
-									h.states = append(h.states, stateRow{ms, at(30 + k)})
+									h.states = append(h.states, parityStateRow{ms, at(30 + k)})
 								}
 								for k, p := range pzs.rows {
-									h.pauses = append(h.pauses, pauseRow{p.paused, p.untilMs, at(40 + k)})
+									h.pauses = append(h.pauses, parityPauseRow{p.paused, p.untilMs, at(40 + k)})
 								}
 								h.requests = rq.rf
 								hunts = append(hunts, h)
@@ -388,14 +389,14 @@ func TestDueParity(t *testing.T) {
 	ctx := context.Background()
 	hunts, nows := parityCases(time.Now())
 	insertParity(ctx, t, db.Conn, db.Name, hunts)
-	want := make([][]string, len(nows)) // due hunt ids per now index, by IsDue
+	want := make([][]string, len(nows)) // due hunt ids per now index, by schedule.IsDue
 	cases := make([]int, len(nows))
 	for _, h := range hunts {
 		var ni int
 		fmt.Sscanf(h.id, "n%03d|", &ni)
 		cases[ni]++
 		row, st := h.newest()
-		if IsDue(nows[ni], row, st) {
+		if schedule.IsDue(nows[ni], row, st) {
 			want[ni] = append(want[ni], h.id)
 		}
 	}
@@ -407,7 +408,7 @@ func TestDueParity(t *testing.T) {
 		for _, form := range sqlForms {
 			name := form.name
 			query := "SELECT * FROM (\n" + form.core(db.Name, nowExpr) + "\n) WHERE startsWith(hunt_id, '" + prefix + "')" + form.settings
-			got, err := dueHunts(ctx, db.Conn, query)
+			got, err := New(db.Conn, db.Name).dueHunts(ctx, query)
 			if err != nil {
 				t.Fatalf("form %s: %v", name, err)
 			}
@@ -429,7 +430,7 @@ func TestDueParity(t *testing.T) {
 	var total uint64
 	for _, h := range hunts {
 		row, st := h.newest()
-		if IsDue(nows[0], row, st) {
+		if schedule.IsDue(nows[0], row, st) {
 			total++
 		}
 	}
@@ -437,7 +438,7 @@ func TestDueParity(t *testing.T) {
 	// setting, so tombstones still hide older enabled rows.
 	for _, settings := range []clickhouse.Settings{nil, {"optimize_move_to_prewhere_if_final": 1}} {
 		qctx := clickhouse.Context(ctx, clickhouse.WithSettings(settings))
-		got, err := countDue(qctx, db.Conn, DueCountSQL(db.Name, fmt.Sprintf("toDateTime(%d, 'UTC')", nows[0])))
+		got, err := New(db.Conn, db.Name).countDue(qctx, DueCountSQL(db.Name, fmt.Sprintf("toDateTime(%d, 'UTC')", nows[0])))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -450,11 +451,11 @@ func TestDueParity(t *testing.T) {
 		var want uint64
 		for _, h := range hunts {
 			row, st := h.newest()
-			if row.Set == set && IsDue(nows[0], row, st) {
+			if row.Set == set && schedule.IsDue(nows[0], row, st) {
 				want++
 			}
 		}
-		got, err := countDue(ctx, db.Conn, DueCountSetSQL(db.Name, fmt.Sprintf("toDateTime(%d, 'UTC')", nows[0]), set))
+		got, err := New(db.Conn, db.Name).countDue(ctx, DueCountSetSQL(db.Name, fmt.Sprintf("toDateTime(%d, 'UTC')", nows[0]), set))
 		if err != nil {
 			t.Fatal(err)
 		}
