@@ -60,7 +60,7 @@ func (r *Runner) heartbeat(ctx context.Context, set *hunt.Set) {
 		r.hb.inFlight = false
 		r.mu.Unlock()
 		if err != nil && ctx.Err() == nil {
-			r.opts.Metrics.clickhouseError(ctx, "heartbeat")
+			r.opts.Metrics.clickhouseError(ctx, stageHeartbeat)
 			r.log.Debug("heartbeat failed; the next one retries", "error", err)
 		}
 	}()
