@@ -75,6 +75,9 @@ type Options struct {
 	Version        string
 	HuntSet        string
 	HeartbeatEvery time.Duration
+	// HuntFiles, when set, gives the loaded hunt files' problems as JSON for the heartbeat,
+	// so that `status` without a hunt source can show them.
+	HuntFiles func() string
 
 	Logger  *slog.Logger
 	Metrics *Metrics         // nil: no metrics
