@@ -134,9 +134,9 @@ func runSchema(c *cli.Context) error {
 	return nil
 }
 
-// applySchema is schema.Apply plus the objects built from other packages' SQL, which schema
-// cannot import: the KEDA backlog view. Without the view the shim answers a cold 0 and a
-// runner scaled to zero never wakes, so it is part of the schema, not of an optional step.
+// applySchema is schema.Apply plus the KEDA backlog view, which store builds on its due SQL
+// (store/schema cannot import store). Without the view the shim answers a cold 0 and a runner
+// scaled to zero never wakes, so it is part of the schema, not of an optional step.
 func applySchema(ctx context.Context, conn driver.Conn, database string, topo schema.Topology, cluster string) (schema.Report, error) {
 	rep, err := schema.Apply(ctx, conn, database, topo, cluster)
 	if err != nil {
