@@ -2,7 +2,7 @@
 // identities, for an operator to review and then apply:
 //
 //   - scaler: reads one number, the due backlog, and nothing else. The SQL SECURITY DEFINER view
-//     hunt_backlog_v1 (created by `hunt-runner schema` from BacklogViewSQL, so that the backlog
+//     hunt_backlog_v1 (created by `hunt-runner schema` from store.BacklogViewSQL, so that the backlog
 //     is right before any identity exists) returns the capped due count (no hunt ids, no table
 //     contents); the user may SELECT that view only, under a settings profile with readonly = 1
 //     and a 5 s max_execution_time. The KEDA shim (or KEDA's native ClickHouse trigger)
@@ -42,14 +42,6 @@ import (
 	"github.com/hunt-runner/hunt-runner/store"
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
-
-// BacklogView is the view the scaler identity reads. The suffix versions its meaning: one row,
-// one column `value`, the number of due hunts capped at BacklogCap.
-const BacklogView = "hunt_backlog_v1"
-
-// BacklogCap bounds the number the view returns, so that a runaway schedule cannot ask for an
-// absurd replica count (KEDA's maxReplicaCount is the real bound).
-const BacklogCap = 100000
 
 // PasswordPlaceholder stands for the password in printed SQL.
 const PasswordPlaceholder = "<password: HUNT_RUNNER_PROVISION_PASSWORD or --password-file>"
@@ -226,30 +218,11 @@ func (p *Plan) onCluster() string {
 	return " ON CLUSTER " + schema.QuoteIdent(p.Options.Cluster)
 }
 
-// BacklogViewSelect is the body of the backlog view: store's due count
-// (the same SQL `hunt-runner due` runs), capped, as one non-negative integer named value.
-func BacklogViewSelect(database string) string {
-	return fmt.Sprintf("SELECT toUInt64(least(due, %d)) AS value FROM (\n%s\n)", BacklogCap, store.DueCountSQL(database, "now()"))
-}
-
-// BacklogViewSQL creates or refreshes the backlog view; `hunt-runner schema` runs it (cluster
-// adds ON CLUSTER), so the shim and KEDA read the true backlog before any identity exists, and
-// a later schema picks up a changed due query. The definer (whoever applies the schema) reads
-// the coordination tables on the scaler's behalf: the scaler gets no table privilege at all.
-func BacklogViewSQL(database, cluster string) string {
-	on := ""
-	if cluster != "" {
-		on = " ON CLUSTER " + schema.QuoteIdent(cluster)
-	}
-	return fmt.Sprintf("CREATE OR REPLACE VIEW %s.%s%s\nDEFINER = CURRENT_USER SQL SECURITY DEFINER\nAS %s",
-		schema.QuoteIdent(database), schema.QuoteIdent(BacklogView), on, BacklogViewSelect(database))
-}
-
 func (p *Plan) scaler() {
 	o := p.Options
 	db, user, profile := schema.QuoteIdent(o.Database), schema.QuoteIdent(o.User), schema.QuoteIdent(o.User+"_profile")
 	settings := fmt.Sprintf("readonly = 1, max_execution_time = %d", o.MaxExecutionTime)
-	// The view itself comes from `hunt-runner schema` (BacklogViewSQL); granting on it before it
+	// The view itself comes from `hunt-runner schema` (store.BacklogViewSQL); granting on it before it
 	// exists is allowed, so the order of schema and provision does not matter.
 	p.add(KindProfile, "CREATE SETTINGS PROFILE IF NOT EXISTS %s%s SETTINGS %s", profile, p.onCluster(), settings)
 	p.add(KindProfile, "ALTER SETTINGS PROFILE %s%s SETTINGS %s", profile, p.onCluster(), settings)
@@ -258,7 +231,7 @@ func (p *Plan) scaler() {
 	p.add(KindUser, "ALTER USER %s%s DEFAULT DATABASE %s SETTINGS PROFILE %s", user, p.onCluster(), db, profile)
 	// Besides the view, it reads what schema.Grants lists for it: hunt_schema only, as the shim
 	// refuses a database of another layout (schema.CheckLayout).
-	privs := []string{"SELECT ON " + db + "." + schema.QuoteIdent(BacklogView)}
+	privs := []string{store.BacklogPrivilege(o.Database)}
 	privs = append(privs, tablePrivileges(o.Database, schema.IdentityScaler)...)
 	p.add(KindGrant, "GRANT%s %s TO %s WITH REPLACE OPTION", p.onCluster(), strings.Join(privs, ", "), user)
 }

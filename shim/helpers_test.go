@@ -20,7 +20,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
-	"github.com/hunt-runner/hunt-runner/provision"
+	"github.com/hunt-runner/hunt-runner/store"
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
@@ -134,7 +134,7 @@ func coordination(t testing.TB, conn driver.Conn, db string, live ...string) {
 	if _, err := schema.Apply(ctx, conn, db, schema.Topology("single"), ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := conn.Exec(ctx, provision.BacklogViewSQL(db, "")); err != nil {
+	if err := conn.Exec(ctx, store.BacklogViewSQL(db, "")); err != nil {
 		t.Fatal(err)
 	}
 	publish(t, conn, db, live...)
