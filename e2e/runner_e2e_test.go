@@ -49,52 +49,10 @@ func TestRunnersEndToEnd(t *testing.T) {
 		t.Skip("end-to-end: skipped with -short")
 	}
 	binary(t) // build first: the build must not eat into the timed phases
-	srv := chtest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	conn := open(t, srv.URL)
-	if _, err := schema.Apply(ctx, conn, coordDB, schema.TopologySingle, ""); err != nil {
-		t.Fatal(err)
-	}
+	srv, conn, intervals, args := setupE2E(t, ctx, e2eHunts)
 	var now uint32
-	if err := conn.QueryRow(ctx, "SELECT toUnixTimestamp(now())").Scan(&now); err != nil {
-		t.Fatal(err)
-	}
-	// Events from an hour ago to ten minutes ahead, one every 250 ms, each unique.
-	from, to := int64(now)-3600, int64(now)+600
-	mustExec(t, conn, "CREATE DATABASE "+eventsDB)
-	mustExec(t, conn, "CREATE TABLE "+eventsDB+".events (ts DateTime64(3, 'UTC'), n UInt64) ENGINE = MergeTree ORDER BY ts")
-	mustExec(t, conn, fmt.Sprintf("INSERT INTO %s.events SELECT fromUnixTimestamp64Milli(toInt64(%d + number * 250), 'UTC'), number FROM numbers(%d)",
-		eventsDB, from*1000, (to-from)*eventsPerSec))
-
-	huntsDir := t.TempDir()
-	intervals := map[string]int64{}
-	for i := range e2eHunts {
-		id := fmt.Sprintf("e2e-%02d", i)
-		iv := int64(minInterval + i%4)
-		intervals[id] = iv
-		extra := ""
-		if i%gapEvery == 0 {
-			// Short catch-up: the outage must show up as recorded gaps, never as lost fires.
-			extra = fmt.Sprintf("max_catchup: %ds\n", 2*iv)
-		}
-		body := fmt.Sprintf("id: %s\ninterval: %ds\n%sseverity: low\nlabels: {suite: e2e}\nquery: |\n"+
-			"  SELECT ts, n FROM %s.events\n  WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}\n",
-			id, iv, extra, eventsDB)
-		// Written long ago, as far as the directory source can tell, so that it trusts the
-		// files at once instead of waiting for them to settle.
-		path, written := filepath.Join(huntsDir, id+".yaml"), time.Now().Add(-time.Hour)
-		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chtimes(path, written, written); err != nil {
-			t.Fatal(err)
-		}
-	}
-
-	args := []string{"--clickhouse-url", srv.URL, "--database", coordDB, "--hunts-dir", huntsDir,
-		"--reload-interval", "2s", "--tick", "1s", "--lease", "5s", "--settle", "300ms", "--grace", "10s",
-		"--concurrency", "4", "--clickhouse-connect-timeout", "20s"}
 	logs := t.TempDir()
 	if d := os.Getenv("E2E_LOG_DIR"); d != "" { // keep the runners' logs for a post-mortem
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -208,7 +166,63 @@ func TestRunnersEndToEnd(t *testing.T) {
 		}
 	}
 	t.Logf("all stopped at +%v", time.Since(start).Round(time.Second))
-	verify(t, ctx, conn, intervals, int64(back), int64(now))
+	st := verify(t, ctx, conn, intervals, int64(back), int64(now))
+	if st.gaps == 0 {
+		t.Errorf("the 20 s outage recorded no gap for the hunts with a short max_catchup")
+	}
+}
+
+// setupE2E starts a private chlocal process with the coordination schema, an events table
+// (one unique event every 250 ms from an hour ago to ten minutes ahead) and a directory of
+// hunts with 3–6 s intervals over it, every gapEvery-th with a short max_catchup; it returns
+// the server, a connection, the hunts' intervals and the common `run` arguments.
+func setupE2E(t *testing.T, ctx context.Context, hunts int) (*chtest.Server, driver.Conn, map[string]int64, []string) {
+	t.Helper()
+	srv := chtest.Start(t)
+	conn := open(t, srv.URL)
+	if _, err := schema.Apply(ctx, conn, coordDB, schema.TopologySingle, ""); err != nil {
+		t.Fatal(err)
+	}
+	var now uint32
+	if err := conn.QueryRow(ctx, "SELECT toUnixTimestamp(now())").Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	// Events from an hour ago to ten minutes ahead, one every 250 ms, each unique.
+	from, to := int64(now)-3600, int64(now)+600
+	mustExec(t, conn, "CREATE DATABASE "+eventsDB)
+	mustExec(t, conn, "CREATE TABLE "+eventsDB+".events (ts DateTime64(3, 'UTC'), n UInt64) ENGINE = MergeTree ORDER BY ts")
+	mustExec(t, conn, fmt.Sprintf("INSERT INTO %s.events SELECT fromUnixTimestamp64Milli(toInt64(%d + number * 250), 'UTC'), number FROM numbers(%d)",
+		eventsDB, from*1000, (to-from)*eventsPerSec))
+
+	huntsDir := t.TempDir()
+	intervals := map[string]int64{}
+	for i := range hunts {
+		id := fmt.Sprintf("e2e-%02d", i)
+		iv := int64(minInterval + i%4)
+		intervals[id] = iv
+		extra := ""
+		if i%gapEvery == 0 {
+			// Short catch-up: the outage must show up as recorded gaps, never as lost fires.
+			extra = fmt.Sprintf("max_catchup: %ds\n", 2*iv)
+		}
+		body := fmt.Sprintf("id: %s\ninterval: %ds\n%sseverity: low\nlabels: {suite: e2e}\nquery: |\n"+
+			"  SELECT ts, n FROM %s.events\n  WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}\n",
+			id, iv, extra, eventsDB)
+		// Written long ago, as far as the directory source can tell, so that it trusts the
+		// files at once instead of waiting for them to settle.
+		path, written := filepath.Join(huntsDir, id+".yaml"), time.Now().Add(-time.Hour)
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(path, written, written); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	args := []string{"--clickhouse-url", srv.URL, "--database", coordDB, "--hunts-dir", huntsDir,
+		"--reload-interval", "2s", "--tick", "1s", "--lease", "5s", "--settle", "300ms", "--grace", "10s",
+		"--concurrency", "4", "--clickhouse-connect-timeout", "20s"}
+	return srv, conn, intervals, args
 }
 
 // pauseRepeatedly freezes p with SIGSTOP for 1–7 s at a time, with every gap of 1–3 s, until
@@ -303,9 +317,13 @@ type runWin struct {
 	status           string
 }
 
-// verify checks the tables after the stop; back is when ClickHouse came back and stoppedAt
-// when the runners were stopped (server clock).
-func verify(t *testing.T, ctx context.Context, conn driver.Conn, intervals map[string]int64, back, stoppedAt int64) {
+// e2eStats is what verify counted.
+type e2eStats struct{ runs, gaps int64 }
+
+// verify checks the tables after the stop: no fire succeeded twice, windows tile, findings are
+// exact, the watermarks passed the first fire owed after back (server clock), and the runners
+// shared the work; stoppedAt is when they were stopped.
+func verify(t *testing.T, ctx context.Context, conn driver.Conn, intervals map[string]int64, back, stoppedAt int64) e2eStats {
 	t.Helper()
 	var doubles uint64
 	if err := conn.QueryRow(ctx, "SELECT count() FROM (SELECT hunt_id, fire FROM "+coordDB+".hunt_runs "+
@@ -431,9 +449,6 @@ func verify(t *testing.T, ctx context.Context, conn driver.Conn, intervals map[s
 	if want := uint64(covered * eventsPerSec); findings != want {
 		t.Errorf("findings %d, want %d (a single clean run over the covered windows)", findings, want)
 	}
-	if gaps == 0 {
-		t.Errorf("the 20 s outage recorded no gap for the hunts with a short max_catchup")
-	}
 	var owners uint64
 	_ = conn.QueryRow(ctx, "SELECT uniqExact(owner) FROM "+coordDB+".hunt_runs WHERE status = 'succeeded'").Scan(&owners)
 	var lost uint64
@@ -443,4 +458,5 @@ func verify(t *testing.T, ctx context.Context, conn driver.Conn, intervals map[s
 	if owners < 2 {
 		t.Errorf("runs by %d owner(s); the three runners should share the work", owners)
 	}
+	return e2eStats{runs: runs, gaps: gaps}
 }

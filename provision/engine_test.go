@@ -209,6 +209,8 @@ func TestHuntsApplyTwiceOnEngine(t *testing.T) {
 		"SELECT 1 SETTINGS readonly = 0",
 		"SELECT 1 SETTINGS max_execution_time = 100000",
 		"SELECT 1 SETTINGS max_memory_usage = 0",
+		"SELECT 1 SETTINGS max_result_bytes = 0",
+		"SELECT 1 SETTINGS result_overflow_mode = 'break'",
 	} {
 		if err := conn.Exec(ctx, refused); err == nil {
 			t.Errorf("hunts may run %s", refused)

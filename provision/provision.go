@@ -62,11 +62,15 @@ var Roles = []Role{RoleRunner, RoleMaterialiser, RoleHunts, RoleScaler}
 
 // Defaults of the hunts identity's settings profile.
 const (
-	DefaultHuntsMaxExecutionTime = 3600         // seconds; a hunt's timeout: may not exceed it
-	DefaultHuntsMaxMemoryUsage   = 8 << 30      // bytes per query
-	maxHuntsMemoryUsage          = 1 << 40      // a sanity bound on the option
-	defaultScalerExecutionTime   = 5            // seconds
-	maxExecutionTimeBound        = 24 * 60 * 60 // a sanity bound on the option
+	DefaultHuntsMaxExecutionTime = 3600    // seconds; a hunt's timeout: may not exceed it
+	DefaultHuntsMaxMemoryUsage   = 8 << 30 // bytes per query
+	// DefaultHuntsMaxResultBytes is the profile's ceiling on a query's result: a backstop
+	// far above the runner's own per-run findings cap, which the statement enforces; it is
+	// also applied to each shard's partial result of a distributed query, so it stays large.
+	DefaultHuntsMaxResultBytes = 1 << 30
+	maxHuntsMemoryUsage        = 1 << 40      // a sanity bound on the option
+	defaultScalerExecutionTime = 5            // seconds
+	maxExecutionTimeBound      = 24 * 60 * 60 // a sanity bound on the option
 )
 
 // Statement kinds, so that a caller (or a test on an engine with no access storage) can tell
@@ -95,6 +99,9 @@ type Options struct {
 	// MaxMemoryUsage is the hunts profile's per-query memory ceiling in bytes (default
 	// DefaultHuntsMaxMemoryUsage).
 	MaxMemoryUsage int64
+	// MaxResultBytes is the hunts profile's ceiling on a query's result in bytes, over which
+	// the query fails (default DefaultHuntsMaxResultBytes).
+	MaxResultBytes int64
 	// Cluster adds ON CLUSTER to every statement, for servers whose access entities are not
 	// replicated (leave empty with replicated access storage or a single node).
 	Cluster string
@@ -122,6 +129,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: source databases apply to --role hunts only (hunts run as that identity)", ErrInvalid)
 	case o.Role != RoleHunts && o.MaxMemoryUsage != 0:
 		return o, fmt.Errorf("%w: a memory limit applies to --role hunts only", ErrInvalid)
+	case o.Role != RoleHunts && o.MaxResultBytes != 0:
+		return o, fmt.Errorf("%w: a result-bytes limit applies to --role hunts only", ErrInvalid)
 	}
 	if o.MaxExecutionTime == 0 {
 		o.MaxExecutionTime = defaultScalerExecutionTime
@@ -137,6 +146,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxMemoryUsage < 0 || o.MaxMemoryUsage > maxHuntsMemoryUsage {
 		return o, fmt.Errorf("%w: max memory usage %d bytes out of range", ErrInvalid, o.MaxMemoryUsage)
+	}
+	if o.Role == RoleHunts && o.MaxResultBytes == 0 {
+		o.MaxResultBytes = DefaultHuntsMaxResultBytes
+	}
+	if o.MaxResultBytes < 0 || o.MaxResultBytes > maxHuntsMemoryUsage {
+		return o, fmt.Errorf("%w: max result bytes %d out of range", ErrInvalid, o.MaxResultBytes)
 	}
 	if strings.EqualFold(o.User, "default") {
 		return o, fmt.Errorf("%w: user %q: provision a dedicated user, never ClickHouse's default", ErrInvalid, o.User)
@@ -298,9 +313,11 @@ func (p *Plan) materialiser() {
 func (p *Plan) hunts() {
 	o := p.Options
 	profile := o.User + "_profile"
+	// result_overflow_mode is CONST 'throw': a hunt cannot turn the result ceiling into a
+	// silent cut ('break'), which would commit a partial window as if it were whole.
 	settings := fmt.Sprintf("readonly = 2 CONST, allow_ddl = 0 CONST, allow_introspection_functions = 0 CONST, "+
-		"max_execution_time = %d MAX %d, max_memory_usage = %d MAX %d",
-		o.MaxExecutionTime, o.MaxExecutionTime, o.MaxMemoryUsage, o.MaxMemoryUsage)
+		"max_execution_time = %d MAX %d, max_memory_usage = %d MAX %d, max_result_bytes = %d MAX %d, result_overflow_mode = 'throw' CONST",
+		o.MaxExecutionTime, o.MaxExecutionTime, o.MaxMemoryUsage, o.MaxMemoryUsage, o.MaxResultBytes, o.MaxResultBytes)
 	p.add(KindProfile, "CREATE SETTINGS PROFILE IF NOT EXISTS %s%s SETTINGS %s", schema.QuoteIdent(profile), p.onCluster(), settings)
 	p.add(KindProfile, "ALTER SETTINGS PROFILE %s%s SETTINGS %s", schema.QuoteIdent(profile), p.onCluster(), settings)
 	p.user(o.SourceDatabases[0], profile)

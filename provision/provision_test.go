@@ -142,6 +142,7 @@ func TestHuntsGrants(t *testing.T) {
 	}
 	text := p.Text()
 	for _, want := range []string{"readonly = 2 CONST", "max_execution_time = 3600 MAX 3600", "max_memory_usage = 8589934592 MAX 8589934592",
+		"max_result_bytes = 1073741824 MAX 1073741824", "result_overflow_mode = 'throw' CONST",
 		"SETTINGS PROFILE `hunt_hunts_profile`", "DEFAULT DATABASE `edr`"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("hunts SQL lacks %q:\n%s", want, text)

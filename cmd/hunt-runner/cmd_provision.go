@@ -51,6 +51,8 @@ existing user, so applying it rotates.
 				Usage: "profile limit in seconds: the scaler's (default 5) or the hunts' ceiling (default 3600)"},
 			&cli.Int64Flag{Name: "max-memory-usage", EnvVars: envFor("max-memory-usage"),
 				Usage: "hunts: per-query memory ceiling in bytes (default 8 GiB)"},
+			&cli.Int64Flag{Name: "max-result-bytes", EnvVars: envFor("max-result-bytes"),
+				Usage: "hunts: ceiling on a query's result in bytes, over which it fails (default 1 GiB; also applies to each shard's partial result)"},
 			&cli.BoolFlag{Name: "rotate-password", EnvVars: envFor("rotate-password"),
 				Usage: "also set the password of an existing user (rotation); the SQL and its SHA-256 change accordingly"},
 			&cli.StringFlag{Name: "cluster", EnvVars: envFor("cluster"),
@@ -83,6 +85,7 @@ func runProvision(c *cli.Context) error {
 		RotatePassword:   c.Bool("rotate-password"),
 		MaxExecutionTime: c.Int("max-execution-time"),
 		MaxMemoryUsage:   c.Int64("max-memory-usage"),
+		MaxResultBytes:   c.Int64("max-result-bytes"),
 	}
 	plan, err := provision.Generate(opts)
 	if err != nil {
