@@ -37,13 +37,16 @@ func (l *logBuffer) Write(p []byte) (int, error) {
 }
 
 // count returns how many lines have msg containing substr.
-func (l *logBuffer) count(substr string) int {
+func (l *logBuffer) count(substr string) int { return l.countAt("", substr) }
+
+// countAt counts the lines at level (e.g. "WARN"; "" for any) whose message holds substr.
+func (l *logBuffer) countAt(level, substr string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
 	for _, line := range strings.Split(l.buf.String(), "\n") {
-		var rec struct{ Msg string }
-		if json.Unmarshal([]byte(line), &rec) == nil && strings.Contains(rec.Msg, substr) {
+		var rec struct{ Msg, Level string }
+		if json.Unmarshal([]byte(line), &rec) == nil && strings.Contains(rec.Msg, substr) && (level == "" || rec.Level == level) {
 			n++
 		}
 	}
