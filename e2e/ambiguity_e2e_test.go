@@ -28,22 +28,7 @@ func TestRunnersThroughAmbiguousAnswers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	srv, conn, intervals, args := setupE2E(t, ctx, ambiguityHunts)
-	var procs []*runnerProc
-	for i := range runnerProcsNum {
-		procs = append(procs, newRunner(t, fmt.Sprintf("amb-%d", i), args, t.TempDir()))
-	}
-	defer func() {
-		if t.Failed() {
-			for _, p := range procs {
-				t.Log(p.logTail())
-			}
-		}
-	}()
-	for _, p := range procs {
-		if !chtest.Poll(60*time.Second, p.ready) {
-			t.Fatalf("%s never became ready", p.name)
-		}
-	}
+	procs := startRunners(t, "amb", args)
 	// The first rule sees every commit (the compare-and-set insert into hunt_watermark) and
 	// lets five in six through to the second, which refuses a quarter of every insert into our
 	// tables: claims, findings, commits, run records, state, heartbeats.

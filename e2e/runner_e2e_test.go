@@ -53,29 +53,7 @@ func TestRunnersEndToEnd(t *testing.T) {
 	defer cancel()
 	srv, conn, intervals, args := setupE2E(t, ctx, e2eHunts)
 	var now uint32
-	logs := t.TempDir()
-	if d := os.Getenv("E2E_LOG_DIR"); d != "" { // keep the runners' logs for a post-mortem
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		logs = d
-	}
-	var procs []*runnerProc
-	for i := range runnerProcsNum {
-		procs = append(procs, newRunner(t, fmt.Sprintf("runner-%d", i), args, logs))
-	}
-	defer func() {
-		if t.Failed() {
-			for _, p := range procs {
-				t.Log(p.logTail())
-			}
-		}
-	}()
-	for _, p := range procs {
-		if !chtest.Poll(60*time.Second, p.ready) {
-			t.Fatalf("%s never became ready", p.name)
-		}
-	}
+	procs := startRunners(t, "runner", args)
 	start := time.Now()
 	t.Logf("3 runners ready")
 
@@ -223,6 +201,36 @@ func setupE2E(t *testing.T, ctx context.Context, hunts int) (*chtest.Server, dri
 		"--reload-interval", "2s", "--tick", "1s", "--lease", "5s", "--settle", "300ms", "--grace", "10s",
 		"--concurrency", "4", "--clickhouse-connect-timeout", "20s"}
 	return srv, conn, intervals, args
+}
+
+// startRunners starts runnerProcsNum `run` processes named prefix-N with args and waits until
+// each is ready; when the test fails, their log tails are printed. E2E_LOG_DIR keeps the logs.
+func startRunners(t *testing.T, prefix string, args []string) []*runnerProc {
+	t.Helper()
+	logs := t.TempDir()
+	if d := os.Getenv("E2E_LOG_DIR"); d != "" { // keep the runners' logs for a post-mortem
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		logs = d
+	}
+	var procs []*runnerProc
+	for i := range runnerProcsNum {
+		procs = append(procs, newRunner(t, fmt.Sprintf("%s-%d", prefix, i), args, logs))
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, p := range procs {
+				t.Log(p.logTail())
+			}
+		}
+	})
+	for _, p := range procs {
+		if !chtest.Poll(60*time.Second, p.ready) {
+			t.Fatalf("%s never became ready", p.name)
+		}
+	}
+	return procs
 }
 
 // pauseRepeatedly freezes p with SIGSTOP for 1–7 s at a time, with every gap of 1–3 s, until

@@ -224,6 +224,17 @@ func printStatus(w io.Writer, rep status.Report) {
 			}
 			fmt.Fprintln(w)
 		}
+		if z := h.Snooze; z != nil {
+			until := "until unsnoozed"
+			if z.Until != "" {
+				until = "until " + short(z.Until)
+			}
+			fmt.Fprintf(w, "snoozed %s: notifications muted by %s since %s, %s", h.HuntID, z.By, short(z.Since), until)
+			if z.Reason != "" {
+				fmt.Fprintf(w, ": %s", oneLine(z.Reason))
+			}
+			fmt.Fprintln(w)
+		}
 		for _, b := range h.Backfills {
 			fmt.Fprintf(w, "backfill %s of %s: %d/%d chunks, [%s, %s) done to %s (requested by %s)\n",
 				b.ID, h.HuntID, b.ChunksDone, b.Chunks, short(b.From), short(b.To), short(b.Done), b.RequestedBy)
