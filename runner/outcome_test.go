@@ -80,6 +80,38 @@ func TestAmbiguousCommitEndsAsItsRow(t *testing.T) {
 	}
 }
 
+// A commit that lands but is answered 9 s late, with its read-backs held too: however the
+// attempts and the lease's trusted deadline fall, the run is one success, recorded once, never
+// a lost run beside its commit. (Which path settles it depends on timing; the guard for the
+// trust running out first, the read-back in Runner.landed, is caught by the e2e test
+// TestRunnersThroughAmbiguousAnswers at load average 8 and above.)
+func TestCommitSettledPastTheTrustedDeadline(t *testing.T) {
+	e := newPrivateEnv(t)
+	h := hunt.Hunt{ID: "late", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)), Query: eventsQuery, MaxFindings: hunt.MaxFindingsCeiling}
+	r := e.runner("pod-a", testSet("x", h), nil)
+	var mu sync.Mutex
+	var reports []RunReport
+	r.opts.OnRun = func(rep RunReport) { mu.Lock(); reports = append(reports, rep); mu.Unlock() }
+	// The first attempt lands and is answered 9 s later; the second is held 9 s before it
+	// runs (and then finds the first's row); later ones would settle it, if the lease were
+	// still trusted by then.
+	e.srv.SetFaults(t,
+		ctl.FaultRule{Name: "landed", Kind: ctl.KindInsert, Match: matchCommit, Times: 1, Effect: ctl.DelayAnswer, Delay: 9 * time.Second},
+		ctl.FaultRule{Name: "held", Kind: ctl.KindInsert, Match: matchCommit, Times: 1, Effect: ctl.DelayStart, Delay: 9 * time.Second})
+	e.tickUntil(r, "a run to end", func() bool { mu.Lock(); defer mu.Unlock(); return len(reports) > 0 })
+	if e.firedCount("landed") == 0 || e.firedCount("held") == 0 {
+		t.Fatalf("the faults fired %d and %d times, want both", e.firedCount("landed"), e.firedCount("held"))
+	}
+	mu.Lock()
+	if len(reports) != 1 || reports[0].Status != hunt.RunSucceeded {
+		t.Errorf("outcomes %+v, want one success", reports)
+	}
+	mu.Unlock()
+	if runs := e.runs("late"); len(runs) != 1 || runs[0].Status != hunt.RunSucceeded {
+		t.Errorf("hunt_runs %+v, want one succeeded and nothing else", runs)
+	}
+}
+
 // A late hunt_state row never undoes a newer fire's outcome: pod A commits fire N and its
 // success state row is held on the way; pod B runs fire N+1, which fails, and records the
 // failure and its backoff; A's row then lands (or is retried) and is refused by the fence on

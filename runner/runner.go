@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -31,7 +32,8 @@ type Claimer interface {
 // StateStore is the coordination state as the runner uses it (store.Store implements it).
 type StateStore interface {
 	Snapshot(ctx context.Context) (store.Snapshot, error)
-	Advance(ctx context.Context, l lease.Lease, run store.Run) error // commits run.WindowEnd and the run's rows
+	Advance(ctx context.Context, l lease.Lease, run store.Run) error           // commits run.WindowEnd and the run's rows
+	Committed(ctx context.Context, huntID string, run uuid.UUID) (bool, error) // the run's commit row is there
 	RecordRun(ctx context.Context, r store.Run) error
 	Recorded(ctx context.Context, r store.Run) (bool, error) // RecordRun's row is there
 	SetStates(ctx context.Context, sts []store.State) error  // as few inserts as the URL cap allows
