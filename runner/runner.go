@@ -17,6 +17,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/hunt"
+	"github.com/hunt-runner/hunt-runner/internal/attrib"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/store"
 )
@@ -101,6 +102,12 @@ type Options struct {
 	// the server (the rows are never sent) and again by the runner's reader.
 	MaxFindingBytes     int64
 	MaxRunFindingsBytes int64
+
+	// Workloads are the workload classes of live fires and backfill chunks: each statement of
+	// such a run (its source checks, its SELECT, its findings insert) carries the class as the
+	// workload setting. Empty classes send none (attrib.WorkloadLiveDefault and friends).
+	// The caller checks the server knows them (attrib.CheckWorkloads).
+	Workloads attrib.Workloads
 }
 
 func (o *Options) setDefaults() error {

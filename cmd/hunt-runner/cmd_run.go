@@ -12,6 +12,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/hunt"
+	"github.com/hunt-runner/hunt-runner/internal/attrib"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/runner"
 )
@@ -52,7 +53,7 @@ func runCommand() *cli.Command {
 		Description: "Every --tick the runner reads ClickHouse's clock and the coordination state in one query,\n" +
 			"claims every due fire in one batch and runs the winners, at most --concurrency at a time.\n" +
 			"SIGTERM stops claiming and lets running hunts finish within --grace; the exit code is then 0.",
-		Flags:  concat(clickhouseFlags(), sourceFlags(), runFlags(), statusAuthFlags(), huntsFlags(), []cli.Flag{notifyConfigFlag, huntSetFlag()}),
+		Flags:  concat(clickhouseFlags(), sourceFlags(), runFlags(), statusAuthFlags(), huntsFlags(), workloadFlags(), []cli.Flag{notifyConfigFlag, huntSetFlag()}),
 		Action: runAction,
 	}
 }
@@ -96,6 +97,10 @@ func runAction(c *cli.Context) error {
 	if err := checkLayout(c, conn, chOpts.Database); err != nil {
 		return err
 	}
+	workloads := attrib.Workloads{Live: c.String("workload-live"), Backfill: c.String("workload-backfill")}
+	if err := checkWorkloads(c, conn, workloads); err != nil {
+		return err
+	}
 
 	huntConn, err := openHuntsClickHouse(c, log)
 	if err != nil {
@@ -114,7 +119,8 @@ func runAction(c *cli.Context) error {
 		listen: c.String("listen"), statusToken: token, links: links, replicas: true, perHunt: c.Int("metrics-per-hunt"),
 		lease: lease.Options{Lease: c.Duration("lease"), Settle: c.Duration("settle")},
 		loop: runner.Options{Tick: c.Duration("tick"), Concurrency: c.Int("concurrency"), MaxQueued: c.Int("max-queued"),
-			Grace: c.Duration("grace"), MaxFindingBytes: c.Int64("max-finding-bytes"), MaxRunFindingsBytes: c.Int64("max-run-findings-bytes")},
+			Grace: c.Duration("grace"), MaxFindingBytes: c.Int64("max-finding-bytes"), MaxRunFindingsBytes: c.Int64("max-run-findings-bytes"),
+			Workloads: workloads},
 	}, log)
 	if err != nil {
 		return cli.Exit(err.Error(), exitUsage)
