@@ -24,7 +24,8 @@ to apply anything but the reviewed text.
 
   runner        SELECT, INSERT on hunt_lease, hunt_watermark, hunt_state, hunt_run,
                 hunt_findings and hunt_runner_heartbeat; SELECT on hunt_schedule, hunt_publish and
-                hunt_request; SELECT on system.databases and system.replicas. No source data.
+                hunt_request; SELECT on system.databases, system.replicas and system.workloads.
+                No source data. --workloads adds the suggested workload hierarchy.
   materialiser  SELECT, INSERT on hunt_schedule, hunt_publish and hunt_request (materialise,
                 trigger); nothing else.
   hunts         the identity hunt queries run as (run --hunts-user): SELECT on the databases named
@@ -57,6 +58,8 @@ existing user, so applying it rotates.
 				Usage: "also set the password of an existing user (rotation); the SQL and its SHA-256 change accordingly"},
 			&cli.StringFlag{Name: "cluster", EnvVars: envFor("cluster"),
 				Usage: "add ON CLUSTER NAME to every statement (access entities not replicated)"},
+			&cli.BoolFlag{Name: "workloads", EnvVars: envFor("workloads"),
+				Usage: "runner: also create the suggested workload hierarchy (all > live priority 0, backfill 1, preview 2) for run's --workload-* flags"},
 			&cli.BoolFlag{Name: "apply", EnvVars: envFor("apply"),
 				Usage: "run the SQL (needs an admin identity and the new identity's password)"},
 			&cli.StringFlag{Name: "password-file", EnvVars: envFor("password-file"),
@@ -78,6 +81,7 @@ func runProvision(c *cli.Context) error {
 	}
 	opts := provision.Options{
 		Role:             provision.Role(c.String("role")),
+		Workloads:        c.Bool("workloads"),
 		Database:         o.Database,
 		User:             c.String("user"),
 		Cluster:          c.String("cluster"),

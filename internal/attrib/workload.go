@@ -99,16 +99,14 @@ func CheckWorkloads(ctx context.Context, conn driver.Conn, w Workloads) error {
 			return fmt.Errorf("%s %q: a workload name is letters, digits and '_', starting with a letter or '_' (at most 64)", c.Flag, c.Name)
 		}
 	}
-	var exists uint8
-	if err := conn.QueryRow(ctx, "SELECT count() > 0 FROM system.tables WHERE database = 'system' AND name = 'workloads'").Scan(&exists); err != nil {
-		return fmt.Errorf("check workloads: %w", err)
-	}
-	if exists == 0 {
-		return fmt.Errorf("%s %s: %w; unset the flag to send no workload", classes[0].Flag, classes[0].Name, ErrNoWorkloads)
-	}
 	rows, err := conn.Query(ctx, "SELECT name, parent FROM system.workloads")
 	if err != nil {
-		return fmt.Errorf("check workloads: read system.workloads: %w", err)
+		var ex *clickhouse.Exception
+		if errors.As(err, &ex) && ex.Code == codeUnknownTable {
+			return fmt.Errorf("%s %s: %w; unset the flag to send no workload", classes[0].Flag, classes[0].Name, ErrNoWorkloads)
+		}
+		return fmt.Errorf("%s: read system.workloads: %w (the identity needs SELECT on system.workloads: provision --role runner grants it)",
+			classes[0].Flag, err)
 	}
 	defer rows.Close()
 	known := map[string]string{}
