@@ -286,4 +286,3 @@ func TestSimulationCapGuards(t *testing.T) {
 		})
 	}
 }
-
