@@ -33,6 +33,7 @@ func recordEverything(ctx context.Context, m *Metrics) {
 	m.runDone(ctx, "h", hunt.KindScheduled, hunt.RunSucceeded, time.Second, 3)
 	m.runDone(ctx, "n", hunt.KindBackfill, hunt.RunFailed, time.Second, 0)
 	m.claims(ctx, "won", 1)
+	m.capDeferredFires(ctx, "plan", 1)
 	m.findingsDropped(ctx, "h", 1)
 	m.findingsTruncated(ctx, "h", 1)
 	m.gap(ctx, "h")
