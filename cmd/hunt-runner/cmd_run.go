@@ -26,6 +26,8 @@ func runFlags() []cli.Flag {
 			Usage: "how often due fires are planned and claimed"}),
 		&cli.IntFlag{Name: "concurrency", Value: 4, EnvVars: envFor("concurrency"),
 			Usage: "hunt runs in flight at once in this process"},
+		&cli.IntFlag{Name: "cap", Value: runner.CapDefault, EnvVars: envFor("cap"),
+			Usage: "most runs of this hunt set's hunts (live fires and backfill chunks, queued or running) in flight across every pod of the set at once; every pod of the set must use the same value. 0: no cap"},
 		&cli.IntFlag{Name: "max-queued", EnvVars: envFor("max-queued"),
 			Usage: "won fires that may wait for a run slot (default 0: sized to what the slots finish during two claim cycles); a claim takes at most concurrency + max-queued − held"},
 		durationFlag(&cli.DurationFlag{Name: "lease", Value: lease.DefaultLease, EnvVars: envFor("lease"),
@@ -120,7 +122,7 @@ func runAction(c *cli.Context) error {
 		lease: lease.Options{Lease: c.Duration("lease"), Settle: c.Duration("settle")},
 		loop: runner.Options{Tick: c.Duration("tick"), Concurrency: c.Int("concurrency"), MaxQueued: c.Int("max-queued"),
 			Grace: c.Duration("grace"), MaxFindingBytes: c.Int64("max-finding-bytes"), MaxRunFindingsBytes: c.Int64("max-run-findings-bytes"),
-			Workloads: workloads},
+			Workloads: workloads, Cap: c.Int("cap")},
 	}, log)
 	if err != nil {
 		return cli.Exit(err.Error(), exitUsage)
