@@ -116,3 +116,25 @@ func TestCapHoldsAcrossRunners(t *testing.T) {
 		t.Fatalf("at most %d run at once: the cap was never reached, so it was not tested", slow.peak)
 	}
 }
+
+// The plan's share of the cap: the set's live leases, its hunts' and their backfills', take
+// room; a spent lease, an expired one and another set's hunt do not.
+func TestCapPlanCountsTheSetsLiveLeases(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	live := now.Add(time.Minute)
+	set := testSet("x", hunt.Hunt{ID: "a", Interval: time.Hour}, hunt.Hunt{ID: "b", Interval: time.Hour},
+		hunt.Hunt{ID: "c", Interval: time.Hour}, hunt.Hunt{ID: "d", Interval: time.Hour})
+	snap := store.Snapshot{Now: now, Hunts: map[string]store.HuntState{
+		"a":     {HasLease: true, LeaseFire: 100, LeaseUntil: live},                                     // held
+		"b":     {HasLease: true, LeaseFire: 100, LeaseUntil: live, HasWatermark: true, Watermark: 100}, // spent
+		"c":     {HasLease: true, LeaseFire: 100, LeaseUntil: now.Add(-time.Second)},                    // expired
+		"other": {HasLease: true, LeaseFire: 100, LeaseUntil: live},                                     // not this set's
+	}, Backfills: []store.Backfill{{ID: "1", HuntID: "d", Progress: store.HuntState{HasLease: true, LeaseFire: 100, LeaseUntil: live}}}}
+	due := []dueFire{{Fire: 1}, {Fire: 2}, {Fire: 3}}
+	for _, tc := range []struct{ cap, want int }{{0, 3}, {1, 0}, {2, 0}, {3, 1}, {4, 2}, {9, 3}} {
+		r := &Runner{opts: Options{Cap: tc.cap}, log: testLogger(t)}
+		if got := r.capDue(context.Background(), snap, set, due); len(got) != tc.want {
+			t.Errorf("cap %d: %d of 3 due fires kept, want %d (a and d's backfill hold two)", tc.cap, len(got), tc.want)
+		}
+	}
+}
