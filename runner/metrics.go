@@ -45,7 +45,7 @@ import (
 //	and the ops pack's health gauges (metrics_health.go)
 type Metrics struct {
 	runs, rows, claimsC, gaps, overruns, chErrors, dropped, truncated, sevFallback, capDeferred metric.Int64Counter
-	runDur, tickDur, claimInsert                                                   metric.Float64Histogram
+	runDur, tickDur, claimInsert                                                                metric.Float64Histogram
 
 	mu           sync.Mutex
 	replicaDelay time.Duration
