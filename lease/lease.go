@@ -178,7 +178,7 @@ type Cap struct {
 // ClaimCapped is Claim under a cap: after the verify, one more read (Store.Running) counts the
 // live leases of the scope that are not this batch's winners, and the winners beyond Max
 // minus that count, in fires' order, are released without running (Lost; Result.OverCap).
-// docs/claim-protocol.md ("The cap") derives the bound.
+// docs/claim-protocol.md ("The cap on runs in flight") derives the bound.
 func (c *Coordinator) ClaimCapped(ctx context.Context, fires []Fire, cp Cap) (Result, error) {
 	return c.proto.claimCapped(ctx, fires, cp)
 }

@@ -305,7 +305,7 @@ func (p *protocol) winners(ctx context.Context, landed []Row, verify View, freeR
 // winners take what is left in the order they were asked for. Counting every other lease, not
 // only those claimed before ours, is what makes the bound hold with replica clocks apart: a
 // rank by claimed time would let two claims each rank the other after itself when the later
-// one's clock runs behind (docs/claim-protocol.md, "The cap"). A winner the read cannot vouch
+// one's clock runs behind (docs/claim-protocol.md, "The cap on runs in flight"). A winner the read cannot vouch
 // for is not run: on a failed read all of them are released and Failed.
 func (p *protocol) capped(ctx context.Context, cp Cap, res *Result) {
 	running, err := p.store.Running(ctx, cp.Hunts)

@@ -470,7 +470,7 @@ func (r *Runner) tick(ctx context.Context) error {
 	claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), r.opts.Lease/2)
 	var res lease.Result
 	if r.opts.Cap > 0 {
-		res, err = r.claimer.ClaimCapped(claimCtx, fires, lease.Cap{Max: r.opts.Cap, Hunts: enabledIDs(set)})
+		res, err = r.claimer.ClaimCapped(claimCtx, fires, lease.Cap{Max: r.opts.Cap, Hunts: capScope(set)})
 	} else {
 		res, err = r.claimer.Claim(claimCtx, fires)
 	}
@@ -534,7 +534,7 @@ func (r *Runner) capDue(ctx context.Context, snap store.Snapshot, set *hunt.Set,
 	}
 	held := 0
 	inSet := map[string]bool{}
-	for _, h := range set.Enabled() {
+	for _, h := range set.Hunts {
 		inSet[h.ID] = true
 		if st, ok := snap.Hunts[h.ID]; ok && st.LeaseHeld(snap.Now) {
 			held++
@@ -554,11 +554,11 @@ func (r *Runner) capDue(ctx context.Context, snap store.Snapshot, set *hunt.Set,
 	return due[:room]
 }
 
-// enabledIDs is the cap's scope: the ids of the set's enabled hunts.
-func enabledIDs(set *hunt.Set) []string {
-	hs := set.Enabled()
-	out := make([]string, len(hs))
-	for i, h := range hs {
+// capScope is the cap's scope: every loaded hunt of the set, disabled ones too (a hunt disabled
+// by a reload may still be running a fire its lease holds).
+func capScope(set *hunt.Set) []string {
+	out := make([]string, len(set.Hunts))
+	for i, h := range set.Hunts {
 		out[i] = h.ID
 	}
 	return out
