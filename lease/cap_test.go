@@ -26,26 +26,44 @@ func TestClaimCappedKeepsTheFirstWinnersUpToTheCap(t *testing.T) {
 		}
 	}
 	fires := []lease.Fire{{HuntID: "h1", Fire: now - 5}, {HuntID: "h2", Fire: now - 5}, {HuntID: "h3", Fire: now - 5}}
-	res, err := c.ClaimCapped(ctx, fires, lease.Cap{Max: 2, Hunts: scope})
-	if err != nil {
-		t.Fatal(err)
+	// claimUntil claims fs under cap 2 until want wins: on a loaded machine a claim may be lost
+	// (a late acknowledgement, an extension past its margin), never more than the cap kept.
+	claimUntil := func(fs []lease.Fire, want string) lease.Lease {
+		t.Helper()
+		var won lease.Lease
+		ok := chtest.Poll(time.Minute, func() bool {
+			res, err := c.ClaimCapped(ctx, fs, lease.Cap{Max: 2, Hunts: scope})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Won) > 1 || (len(res.Won) == 1 && res.Won[0].HuntID != want) {
+				t.Fatalf("cap 2 with one peer lease: %+v, want at most %s won (the first asked), the rest over the cap", res, want)
+			}
+			if len(res.Won) == 1 && res.OverCap != len(fs)-1 {
+				t.Fatalf("%d over the cap, want the %d winners after the first: %+v", res.OverCap, len(fs)-1, res)
+			}
+			live, err := leases(db).Running(ctx, scope)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(live) > 2 {
+				t.Fatalf("live leases of the scope after the claim: %+v, want at most the cap (2)", live)
+			}
+			if len(res.Won) == 1 {
+				won = res.Won[0]
+				return true
+			}
+			return false
+		})
+		if !ok {
+			t.Fatalf("%s never won", want)
+		}
+		return won
 	}
-	if len(res.Won) != 1 || res.Won[0].HuntID != "h1" || len(res.Lost) != 2 || res.OverCap != 2 {
-		t.Fatalf("cap 2 with one peer lease: %+v, want h1 won, h2 and h3 lost over the cap", res)
-	}
-	live, err := leases(db).Running(ctx, scope)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(live) != 2 {
-		t.Fatalf("live leases of the scope after the claim: %+v, want the peer's and h1 (the others released)", live)
-	}
+	h1 := claimUntil(fires, "h1")
 	// Room frees when h1 ends: h2 is claimable again, under the same cap.
-	if err := c.Release(ctx, res.Won[0]); err != nil {
+	if err := c.Release(ctx, h1); err != nil {
 		t.Fatal(err)
 	}
-	res, err = c.ClaimCapped(ctx, fires[1:], lease.Cap{Max: 2, Hunts: scope})
-	if err != nil || len(res.Won) != 1 || res.Won[0].HuntID != "h2" || res.OverCap != 1 {
-		t.Fatalf("after h1's release: %+v %v, want h2 won and h3 over the cap", res, err)
-	}
+	claimUntil(fires[1:], "h2")
 }

@@ -130,6 +130,7 @@ func runCapScenario(t *testing.T, seed uint64, p simParams, cp capParams) *capOu
 			wg.Go(func() {
 				var runs sync.WaitGroup
 				defer runs.Wait()
+				var jobs uint64 // this claimer's runs, seeding each one's connection
 				for time.Now().Before(until) {
 					time.Sleep(time.Duration(rng.Int64N(int64(simSettle)) + 1))
 					// The planner: at most max − (live leases it reads) fires, chosen at random.
@@ -178,7 +179,8 @@ func runCapScenario(t *testing.T, seed uint64, p simParams, cp capParams) *capOu
 						// replica up to 2 × skew ahead of the writer sees it end that much sooner.
 						d := min(time.Duration(rng.Int64N(int64(3*simSettle))), max(time.Until(l.Trusted)-2*cp.skew, 0))
 						expire := rng.IntN(4) == 0
-						rc := &simClient{w: w, rng: rand.New(rand.NewPCG(seed, uint64(i)<<32|uint64(out.kept))), cl: cl}
+						jobs++
+						rc := &simClient{w: w, rng: rand.New(rand.NewPCG(seed, uint64(i)<<32|jobs)), cl: cl}
 						runs.Go(func() {
 							time.Sleep(d)
 							out.mu.Lock()
