@@ -71,6 +71,8 @@ type Previewer struct {
 	MaxWindows int
 	// WindowTimeout lowers the hunt's own timeout for each window, when positive and shorter.
 	WindowTimeout time.Duration
+	// Workload is the workload class each window's query runs in (--workload-preview); empty: none.
+	Workload string
 }
 
 // Preview runs h over every window of [from, to] in order, calling each with the window's
@@ -100,7 +102,7 @@ func (p *Previewer) Preview(ctx context.Context, h hunt.Hunt, from, to time.Time
 	run := h
 	run.Timeout = timeout
 	for _, w := range windows {
-		got, err := runner.Preview(ctx, p.Hunts, run, w.Start, w.End, attrib.Preview)
+		got, err := runner.Preview(ctx, p.Hunts, run, w.Start, w.End, attrib.Preview, p.Workload)
 		if err != nil {
 			if timedOut(err) && ctx.Err() == nil {
 				return fmt.Errorf("hunt %s, window %s to %s: took longer than %s (the hunt's timeout, lowered by --window-timeout): "+

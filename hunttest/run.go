@@ -40,6 +40,8 @@ type Engine struct {
 	Private bool
 	// Policy is what hunt queries may use, as for the runner.
 	Policy configsrc.Policy
+	// Workload is the workload class hunt queries run in (--workload-preview); empty: none.
+	Workload string
 }
 
 // Status is a test's outcome.
@@ -107,7 +109,7 @@ func (e *Engine) runCase(ctx context.Context, f *File, h hunt.Hunt, c Case, r *R
 		return
 	}
 	defer conn.Close()
-	got, err := runner.Preview(ctx, conn, h, c.Start, c.End, attrib.Test)
+	got, err := runner.Preview(ctx, conn, h, c.Start, c.End, attrib.Test, e.Workload)
 	if err != nil {
 		e.problem(r, f, c.Line, 1, "hunt %s failed on the fixtures: %s", h.ID, serverMessage(err))
 		return

@@ -5,9 +5,9 @@
 // measurements; this comment states the guarantee and the states.
 //
 // The package is the protocol alone: it writes no SQL. It runs over its Store port (four
-// writes and one read, each one round trip per MaxStatement hunts); store.Store.Leases is the
-// ClickHouse implementation, and the simulation drives the same protocol through an in-memory
-// Store with replica lag. A Coordinator is safe for concurrent use by multiple goroutines.
+// writes and two reads, the second only under a Cap; each one round trip per MaxStatement
+// hunts); store.Store.Leases is the ClickHouse implementation, and the simulation drives the
+// same protocol through an in-memory Store with replica lag. A Coordinator is safe for concurrent use by multiple goroutines.
 //
 // # Rows and order
 //
@@ -46,6 +46,13 @@
 // skew between replicas changes which claim wins, not how many. Beyond the bound two pods can
 // both win; store.Store.Advance's compare-and-set and the committed findings view keep
 // the outputs exact except when both commits overlap in time (docs/claim-protocol.md).
+//
+// # The cap
+//
+// ClaimCapped also holds a scope's live leases to Cap.Max across all claimers: after the
+// verify it reads every live lease of the scope (Store.Running), counts those that are not the
+// batch's winners, and releases the winners beyond what is left, unrun. Under the bound above,
+// at no instant are more than Cap.Max kept leases of the scope live (docs/claim-protocol.md).
 //
 // # Holding a lease
 //

@@ -58,6 +58,9 @@ type Result struct {
 	AlreadyRun []Fire
 	Failed     []Fire
 	Err        error // why Failed is non-empty
+	// OverCap counts the fires of Lost that were won but over Cap.Max (ClaimCapped): released
+	// without running, so the fire stays due.
+	OverCap int
 	// InsertTook is the longest send → acknowledgement of the batch's claim inserts (0: none
 	// was sent). A claim acknowledged Settle or more after it was sent is Lost, so this is what
 	// an operator compares with --settle (hunt_runner_claim_insert_duration).
@@ -161,6 +164,23 @@ func (c *Coordinator) Options() Options { return c.opts }
 // one fenced extension of the winners with its read-back.
 func (c *Coordinator) Claim(ctx context.Context, fires []Fire) (Result, error) {
 	return c.proto.claim(ctx, fires)
+}
+
+// Cap bounds the leases live at once across every claimer of a scope (`run --cap`).
+type Cap struct {
+	// Max is the most live leases the scope may hold at any instant; 0: no cap.
+	Max int
+	// Hunts is the scope: these hunts and their backfill keys (Store.Running). Every claimer
+	// of the scope must claim with the same Max and the same Hunts for the bound to hold.
+	Hunts []string
+}
+
+// ClaimCapped is Claim under a cap: after the verify, one more read (Store.Running) counts the
+// live leases of the scope that are not this batch's winners, and the winners beyond Max
+// minus that count, in fires' order, are released without running (Lost; Result.OverCap).
+// docs/claim-protocol.md ("The cap on runs in flight") derives the bound.
+func (c *Coordinator) ClaimCapped(ctx context.Context, fires []Fire, cp Cap) (Result, error) {
+	return c.proto.claimCapped(ctx, fires, cp)
 }
 
 // Renew extends l by Options.Lease if it is still the newest row for its hunt and live.

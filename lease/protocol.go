@@ -82,6 +82,10 @@ type Store interface {
 	// claim id lasting lease from the store's now; otherwise nothing. A retry of the same
 	// renewal (same l) must not write a second row. The protocol reads back to decide.
 	Renew(ctx context.Context, l Lease, lease time.Duration) error
+	// Running returns the newest lease row of every key of hunts (each hunt, and each of its
+	// backfill keys; never a delivery key) that is live on the store's clock and not spent
+	// (its fire above the key's watermark): the leases a cap counts (Cap).
+	Running(ctx context.Context, hunts []string) ([]Row, error)
 }
 
 // MaxStatement caps the hunts bound into one statement. Parameters travel in the URL over
@@ -121,6 +125,11 @@ func newProtocol(st Store, o Options) *protocol {
 // claim runs one batch: free read, one conditional insert, one settle, one verify read (which
 // carries the watermark re-check), and one fenced extension of the winners with its read-back.
 func (p *protocol) claim(ctx context.Context, fires []Fire) (Result, error) {
+	return p.claimCapped(ctx, fires, Cap{})
+}
+
+// claimCapped is claim with the winners held to cp (capped) before they are extended.
+func (p *protocol) claimCapped(ctx context.Context, fires []Fire, cp Cap) (Result, error) {
 	var res Result
 	batch := oneFirePerHunt(fires, &res)
 	if len(batch) == 0 {
@@ -151,6 +160,9 @@ func (p *protocol) claim(ctx context.Context, fires []Fire) (Result, error) {
 		return p.fail(res, rowFires(landed), fmt.Errorf("lease: verify read: %w", err))
 	}
 	p.winners(ctx, landed, verify, freeRead, &res)
+	if cp.Max > 0 && len(res.Won) > 0 {
+		p.capped(ctx, cp, &res)
+	}
 	if len(res.Won) > 0 {
 		var lost []Fire
 		res.Won, lost = p.extend(ctx, res.Won, freeRead)
@@ -284,6 +296,54 @@ func (p *protocol) winners(ctx context.Context, landed []Row, verify View, freeR
 			continue
 		}
 		res.Won = append(res.Won, won)
+	}
+}
+
+// capped keeps the winners that fit under cp.Max and releases the rest, unrun. It reads, after
+// the verify, every live lease of the scope (Store.Running); those that are not this batch's
+// winners count against the cap whoever holds them and however they rank, and this batch's
+// winners take what is left in the order they were asked for. Counting every other lease, not
+// only those claimed before ours, is what makes the bound hold with replica clocks apart: a
+// rank by claimed time would let two claims each rank the other after itself when the later
+// one's clock runs behind (docs/claim-protocol.md, "The cap on runs in flight"). A winner the read cannot vouch
+// for is not run: on a failed read all of them are released and Failed.
+func (p *protocol) capped(ctx context.Context, cp Cap, res *Result) {
+	running, err := p.store.Running(ctx, cp.Hunts)
+	if err != nil {
+		fires := leaseFires(res.Won)
+		p.releaseUnrun(ctx, res.Won)
+		res.Won = nil
+		res.Failed = append(res.Failed, fires...)
+		res.Err = fmt.Errorf("lease: cap read: %w", err)
+		return
+	}
+	ours := make(map[uuid.UUID]bool, len(res.Won))
+	for _, l := range res.Won {
+		ours[l.ClaimID] = true
+	}
+	others := 0
+	for _, r := range running {
+		if !ours[r.ClaimID] {
+			others++
+		}
+	}
+	keep := max(cp.Max-others, 0)
+	if keep >= len(res.Won) {
+		return
+	}
+	over := res.Won[keep:]
+	res.Won = res.Won[:keep:keep]
+	res.Lost = append(res.Lost, leaseFires(over)...)
+	res.OverCap += len(over)
+	p.log.DebugContext(ctx, "claims over the cap released", "cap", cp.Max, "others_live", others, "kept", keep, "released", len(over))
+	p.releaseUnrun(ctx, over)
+}
+
+// releaseUnrun ends won claims that will not run, fenced as every release is; on failure their
+// provisional rows expire on their own (a lease that no one runs only delays its fire).
+func (p *protocol) releaseUnrun(ctx context.Context, ls []Lease) {
+	if err := p.store.Release(ctx, ls); err != nil {
+		p.log.WarnContext(ctx, "releasing claims that will not run failed; they expire with the provisional lease", "fires", len(ls), "error", err)
 	}
 }
 

@@ -633,6 +633,41 @@ func (c *simClient) Renew(_ context.Context, l Lease, lease time.Duration) error
 	return nil
 }
 
+// Running is store.Leases.Running on the replica reached: the newest row of every key of hunts
+// (a key's hunt is what precedes its first '#') that is live on that replica's clock and not
+// spent.
+func (c *simClient) Running(ctx context.Context, hunts []string) ([]Row, error) {
+	c.net()
+	r := c.replica()
+	at := time.Now()
+	now := c.w.clock(r, at)
+	in := make(map[string]bool, len(hunts))
+	for _, h := range hunts {
+		in[h] = true
+	}
+	var out []Row
+	c.w.mu.Lock()
+	seen := map[string]bool{}
+	for i := range c.w.leases {
+		key := c.w.leases[i].HuntID
+		if h, _, _ := strings.Cut(key, "#"); !in[h] || seen[key] {
+			continue
+		}
+		seen[key] = true
+		l, _, ok := c.w.newestLease(key, r, at)
+		if !ok || !l.Until.After(now) {
+			continue
+		}
+		if m, has := c.w.newestWatermark(key, r, at); has && m.wm >= l.Fire {
+			continue
+		}
+		out = append(out, l)
+	}
+	c.w.mu.Unlock()
+	c.net()
+	return out, nil
+}
+
 // errSimUnknown is a write's answer that leaves its outcome unknown (Transient, not Refused).
 var errSimUnknown = &clickhouse.Exception{Code: 210, Name: "NETWORK_ERROR", Message: "sim: answer lost"}
 

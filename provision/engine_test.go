@@ -266,6 +266,7 @@ func TestStatementsParseOnEngine(t *testing.T) {
 	for _, o := range []Options{
 		{Role: RoleScaler, Database: db.Name},
 		{Role: RoleRunner, Database: db.Name},
+		{Role: RoleRunner, Database: db.Name, Workloads: true},
 		{Role: RoleMaterialiser, Database: db.Name, RotatePassword: true},
 		{Role: RoleHunts, Database: db.Name, SourceDatabases: []string{"logs", "edr"}, RotatePassword: true},
 		{Role: RoleScaler, Database: db.Name, Cluster: "main"},
@@ -305,5 +306,55 @@ func TestApplyScrubsThePasswordFromErrors(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "[redacted]") {
 		t.Fatalf("the server did not echo the statement, so scrubbing was not exercised: %v", err)
+	}
+}
+
+// The suggested workload hierarchy applies on the engine, twice, and gives the three classes
+// under one root with live first: what run's start-up check then finds.
+func TestWorkloadHierarchyOnEngine(t *testing.T) {
+	db := chtest.New(t)
+	ctx := context.Background()
+	p, err := Generate(Options{Role: RoleRunner, Database: db.Name, Workloads: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, n := range []string{"live", "backfill", "preview"} {
+			_ = db.Conn.Exec(context.Background(), "DROP WORKLOAD IF EXISTS "+n)
+		}
+	})
+	n := 0
+	for round := 1; round <= 2; round++ {
+		for _, s := range p.Statements {
+			if s.Kind != KindWorkload {
+				continue
+			}
+			n++
+			if err := db.Conn.Exec(ctx, s.SQL); err != nil {
+				t.Fatalf("round %d: %s: %v", round, s.SQL, err)
+			}
+		}
+	}
+	if n != 8 {
+		t.Fatalf("%d workload statements over two rounds, want 4 each", n)
+	}
+	rows, err := db.Conn.Query(ctx, "SELECT name, parent, create_query FROM system.workloads WHERE name IN ('live', 'backfill', 'preview')")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	got := map[string]string{}
+	for rows.Next() {
+		var name, parent, q string
+		if err := rows.Scan(&name, &parent, &q); err != nil {
+			t.Fatal(err)
+		}
+		got[name] = parent + " " + q[strings.Index(q, "priority"):]
+	}
+	want := map[string]string{"live": "all priority = 0", "backfill": "all priority = 1", "preview": "all priority = 2"}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("workload %s: %q, want %q", k, got[k], v)
+		}
 	}
 }

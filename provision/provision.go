@@ -39,6 +39,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hunt-runner/hunt-runner/internal/attrib"
 	"github.com/hunt-runner/hunt-runner/store"
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
@@ -79,6 +80,8 @@ const (
 	KindProfile = "profile"
 	KindUser    = "user"
 	KindGrant   = "grant"
+	// KindWorkload is a CREATE WORKLOAD of the suggested hierarchy (Options.Workloads).
+	KindWorkload = "workload"
 )
 
 // ErrInvalid marks bad options.
@@ -105,6 +108,9 @@ type Options struct {
 	// Cluster adds ON CLUSTER to every statement, for servers whose access entities are not
 	// replicated (leave empty with replicated access storage or a single node).
 	Cluster string
+	// Workloads (runner only) adds the suggested workload hierarchy (attrib.WorkloadHierarchy):
+	// a root with live, backfill and preview classes under it, for --workload-live and friends.
+	Workloads bool
 	// MaxExecutionTime is the profile's server-side limit in seconds: the scaler's (default 5)
 	// or the ceiling of the hunts' (default DefaultHuntsMaxExecutionTime).
 	MaxExecutionTime int
@@ -127,6 +133,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: --role hunts needs at least one --source-database: the databases hunts may read are named by the operator, never taken from hunt text", ErrInvalid)
 	case o.Role != RoleHunts && len(o.SourceDatabases) > 0:
 		return o, fmt.Errorf("%w: source databases apply to --role hunts only (hunts run as that identity)", ErrInvalid)
+	case o.Role != RoleRunner && o.Workloads:
+		return o, fmt.Errorf("%w: the workload hierarchy goes with --role runner (the runner checks its classes exist)", ErrInvalid)
 	case o.Role != RoleHunts && o.MaxMemoryUsage != 0:
 		return o, fmt.Errorf("%w: a memory limit applies to --role hunts only", ErrInvalid)
 	case o.Role != RoleHunts && o.MaxResultBytes != 0:
@@ -211,6 +219,13 @@ func Generate(o Options) (*Plan, error) {
 		p.scaler()
 	case RoleRunner:
 		p.runner()
+		if o.Workloads {
+			for _, q := range attrib.WorkloadHierarchy() {
+				// No ON CLUSTER: where workloads live (workload_path, or Keeper with
+				// workload_zookeeper_path) is the server's choice, not the statement's.
+				p.add(KindWorkload, "%s", q)
+			}
+		}
 	case RoleMaterialiser:
 		p.materialiser()
 	case RoleHunts:
@@ -252,8 +267,9 @@ func (p *Plan) scaler() {
 }
 
 // runnerSystemTables are the system tables the runner reads: system.databases (the connection
-// check) and system.replicas (replica delay, bounding the claim settle).
-var runnerSystemTables = []string{"databases", "replicas"}
+// check), system.replicas (replica delay, bounding the claim settle) and system.workloads (the
+// start-up check of --workload-live and --workload-backfill).
+var runnerSystemTables = []string{"databases", "replicas", "workloads"}
 
 // user creates the role's user, with its default database; its password is set only at
 // creation (or by RotatePassword).

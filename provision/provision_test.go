@@ -17,6 +17,7 @@ func TestGolden(t *testing.T) {
 	}{
 		{"scaler", Options{Role: RoleScaler}},
 		{"runner", Options{Role: RoleRunner}},
+		{"runner_workloads", Options{Role: RoleRunner, Workloads: true}},
 		{"materialiser", Options{Role: RoleMaterialiser}},
 		{"hunts", Options{Role: RoleHunts, SourceDatabases: []string{"logs", "edr", "logs"}}},
 		{"hunts_rotate", Options{Role: RoleHunts, SourceDatabases: []string{"sample"}, RotatePassword: true, MaxExecutionTime: 600, MaxMemoryUsage: 1 << 30}},
@@ -121,6 +122,8 @@ func TestGenerateRejects(t *testing.T) {
 		{Role: RoleRunner, MaxMemoryUsage: 1 << 30},
 		{Role: RoleHunts, SourceDatabases: []string{"logs"}, User: "default"},
 		{Role: RoleRunner, Cluster: "c;DROP"},
+		{Role: RoleHunts, SourceDatabases: []string{"logs"}, Workloads: true},
+		{Role: RoleScaler, Workloads: true},
 	} {
 		if _, err := Generate(o); !errors.Is(err, ErrInvalid) {
 			t.Errorf("Generate(%+v) = %v, want ErrInvalid", o, err)

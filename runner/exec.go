@@ -85,6 +85,7 @@ func (r *Runner) statement(h *hunt.Hunt, fire int64, runID uuid.UUID, w window, 
 		"log_comment":        r.comment(h, fire, runID, kind).String(),
 	}
 	budgetSettings(h, settings)
+	r.opts.Workloads.Apply(settings, kind)
 	return configsrc.FindingsQuery(h.Query), params, settings
 }
 
@@ -206,7 +207,7 @@ func (r *Runner) insertFindings(ctx context.Context, h *hunt.Hunt, fire int64, r
 	err = r.store.InsertFindings(ctx, store.Findings{HuntID: h.ID, Fire: fire, RunID: runID, Severity: h.Severity,
 		Labels: h.Labels, Docs: docs, Found: time.Now(), Explained: ex, Runbook: h.Runbook, Mitre: h.Mitre,
 		Revision:   h.Revision(),
-		LogComment: r.comment(h, fire, runID, kind).String(), QueryID: attrib.QueryID(runID, fmt.Sprintf("findings-%d", attempt))})
+		LogComment: r.comment(h, fire, runID, kind).String(), Workload: r.opts.Workloads.For(kind), QueryID: attrib.QueryID(runID, fmt.Sprintf("findings-%d", attempt))})
 	if err != nil {
 		return &runError{stage: "store findings", err: err}
 	}

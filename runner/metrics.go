@@ -23,6 +23,7 @@ import (
 //	hunt_runner_run_duration_seconds{outcome,kind}    never per hunt (hunt_runs has every run's duration)
 //	hunt_runner_rows_written_total                    [hunt_id] distinct findings of succeeded fires
 //	hunt_runner_claims_total{outcome}                 won|lost|already_run|error
+//	hunt_runner_cap_deferred_total{stage}             fires held back by --cap: plan (not claimed) | claim (won, released unrun)
 //	hunt_runner_behind_seconds                        [hunt_id] the most behind planned hunt: now − its oldest owed fire
 //	hunt_runner_gaps_total                            [hunt_id]
 //	hunt_runner_findings_dropped_total                [hunt_id]
@@ -43,8 +44,8 @@ import (
 //	hunt_runner_consistency_info{mode}                1 for the coordination connection's mode
 //	and the ops pack's health gauges (metrics_health.go)
 type Metrics struct {
-	runs, rows, claimsC, gaps, overruns, chErrors, dropped, truncated, sevFallback metric.Int64Counter
-	runDur, tickDur, claimInsert                                                   metric.Float64Histogram
+	runs, rows, claimsC, gaps, overruns, chErrors, dropped, truncated, sevFallback, capDeferred metric.Int64Counter
+	runDur, tickDur, claimInsert                                                                metric.Float64Histogram
 
 	mu           sync.Mutex
 	replicaDelay time.Duration
@@ -79,6 +80,8 @@ func NewMetrics(meter metric.Meter, settle time.Duration, opts ...MetricsOption)
 	m.runs = counter("hunt_runner_runs", "Finished hunt run attempts by outcome.")
 	m.rows = counter("hunt_runner_rows_written", "Findings of succeeded runs (distinct rows of the fire).")
 	m.claimsC = counter("hunt_runner_claims", "Claim attempts by outcome.")
+	m.capDeferred = counter("hunt_runner_cap_deferred", "Due fires held back by the cap on runs in flight across the hunt set (--cap): "+
+		"stage plan, not claimed; stage claim, won over the cap and released without running. They stay due.")
 	m.gaps = counter("hunt_runner_gaps", "Ranges skipped because an outage exceeded max_catchup.")
 	m.dropped = counter("hunt_runner_findings_dropped", "Result rows past a hunt's max_findings or its run's byte cap, counted but not stored.")
 	m.truncated = counter("hunt_runner_findings_truncated", "Findings over the per-finding byte cap, stored as truncation records.")
@@ -227,6 +230,9 @@ const (
 	stageSnapshot, stageClaim, stageRenew, stageCommit, stageRelease = "snapshot", "claim", "renew", "commit", "release"
 	stageHeartbeat, stageOwnership                                   = "heartbeat", "ownership"
 	stagePublishedHash, stageReplicaDelay                            = "published_hash", "replica_delay"
+
+	// The stages at which the cap holds fires back (hunt_runner_cap_deferred_total).
+	capStagePlan, capStageClaim = "plan", "claim"
 )
 
 // initialise records 0 on every total with every label value it can take (per-hunt series
@@ -245,6 +251,9 @@ func (m *Metrics) initialise() {
 	}
 	for _, s := range errorStages {
 		m.chErrors.Add(ctx, 0, metric.WithAttributes(attribute.String("stage", s)))
+	}
+	for _, s := range []string{capStagePlan, capStageClaim} {
+		m.capDeferred.Add(ctx, 0, metric.WithAttributes(attribute.String("stage", s)))
 	}
 	for _, c := range []metric.Int64Counter{m.rows, m.gaps, m.dropped, m.truncated, m.sevFallback, m.overruns} {
 		c.Add(ctx, 0)
@@ -275,6 +284,14 @@ func (m *Metrics) claims(ctx context.Context, outcome string, n int) {
 		return
 	}
 	m.claimsC.Add(ctx, int64(n), metric.WithAttributes(attribute.String("outcome", outcome)))
+}
+
+// capDeferredFires counts n fires held back by the cap at stage (plan or claim).
+func (m *Metrics) capDeferredFires(ctx context.Context, stage string, n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.capDeferred.Add(context.WithoutCancel(ctx), int64(n), metric.WithAttributes(attribute.String("stage", stage)))
 }
 
 func (m *Metrics) findingsTruncated(ctx context.Context, huntID string, n uint64) {

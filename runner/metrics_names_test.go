@@ -33,6 +33,7 @@ func recordEverything(ctx context.Context, m *Metrics) {
 	m.runDone(ctx, "h", hunt.KindScheduled, hunt.RunSucceeded, time.Second, 3)
 	m.runDone(ctx, "n", hunt.KindBackfill, hunt.RunFailed, time.Second, 0)
 	m.claims(ctx, claimWon, 1)
+	m.capDeferredFires(ctx, capStagePlan, 1)
 	m.findingsDropped(ctx, "h", 1)
 	m.findingsTruncated(ctx, "h", 1)
 	m.gap(ctx, "h")
@@ -273,6 +274,7 @@ func TestCountersInitialised(t *testing.T) {
 	for _, s := range errorStages {
 		want = append(want, fmt.Sprintf(`hunt_runner_clickhouse_errors_total{stage="%s"} 0`, s))
 	}
+	want = append(want, `hunt_runner_cap_deferred_total{stage="plan"} 0`, `hunt_runner_cap_deferred_total{stage="claim"} 0`)
 	want = append(want, "hunt_runner_rows_written_total 0", "hunt_runner_gaps_total 0", "hunt_runner_findings_dropped_total 0",
 		"hunt_runner_findings_truncated_total 0", "hunt_runner_findings_severity_fallback_total 0", "hunt_runner_overruns_total 0")
 	for _, w := range want {

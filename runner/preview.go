@@ -25,12 +25,14 @@ type Findings struct {
 // store. It writes nothing: `hunt-runner test` (kind attrib.Test) and `preview` (attrib.Preview)
 // use it, and the findings of a preview must be the findings a run commits. Each call is a
 // run of its own in the server's query log: a fresh run id, the host as the runner id.
-func Preview(ctx context.Context, conn driver.Conn, h hunt.Hunt, start, end time.Time, kind attrib.Kind) (Findings, error) {
+// workload is the preview class (`--workload-preview`, which `test` shares); empty sends none.
+func Preview(ctx context.Context, conn driver.Conn, h hunt.Hunt, start, end time.Time, kind attrib.Kind, workload string) (Findings, error) {
 	h = h.WithDefaults() // a hunt built by hand runs with the limits a loaded one has
 	r, err := previewRunner(conn)
 	if err != nil {
 		return Findings{}, err
 	}
+	r.opts.Workloads = attrib.Workloads{Preview: workload}
 	f, err := r.query(ctx, &h, end.Unix(), uuid.New(), window{DataStart: start.UTC(), DataEnd: end.UTC()}, kind)
 	return Findings{Docs: f.docs, Total: f.total, Dropped: f.dropped}, err
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/hunt"
+	"github.com/hunt-runner/hunt-runner/internal/attrib"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/store"
 )
@@ -25,6 +26,9 @@ import (
 // Claimer is the claim protocol as the runner uses it (lease.Coordinator implements it).
 type Claimer interface {
 	Claim(ctx context.Context, fires []lease.Fire) (lease.Result, error)
+	// ClaimCapped is Claim holding the live leases of cp.Hunts (and their backfill keys) to
+	// cp.Max across every claimer (Options.Cap).
+	ClaimCapped(ctx context.Context, fires []lease.Fire, cp lease.Cap) (lease.Result, error)
 	Renew(ctx context.Context, l lease.Lease) (lease.Lease, error)
 	Release(ctx context.Context, l lease.Lease) error
 }
@@ -106,6 +110,19 @@ type Options struct {
 	// the server (the rows are never sent) and again by the runner's reader.
 	MaxFindingBytes     int64
 	MaxRunFindingsBytes int64
+
+	// Cap is the most runs of this hunt set's hunts (live fires and backfill chunks) in flight
+	// across every pod of the set at once: each holds a live lease while queued or running,
+	// and a tick claims at most Cap − (live leases of the set), held exactly by the claim
+	// (lease.Coordinator.ClaimCapped). Every pod of the set must run with the same Cap.
+	// 0 (CapDefault): no cap.
+	Cap int
+
+	// Workloads are the workload classes of live fires and backfill chunks: each statement of
+	// such a run (its source checks, its SELECT, its findings insert) carries the class as the
+	// workload setting. Empty classes send none (attrib.WorkloadLiveDefault and friends).
+	// The caller checks the server knows them (attrib.CheckWorkloads).
+	Workloads attrib.Workloads
 }
 
 func (o *Options) setDefaults() error {
@@ -147,6 +164,8 @@ func (o *Options) setDefaults() error {
 		return fmt.Errorf("runner: tick %v must be positive", o.Tick)
 	case o.Concurrency < 0:
 		return fmt.Errorf("runner: concurrency %d must be positive", o.Concurrency)
+	case o.Cap < 0:
+		return fmt.Errorf("runner: cap %d must not be negative (0: no cap)", o.Cap)
 	case o.MaxQueued < 0:
 		return fmt.Errorf("runner: max queued %d must not be negative", o.MaxQueued)
 	case o.Lease < 3*time.Second:
@@ -178,6 +197,7 @@ func (o *Options) setDefaults() error {
 // Defaults of Options (the run command's flags use them too).
 const (
 	DefaultConcurrency = 4
+	CapDefault         = 0 // no cap on the set's runs in flight
 )
 
 // Runner is the worker loop. Create it with New and run it with Start.
@@ -203,6 +223,7 @@ type Runner struct {
 	wg       sync.WaitGroup
 	runCtx   context.Context
 	backlog  bool          // the last tick left due fires unclaimed for lack of capacity
+	capLost  bool          // the last claim released fires over the cap: the next tick is jittered
 	wake     chan struct{} // finished runs ask for an early tick while backlog is set
 	runAvg   time.Duration // moving average of a run, start to commit
 	tickAvg  time.Duration // moving average of a tick that claimed (snapshot + claim)
@@ -305,7 +326,15 @@ func (r *Runner) Start(ctx context.Context) error {
 			continue
 		}
 		failures = 0
-		timer.Reset(r.opts.Tick)
+		r.mu.Lock()
+		next := r.opts.Tick
+		if r.capLost {
+			// Claimers that released each other's claims over the cap must not meet again on
+			// the next tick: pods started together tick in step.
+			next = lease.Jitter(next)
+		}
+		r.mu.Unlock()
+		timer.Reset(next)
 	}
 }
 
@@ -428,6 +457,8 @@ func (r *Runner) tick(ctx context.Context) error {
 		}
 	}
 
+	p.Due = r.capDue(ctx, snap, set, p.Due)
+
 	if len(p.Due) == 0 {
 		r.log.Debug("tick: nothing due", "hunts", len(set.Enabled()), "leased", p.Leased, "backoff", p.BackOff, "busy", p.Busy)
 		return nil
@@ -442,8 +473,17 @@ func (r *Runner) tick(ctx context.Context) error {
 	// A claim cut by shutdown mid-settle would leave rows that hold their hunts until the
 	// lease expires (minutes); finish it instead, and hand back what it won.
 	claimCtx, cancelClaim := context.WithTimeout(context.WithoutCancel(ctx), r.opts.Lease/2)
-	res, err := r.claimer.Claim(claimCtx, fires)
+	var res lease.Result
+	if r.opts.Cap > 0 {
+		res, err = r.claimer.ClaimCapped(claimCtx, fires, lease.Cap{Max: r.opts.Cap, Hunts: capScope(set)})
+	} else {
+		res, err = r.claimer.Claim(claimCtx, fires)
+	}
 	cancelClaim()
+	r.opts.Metrics.capDeferredFires(ctx, capStageClaim, res.OverCap)
+	r.mu.Lock()
+	r.capLost = res.OverCap > 0
+	r.mu.Unlock()
 	if ctx.Err() != nil {
 		r.releaseAll(res.Won)
 		return nil
@@ -488,6 +528,45 @@ func (r *Runner) tick(ctx context.Context) error {
 	}
 	r.enqueue(jobs)
 	return nil
+}
+
+// capDue keeps at most Cap − (live leases of the set's hunts and their backfill keys, as the
+// snapshot saw them) of due, most overdue first (live fires before backfill chunks). The
+// snapshot only plans: ClaimCapped's read after the verify is what holds the cap.
+func (r *Runner) capDue(ctx context.Context, snap store.Snapshot, set *hunt.Set, due []dueFire) []dueFire {
+	if r.opts.Cap <= 0 || len(due) == 0 {
+		return due
+	}
+	held := 0
+	inSet := map[string]bool{}
+	for _, h := range set.Hunts {
+		inSet[h.ID] = true
+		if st, ok := snap.Hunts[h.ID]; ok && st.LeaseHeld(snap.Now) {
+			held++
+		}
+	}
+	for _, b := range snap.Backfills {
+		if inSet[b.HuntID] && b.Progress.LeaseHeld(snap.Now) {
+			held++
+		}
+	}
+	room := max(r.opts.Cap-held, 0)
+	if len(due) <= room {
+		return due
+	}
+	r.opts.Metrics.capDeferredFires(ctx, capStagePlan, len(due)-room)
+	r.log.Debug("due fires held back by the cap", "cap", r.opts.Cap, "held", held, "due", len(due), "claimed", room)
+	return due[:room]
+}
+
+// capScope is the cap's scope: every loaded hunt of the set, disabled ones too (a hunt disabled
+// by a reload may still be running a fire its lease holds).
+func capScope(set *hunt.Set) []string {
+	out := make([]string, len(set.Hunts))
+	for i, h := range set.Hunts {
+		out[i] = h.ID
+	}
+	return out
 }
 
 // checkPublished compares the loaded set's hash with the one materialise published and reads

@@ -33,6 +33,7 @@ func (r *Runner) silentSources(ctx context.Context, h *hunt.Hunt, fire int64, ru
 	// Attributed like the hunt statement (its run's comment, a query id of the run's step).
 	settings := clickhouse.Settings{"max_execution_time": int(max(h.Timeout/time.Second, 1)),
 		"log_comment": r.comment(h, fire, runID, attrib.Live).String()}
+	r.opts.Workloads.Apply(settings, attrib.Live)
 	rows, err := r.huntConn.Query(clickhouse.Context(ctx, clickhouse.WithParameters(params), clickhouse.WithSettings(settings),
 		clickhouse.WithQueryID(attrib.QueryID(runID, "sources"))), q)
 	if err != nil {

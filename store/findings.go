@@ -25,6 +25,8 @@ type Findings struct {
 	// LogComment and QueryID attribute the insert to its run (internal/attrib); empty: the
 	// connection's comment and the driver's random id.
 	LogComment, QueryID string
+	// Workload is the run's workload class (the workload setting); empty: none.
+	Workload string
 	// Explained is what the hunt's explain keys made of each document (hunt.Explainer), one
 	// per Docs entry; nil stores each with the hunt's Severity and no title or dedup key.
 	Explained []hunt.Explained
@@ -49,6 +51,9 @@ func (s *Store) InsertFindings(ctx context.Context, f Findings) error {
 	settings := clickhouse.Settings{"async_insert": 0, "insert_deduplication_token": "findings:" + f.RunID.String()}
 	if f.LogComment != "" {
 		settings["log_comment"] = f.LogComment
+	}
+	if f.Workload != "" {
+		settings["workload"] = f.Workload
 	}
 	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(settings), clickhouse.WithQueryID(f.QueryID))
 	ctx, insert := schema.Insert(ctx, s.database, schema.TableFindings,

@@ -139,6 +139,51 @@ WHERE (l.until <= now64(3) OR (w.hunt_id != '' AND toInt64(l.fire) <= toInt64(w.
 	)
 }
 
+// Running is the cap's read (lease.Cap): the newest lease row of every key of hunts (the hunts
+// and their backfill keys; a delivery key's hunt part is never a hunt id, so it is left out)
+// that is live on the server's clock and not spent. hunt_lease is small (one row per key
+// survives merges, and the TTL drops a day-old lease), so its scan by key prefix is cheap; the
+// watermarks are read by key, for the live keys only.
+func (ls *Leases) Running(ctx context.Context, hunts []string) ([]lease.Row, error) {
+	var out []lease.Row
+	for _, part := range chunks(uniq(hunts)) {
+		rows, err := ls.running(ctx, part)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+	}
+	return out, nil
+}
+
+func (ls *Leases) running(ctx context.Context, hunts []string) ([]lease.Row, error) {
+	inScope := huntOfKey("hunt_id") + " IN {hunts:Array(String)}"
+	q := `SELECT l.hunt_id, toInt64(l.fire), l.owner, l.claim_id, l.claimed, l.until
+FROM (SELECT hunt_id, t.1 AS fire, t.2 AS owner, t.3 AS claim_id, t.4 AS claimed, t.5 AS until
+      FROM (SELECT hunt_id, argMax((fire, owner, claim_id, claimed, lease_until), (claimed, claim_id)) AS t
+            FROM ` + ls.s.table(schema.TableLease) + ` WHERE ` + inScope + ` GROUP BY hunt_id)
+      WHERE until > now64(3)) AS l
+LEFT JOIN (SELECT hunt_id, max(watermark) AS watermark FROM ` + ls.s.table(schema.TableWatermark) + `
+           WHERE hunt_id IN (SELECT hunt_id FROM ` + ls.s.table(schema.TableLease) + ` WHERE ` + inScope + ` AND lease_until > now64(3))
+           GROUP BY hunt_id) AS w ON w.hunt_id = l.hunt_id
+WHERE NOT (w.hunt_id != '' AND toInt64(l.fire) <= toInt64(w.watermark))`
+	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"join_use_nulls": 0}))
+	rows, err := ls.s.conn.Query(ctx, q, clickhouse.Named("hunts", hunts))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []lease.Row
+	for rows.Next() {
+		var r lease.Row
+		if err := rows.Scan(&r.HuntID, &r.Fire, &r.Owner, &r.ClaimID, &r.Claimed, &r.Until); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
 // huntOfKey is the hunt id of a coordination key in SQL: a backfill's key
 // (schema.BackfillKey) is paused with its hunt.
 func huntOfKey(col string) string {

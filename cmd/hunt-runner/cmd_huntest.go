@@ -14,6 +14,7 @@ import (
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/configsrc"
 	"github.com/hunt-runner/hunt-runner/hunttest"
+	"github.com/hunt-runner/hunt-runner/internal/attrib"
 )
 
 func testCommand() *cli.Command {
@@ -42,7 +43,7 @@ func testCommand() *cli.Command {
 				Usage: "fail when any hunt lacks a test that expects findings and one that expects none (expect: [])"},
 			&cli.StringFlag{Name: "hunts-dir", EnvVars: envFor("hunts-dir"), Usage: "directory of the hunts the tests name (default: each PATH)"},
 			&cli.StringFlag{Name: "chdb-lib", EnvVars: []string{"CHDB_LIB_PATH"}, Usage: "path of libchdb.so, the embedded engine (make chdb)"},
-			spreadFlag(),
+			spreadFlag(), workloadPreviewFlag(),
 		}, policyFlags(), interactiveClickhouseFlags()),
 		Action: testAction,
 	}
@@ -135,8 +136,15 @@ func testEngine(c *cli.Context, log *slog.Logger) (*hunttest.Engine, func(), err
 		}
 		return nil, nil, cli.Exit(fmt.Sprintf("connect to ClickHouse: %v", err), exitError)
 	}
-	eng := &hunttest.Engine{Conn: conn, Private: private,
+	eng := &hunttest.Engine{Conn: conn, Private: private, Workload: c.String("workload-preview"),
 		Open: func(ctx context.Context, db string) (driver.Conn, error) { return openTestConn(ctx, o, db, log) }}
+	if err := checkWorkloads(c, conn, attrib.Workloads{Preview: eng.Workload}); err != nil {
+		conn.Close()
+		if stop != nil {
+			stop()
+		}
+		return nil, nil, err
+	}
 	return eng, func() {
 		conn.Close()
 		if stop != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/hunt-runner/hunt-runner/configsrc"
 	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/hunttest"
+	"github.com/hunt-runner/hunt-runner/internal/attrib"
 	"github.com/hunt-runner/hunt-runner/schedule"
 )
 
@@ -26,6 +27,7 @@ func previewFlags() []cli.Flag {
 			Usage: "most windows one hunt is previewed over (each is one query on the server)"},
 		&cli.DurationFlag{Name: "window-timeout", EnvVars: envFor("window-timeout"),
 			Usage: "limit per window, when shorter than the hunt's timeout: (which applies otherwise)"},
+		workloadPreviewFlag(),
 	}
 }
 
@@ -214,7 +216,14 @@ func newPreviewer(c *cli.Context, log *slog.Logger) (*hunttest.Previewer, func()
 		huntConn = hunts
 	}
 	p := &hunttest.Previewer{Check: conn, Hunts: huntConn, Policy: policy,
-		MaxWindows: c.Int("max-windows"), WindowTimeout: c.Duration("window-timeout")}
+		MaxWindows: c.Int("max-windows"), WindowTimeout: c.Duration("window-timeout"), Workload: c.String("workload-preview")}
+	if err := checkWorkloads(c, conn, attrib.Workloads{Preview: p.Workload}); err != nil {
+		if hunts != nil {
+			hunts.Close()
+		}
+		conn.Close()
+		return nil, nil, err
+	}
 	return p, func() {
 		if hunts != nil {
 			hunts.Close()

@@ -23,7 +23,7 @@ func provisionCommand() *cli.Command {
 of the text above it (check with: head -n -1 provision.sql | sha256sum); --expect-sha256 refuses
 to apply anything but the reviewed text.
 
-` + roleHelp(schema.IdentityRunner, "runner", "SELECT on system.databases and system.replicas. No source data.") +
+` + roleHelp(schema.IdentityRunner, "runner", "SELECT on system.databases, system.replicas and system.workloads. No source data. --workloads adds the suggested workload hierarchy.") +
 			roleHelp(schema.IdentityMaterialiser, "materialiser", "SELECT on system.databases; nothing else (materialise and trigger).") + `  hunts         the identity hunt queries run as (run --hunts-user): SELECT on the databases named
                 by --source-database (required; never derived from hunt text), a settings profile
                 with readonly = 2 CONST and MAX limits on max_execution_time and max_memory_usage;
@@ -57,6 +57,8 @@ existing user, so applying it rotates.
 				Usage: "also set the password of an existing user (rotation); the SQL and its SHA-256 change accordingly"},
 			&cli.StringFlag{Name: "cluster", EnvVars: envFor("cluster"),
 				Usage: "add ON CLUSTER NAME to every statement (access entities not replicated)"},
+			&cli.BoolFlag{Name: "workloads", EnvVars: envFor("workloads"),
+				Usage: "runner: also create the suggested workload hierarchy (all > live priority 0, backfill 1, preview 2) for run's --workload-* flags"},
 			&cli.BoolFlag{Name: "apply", EnvVars: envFor("apply"),
 				Usage: "run the SQL (needs an admin identity and the new identity's password)"},
 			&cli.StringFlag{Name: "password-file", EnvVars: envFor("password-file"),
@@ -78,6 +80,7 @@ func runProvision(c *cli.Context) error {
 	}
 	opts := provision.Options{
 		Role:             provision.Role(c.String("role")),
+		Workloads:        c.Bool("workloads"),
 		Database:         o.Database,
 		User:             c.String("user"),
 		Cluster:          c.String("cluster"),

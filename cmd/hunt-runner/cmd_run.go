@@ -12,6 +12,7 @@ import (
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/hunt"
+	"github.com/hunt-runner/hunt-runner/internal/attrib"
 	"github.com/hunt-runner/hunt-runner/lease"
 	"github.com/hunt-runner/hunt-runner/runner"
 )
@@ -25,6 +26,8 @@ func runFlags() []cli.Flag {
 			Usage: "how often due fires are planned and claimed"}),
 		&cli.IntFlag{Name: "concurrency", Value: 4, EnvVars: envFor("concurrency"),
 			Usage: "hunt runs in flight at once in this process"},
+		&cli.IntFlag{Name: "cap", Value: runner.CapDefault, EnvVars: envFor("cap"),
+			Usage: "most runs of this hunt set's hunts (live fires and backfill chunks, queued or running) in flight across every pod of the set at once; every pod of the set must use the same value. 0: no cap"},
 		&cli.IntFlag{Name: "max-queued", EnvVars: envFor("max-queued"),
 			Usage: "won fires that may wait for a run slot (default 0: sized to what the slots finish during two claim cycles); a claim takes at most concurrency + max-queued − held"},
 		durationFlag(&cli.DurationFlag{Name: "lease", Value: lease.DefaultLease, EnvVars: envFor("lease"),
@@ -52,7 +55,7 @@ func runCommand() *cli.Command {
 		Description: "Every --tick the runner reads ClickHouse's clock and the coordination state in one query,\n" +
 			"claims every due fire in one batch and runs the winners, at most --concurrency at a time.\n" +
 			"SIGTERM stops claiming and lets running hunts finish within --grace; the exit code is then 0.",
-		Flags:  concat(clickhouseFlags(), sourceFlags(), runFlags(), statusAuthFlags(), huntsFlags(), []cli.Flag{notifyConfigFlag, huntSetFlag()}),
+		Flags:  concat(clickhouseFlags(), sourceFlags(), runFlags(), statusAuthFlags(), huntsFlags(), workloadFlags(), []cli.Flag{notifyConfigFlag, huntSetFlag()}),
 		Action: runAction,
 	}
 }
@@ -96,6 +99,10 @@ func runAction(c *cli.Context) error {
 	if err := checkLayout(c, conn, chOpts.Database); err != nil {
 		return err
 	}
+	workloads := attrib.Workloads{Live: c.String("workload-live"), Backfill: c.String("workload-backfill")}
+	if err := checkWorkloads(c, conn, workloads); err != nil {
+		return err
+	}
 
 	huntConn, err := openHuntsClickHouse(c, log)
 	if err != nil {
@@ -114,7 +121,8 @@ func runAction(c *cli.Context) error {
 		listen: c.String("listen"), statusToken: token, links: links, replicas: true, perHunt: c.Int("metrics-per-hunt"),
 		lease: lease.Options{Lease: c.Duration("lease"), Settle: c.Duration("settle")},
 		loop: runner.Options{Tick: c.Duration("tick"), Concurrency: c.Int("concurrency"), MaxQueued: c.Int("max-queued"),
-			Grace: c.Duration("grace"), MaxFindingBytes: c.Int64("max-finding-bytes"), MaxRunFindingsBytes: c.Int64("max-run-findings-bytes")},
+			Grace: c.Duration("grace"), MaxFindingBytes: c.Int64("max-finding-bytes"), MaxRunFindingsBytes: c.Int64("max-run-findings-bytes"),
+			Workloads: workloads, Cap: c.Int("cap")},
 	}, log)
 	if err != nil {
 		return cli.Exit(err.Error(), exitUsage)

@@ -9,10 +9,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/urfave/cli/v2"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/hunt"
+	"github.com/hunt-runner/hunt-runner/internal/attrib"
 	"github.com/hunt-runner/hunt-runner/runner"
 	"github.com/hunt-runner/hunt-runner/schedule"
 )
@@ -35,6 +37,32 @@ func huntSet(c *cli.Context, empty string) (string, error) {
 		return "", cli.Exit("--hunt-set: "+err.Error(), exitUsage)
 	}
 	return set, nil
+}
+
+// workloadFlags are run's workload classes of live fires and backfill chunks
+// (docs/operations.md, "Workload classes"); empty sends no workload setting.
+func workloadFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "workload-live", Value: attrib.WorkloadLiveDefault, EnvVars: envFor("workload-live"),
+			Usage: "server workload (CREATE WORKLOAD) of live fires' statements: source checks, the hunt's SELECT, its findings insert; must exist on the server. Empty: no workload setting"},
+		&cli.StringFlag{Name: "workload-backfill", Value: attrib.WorkloadBackfillDefault, EnvVars: envFor("workload-backfill"),
+			Usage: "server workload of backfill chunks' statements, so a backfill does not starve live fires; must exist on the server. Empty: no workload setting"},
+	}
+}
+
+// workloadPreviewFlag is the workload class of preview, diff and test.
+func workloadPreviewFlag() cli.Flag {
+	return &cli.StringFlag{Name: "workload-preview", Value: attrib.WorkloadPreviewDefault, EnvVars: envFor("workload-preview"),
+		Usage: "server workload (CREATE WORKLOAD) the hunt's queries run in; must exist on the server. Empty: no workload setting"}
+}
+
+// checkWorkloads refuses a class the server does not know, naming the flag and the SQL that
+// creates it.
+func checkWorkloads(c *cli.Context, conn driver.Conn, w attrib.Workloads) error {
+	if err := attrib.CheckWorkloads(c.Context, conn, w); err != nil {
+		return cli.Exit(err.Error(), exitUsage)
+	}
+	return nil
 }
 
 // envFor derives the environment variable of a flag: --clickhouse-url → HUNT_RUNNER_CLICKHOUSE_URL.

@@ -26,6 +26,7 @@ GRANT
   SELECT, INSERT ON `hunt_runner`.`hunt_runner_heartbeat`,
   SELECT, INSERT ON `hunt_runner`.`hunt_check`,
   SELECT ON system.`databases`,
-  SELECT ON system.`replicas`
+  SELECT ON system.`replicas`,
+  SELECT ON system.`workloads`
 TO `hunt_runner` WITH REPLACE OPTION;
--- sha256: 574486231aee9ca1d944c4e756d6fe0058e08c361f4fc2784cea71d54a6a9f60
+-- sha256: 7616ff0c579ae93189372f2f546bcbd889327c63c659b0aceef939167f19f997
