@@ -101,12 +101,18 @@ func scheduleState(st store.HuntState) schedule.State {
 // busy reports hunts this runner already holds (queued or running); it may be nil. The local
 // clock is not read.
 func (p *planner) plan(snap store.Snapshot, set *hunt.Set, at time.Time, busy func(string) bool) plan {
+	return p.planOn(snap.Now, func(id string) store.HuntState { return snap.Hunts[id] }, set, at, busy)
+}
+
+// planOn is plan at server time serverNow over the state of each hunt as state gives it (a
+// snapshot's entry, or the runner's memory of it).
+func (p *planner) planOn(serverNow time.Time, state func(string) store.HuntState, set *hunt.Set, at time.Time, busy func(string) bool) plan {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if at.IsZero() {
-		at = snap.Now
+		at = serverNow
 	}
-	now, nowMs := at.Unix(), snap.Now.UnixMilli()
+	now, nowMs := at.Unix(), serverNow.UnixMilli()
 	hunts := set.Enabled()
 	out := plan{Behind: make(map[string]int64, len(hunts))}
 	loaded := make(map[string]struct{}, len(hunts))
@@ -115,7 +121,7 @@ func (p *planner) plan(snap store.Snapshot, set *hunt.Set, at time.Time, busy fu
 		if h.IntervalSeconds() <= 0 {
 			continue
 		}
-		hs := snap.Hunts[h.ID]
+		hs := state(h.ID)
 		row, st := scheduleRow(h), scheduleState(hs)
 		behind := schedule.Behind(now, row, st)
 		out.Behind[h.ID] = behind

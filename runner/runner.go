@@ -30,7 +30,9 @@ type Claimer interface {
 
 // StateStore is the coordination state as the runner uses it (store.Store implements it).
 type StateStore interface {
-	Snapshot(ctx context.Context) (store.Snapshot, error)
+	// SnapshotOf reads the clock, the small tables in full and the rows of the hunts
+	// candidates names (see memory).
+	SnapshotOf(ctx context.Context, candidates func(now time.Time) []string) (store.Snapshot, error)
 	Advance(ctx context.Context, l lease.Lease, run store.Run) error // commits run.WindowEnd and the run's rows
 	RecordRun(ctx context.Context, r store.Run) error
 	Recorded(ctx context.Context, r store.Run) (bool, error) // RecordRun's row is there
@@ -184,6 +186,7 @@ type Runner struct {
 	opts     Options
 	log      *slog.Logger
 	planner  *planner
+	memory   *memory // what the last ticks read of each hunt (tick's goroutine only)
 	states   *group[store.State] // hunt_state writes of concurrent runs, grouped
 	sem      *semaphore.Weighted
 
@@ -225,6 +228,7 @@ func New(conn driver.Conn, claimer Claimer, store StateStore, source Source, opt
 		huntConn: huntConn, claimer: claimer, store: store, source: source, opts: opts,
 		log:     opts.Logger,
 		planner: newPlanner(opts.Tick),
+		memory:  newMemory(),
 		sem:     semaphore.NewWeighted(int64(opts.Concurrency)),
 		held:    map[string]*job{},
 		wake:    make(chan struct{}, 1),
@@ -366,7 +370,9 @@ func (r *Runner) tick(ctx context.Context) error {
 		span.SetAttributes(attribute.Bool("hunts_loaded", false))
 		return nil
 	}
-	snap, err := r.store.Snapshot(ctx)
+	snap, err := r.store.SnapshotOf(ctx, func(now time.Time) []string {
+		return r.memory.candidates(set, r.opts.ScheduleClock(now), now)
+	})
 	snapLocal := time.Now()
 	if err != nil {
 		r.opts.Metrics.clickhouseError(ctx, "snapshot")
@@ -396,7 +402,9 @@ func (r *Runner) tick(ctx context.Context) error {
 	}
 	r.heartbeat(ctx, set)
 
-	p := r.planner.plan(snap, set, r.opts.ScheduleClock(snap.Now), r.isHeld)
+	r.memory.learn(snap, set)
+	state := r.memory.view(snap)
+	p := r.planner.planOn(snap.Now, state, set, r.opts.ScheduleClock(snap.Now), r.isHeld)
 	r.mu.Lock()
 	r.behind = p.Behind
 	r.setHash = set.Hash
@@ -479,7 +487,7 @@ func (r *Runner) tick(ctx context.Context) error {
 			continue
 		}
 		d := byKey[f]
-		jobs = append(jobs, r.newJob(d, l, stateOf(snap, d), snap.Now, snapLocal))
+		jobs = append(jobs, r.newJob(d, l, stateOf(snap, state, d), snap.Now, snapLocal))
 	}
 	r.enqueue(jobs)
 	return nil
