@@ -186,7 +186,7 @@ type Runner struct {
 	opts     Options
 	log      *slog.Logger
 	planner  *planner
-	memory   *memory // what the last ticks read of each hunt (tick's goroutine only)
+	memory   *memory             // what the last ticks read of each hunt (tick's goroutine only)
 	states   *group[store.State] // hunt_state writes of concurrent runs, grouped
 	sem      *semaphore.Weighted
 

@@ -1,0 +1,179 @@
+package runner
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hunt-runner/hunt-runner/hunt"
+	"github.com/hunt-runner/hunt-runner/lease"
+	"github.com/hunt-runner/hunt-runner/store"
+	"github.com/hunt-runner/hunt-runner/store/schema"
+)
+
+// A peer commits a fire this runner remembers as owed: the memory is stale, so the hunt is
+// read, the read shows the commit, and nothing is claimed (no claim row at all, not a lost
+// claim) while the memory is corrected.
+func TestStaleMemoryReadsAndSkips(t *testing.T) {
+	e := newEnv(t)
+	h := hunt.Hunt{ID: "h", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)), Query: eventsQuery}
+	hs := testSet("x", h)
+	s := store.New(e.db.Conn, e.db.Name)
+	// pod-b learns the hunt while it is paused: owed, free, never committed.
+	if err := s.Pause(e.ctx, store.Pause{HuntID: h.ID, By: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	b := e.runner("pod-b", hs, nil)
+	e.tickAndWait(b)
+	if k, ok := b.memory.hunts[h.ID]; !ok || k.hasWatermark || k.hasLease {
+		t.Fatalf("pod-b remembers %+v (%v), want the hunt known and never committed", k, ok)
+	}
+	if err := s.Resume(e.ctx, h.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	// pod-a runs the fire pod-b still remembers as owed.
+	a := e.runner("pod-a", hs, nil)
+	e.tickAndWait(a)
+	if wm, _ := e.watermarkOf(h.ID); wm != e.latest(h) {
+		t.Fatalf("pod-a committed %d, want %d", wm, e.latest(h))
+	}
+	claims := &countingClaimer{Claimer: b.claimer}
+	b.claimer = claims
+	e.tickAndWait(b)
+	if n := claims.fires.Load(); n != 0 {
+		t.Fatalf("pod-b tried to claim %d fires, one a peer had committed: its memory was trusted", n)
+	}
+	if n := e.count("SELECT count() FROM hunt_lease WHERE owner = 'pod-b'"); n != 0 {
+		t.Fatalf("pod-b wrote %d claim rows for a fire a peer had committed", n)
+	}
+	if n := len(e.runs(h.ID)); n != 1 {
+		t.Fatalf("%d runs, want 1", n)
+	}
+	if k := b.memory.hunts[h.ID]; !k.hasWatermark || k.watermark != e.latest(h) {
+		t.Fatalf("pod-b remembers %+v after reading, want the commit", k)
+	}
+}
+
+// countingClaimer counts the fires a runner tries to claim.
+type countingClaimer struct {
+	Claimer
+	fires atomic.Int64
+}
+
+func (c *countingClaimer) Claim(ctx context.Context, fires []lease.Fire) (lease.Result, error) {
+	c.fires.Add(int64(len(fires)))
+	return c.Claimer.Claim(ctx, fires)
+}
+
+// Nothing the memory leaves unread hides a change for more than one tick: a run-now request or
+// a backfill on a hunt remembered as caught up, a hunt added on reload, a pause and a resume,
+// and a lease another pod took on a fire the runner remembers as free.
+func TestMemoryHidesNoChange(t *testing.T) {
+	e := newEnv(t)
+	mk := func(id string) hunt.Hunt {
+		return hunt.Hunt{ID: id, Interval: 3600 * time.Second, Offset: sec(e.mid(3600)), Query: eventsQuery}
+	}
+	a, b, c, d := mk("a"), mk("b"), mk("c"), mk("d")
+	first := e.latest(a)
+	for _, h := range []hunt.Hunt{a, b, c} {
+		e.setWatermark(h.ID, first)
+	}
+	var sched atomic.Int64
+	sched.Store(e.now)
+	var loaded atomic.Pointer[hunt.Set]
+	loaded.Store(testSet("1", a, b, c))
+	r := e.runner("pod-a", loaded.Load(), func(o *Options) {
+		o.ScheduleClock = func(time.Time) time.Time { return time.Unix(sched.Load(), 0) }
+	})
+	r.source = func() *hunt.Set { return loaded.Load() }
+	s := store.New(e.db.Conn, e.db.Name)
+	runsOf := func(id string, fire int64) int {
+		n := 0
+		for _, run := range e.runs(id) {
+			if run.Fire == fire && run.Status == hunt.RunSucceeded {
+				n++
+			}
+		}
+		return n
+	}
+
+	e.tickAndWait(r) // everything caught up: learnt, nothing run
+	if len(r.memory.hunts) != 3 || e.count("SELECT count() FROM hunt_lease") != 0 {
+		t.Fatalf("memory %v, %d claims: want three hunts known and nothing claimed", r.memory.hunts, e.count("SELECT count() FROM hunt_lease"))
+	}
+
+	// A request on a hunt remembered as caught up.
+	if err := s.Request(e.ctx, a.ID, e.now-60, "test"); err != nil {
+		t.Fatal(err)
+	}
+	e.tickAndWait(r)
+	if runsOf(a.ID, e.now-60) != 1 {
+		t.Fatalf("the run-now request was not run on the next tick: runs %+v", e.runs(a.ID))
+	}
+
+	// A backfill of two chunks on a hunt remembered as caught up: one chunk a tick, each
+	// starting where the key's progress stands.
+	id, err := s.RequestBackfill(e.ctx, store.BackfillRequest{HuntID: b.ID, From: first - 7200, To: first, Chunk: 3600, By: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := schema.BackfillKey(b.ID, id)
+	for _, want := range []int64{first - 3600, first} {
+		e.tickAndWait(r)
+		if wm, _ := e.watermarkOf(key); wm != want {
+			t.Fatalf("backfill progress %d after a tick, want %d", wm, want)
+		}
+	}
+
+	// A hunt added on reload.
+	loaded.Store(testSet("2", a, b, c, d))
+	e.tickAndWait(r)
+	if runsOf(d.ID, first) != 1 {
+		t.Fatalf("the hunt added on reload did not run on the next tick: %+v", e.runs(d.ID))
+	}
+
+	// The next fire comes while c is paused: the others run, c waits, and runs on the tick
+	// after its resume.
+	next := first + 3600
+	sched.Add(3600)
+	if err := s.Pause(e.ctx, store.Pause{HuntID: c.ID, By: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	e.tickAndWait(r)
+	if runsOf(c.ID, next) != 0 || runsOf(a.ID, next) != 1 || runsOf(d.ID, next) != 1 {
+		t.Fatalf("after a pause: c %+v, a %+v, d %+v", e.runs(c.ID), e.runs(a.ID), e.runs(d.ID))
+	}
+	if err := s.Resume(e.ctx, c.ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	e.tickAndWait(r)
+	if runsOf(c.ID, next) != 1 {
+		t.Fatalf("the resumed hunt did not run on the next tick: %+v", e.runs(c.ID))
+	}
+
+	// Another pod takes the next fire of d before this runner's tick: d is read, not claimed.
+	sched.Add(3600)
+	peer := e.runner("pod-b", loaded.Load(), nil)
+	res, err := peer.coord.Claim(e.ctx, []lease.Fire{{HuntID: d.ID, Fire: next + 3600}})
+	if err != nil || len(res.Won) != 1 {
+		t.Fatalf("the peer's claim: %v %+v", err, res)
+	}
+	e.tickAndWait(r)
+	if n := e.count("SELECT count() FROM hunt_lease WHERE hunt_id = 'd' AND owner = 'pod-a' AND fire = toDateTime(?, 'UTC')", next+3600); n != 0 {
+		t.Fatalf("pod-a wrote %d claim rows on a fire the peer holds", n)
+	}
+	for _, h := range []hunt.Hunt{a, b, c} {
+		if runsOf(h.ID, next+3600) != 1 {
+			t.Fatalf("%s did not run fire %d: %+v", h.ID, next+3600, e.runs(h.ID))
+		}
+	}
+	if n := len(r.memory.hunts); n != 4 {
+		t.Fatalf("memory holds %d hunts, want 4", n)
+	}
+	loaded.Store(testSet("3", a, b))
+	e.tickAndWait(r)
+	if n := len(r.memory.hunts); n != 2 {
+		t.Fatalf("memory holds %d hunts after two were removed, want 2", n)
+	}
+}
