@@ -2,6 +2,9 @@ package runner
 
 import (
 	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -176,4 +179,103 @@ func TestMemoryHidesNoChange(t *testing.T) {
 	if n := len(r.memory.hunts); n != 2 {
 		t.Fatalf("memory holds %d hunts after two were removed, want 2", n)
 	}
+}
+
+// The memory changes which rows a tick reads, never what it decides: over rounds of what peers
+// and operators do (commits, claims, failures with backoff, pauses, resumes, run-now requests)
+// while the schedule moves on, the plan on the memory and SnapshotOf is the plan on a full
+// Snapshot, fire for fire, with the same behind and the same counts, so the runner still runs
+// exactly what the due SQL (the KEDA backlog) counts.
+func TestMemoryPlanEqualsFullSnapshotPlan(t *testing.T) {
+	e := newEnv(t)
+	rng := rand.New(rand.NewPCG(29, 1))
+	var hunts []hunt.Hunt
+	for i := range 90 {
+		iv := []int64{60, 300, 3600}[i%3]
+		hunts = append(hunts, hunt.Hunt{ID: fmt.Sprintf("p%02d", i), Interval: sec(iv), Offset: sec(rng.Int64N(iv)), Query: eventsQuery})
+	}
+	hs := testSet("x", hunts...)
+	for i, h := range hunts {
+		if i%5 != 0 { // most hunts caught up, as in a running deployment
+			e.setWatermark(h.ID, e.latest(h))
+		}
+	}
+	s := store.New(e.db.Conn, e.db.Name)
+	mem, pMem, pFull := newMemory(), newPlanner(time.Second), newPlanner(time.Second)
+	at := e.now
+	lease := func(id string, fire int64, until string) {
+		e.exec(fmt.Sprintf(`INSERT INTO hunt_lease (hunt_id, fire, owner, claim_id, claimed, lease_until)
+SELECT '%s', toDateTime(%d, 'UTC'), 'peer', generateUUIDv4(), now64(6), now64(3) + %s`, id, fire, until))
+	}
+	for round := range 6 {
+		full, err := s.Snapshot(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		part, err := s.SnapshotOf(e.ctx, func(now time.Time) []string { return mem.candidates(hs, time.Unix(at, 0), now) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem.learn(part, hs)
+		// Both plans at the full snapshot's server time: the two reads are a few ms apart.
+		got := pMem.planOn(full.Now, mem.view(part), hs, time.Unix(at, 0), nil)
+		want := pFull.plan(full, hs, time.Unix(at, 0), nil)
+		if !reflect.DeepEqual(dueKeys(got.Due), dueKeys(want.Due)) || !reflect.DeepEqual(got.Behind, want.Behind) ||
+			got.Leased != want.Leased || got.BackOff != want.BackOff || got.Paused != want.Paused || len(got.Overruns) != len(want.Overruns) {
+			t.Fatalf("round %d: on memory due %v leased %d backoff %d paused %d overruns %d\non the full snapshot due %v leased %d backoff %d paused %d overruns %d",
+				round, dueKeys(got.Due), got.Leased, got.BackOff, got.Paused, len(got.Overruns),
+				dueKeys(want.Due), want.Leased, want.BackOff, want.Paused, len(want.Overruns))
+		}
+		if round > 0 && len(part.Hunts) >= len(hunts) {
+			t.Errorf("round %d read %d of %d hunts: the memory saved nothing", round, len(part.Hunts), len(hunts))
+		}
+		t.Logf("round %d: %d due, read %d of %d hunts", round, len(want.Due), len(part.Hunts), len(hunts))
+		// What peers and operators do next, each only where the system would allow it.
+		for _, d := range want.Due {
+			switch rng.IntN(5) {
+			case 0, 4: // a peer runs it and commits
+				lease(d.Hunt.ID, d.Fire, "INTERVAL 5 MINUTE")
+				e.setWatermark(d.Hunt.ID, d.Fire)
+			case 1: // a peer claims it and is still running
+				lease(d.Hunt.ID, d.Fire, "INTERVAL 5 MINUTE")
+			case 2: // a peer's run fails: a short backoff, its lease released
+				lease(d.Hunt.ID, d.Fire, "INTERVAL 0 SECOND")
+				e.exec(fmt.Sprintf(`INSERT INTO hunt_state (hunt_id, status, consecutive_failures, last_error, last_fire, retry_after, updated)
+SELECT '%s', 'failed', 1, 'boom', toDateTime(%d, 'UTC'), now64(3) + INTERVAL %d MILLISECOND, now64(6)`, d.Hunt.ID, d.Fire, 500+rng.IntN(2000)))
+			}
+		}
+		for range 4 {
+			h := hunts[rng.IntN(len(hunts))]
+			switch rng.IntN(3) {
+			case 0:
+				if err := s.Pause(e.ctx, store.Pause{HuntID: h.ID, By: "test"}); err != nil {
+					t.Fatal(err)
+				}
+			case 1:
+				if err := s.Resume(e.ctx, h.ID, "test"); err != nil {
+					t.Fatal(err)
+				}
+			case 2:
+				if err := s.Request(e.ctx, h.ID, at-rng.Int64N(120), "test"); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		at += rng.Int64N(200)
+		time.Sleep(time.Second) // some backoffs end between rounds
+	}
+}
+
+type dueKey struct {
+	ID        string
+	Fire      int64
+	Requested bool
+}
+
+func dueKeys(due []dueFire) []dueKey {
+	out := make([]dueKey, len(due))
+	for i, d := range due {
+		out[i] = dueKey{d.Hunt.ID, d.Fire, d.Requested}
+	}
+	return out
 }
