@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/lease"
+	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/store"
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
@@ -216,11 +218,11 @@ SELECT '%s', toDateTime(%d, 'UTC'), 'peer', generateUUIDv4(), now64(6), now64(3)
 		if err != nil {
 			t.Fatal(err)
 		}
-		mem.learn(part, hs)
+		mem.learn(part, hs, time.Unix(at, 0))
 		// Both plans at the full snapshot's server time: the two reads are a few ms apart.
-		got := pMem.planOn(full.Now, mem.view(part), hs, time.Unix(at, 0), nil)
+		got := pMem.planOn(full.Now, mem.view(part), hs, mem.attention(part, hs), time.Unix(at, 0), nil)
 		want := pFull.plan(full, hs, time.Unix(at, 0), nil)
-		if !reflect.DeepEqual(dueKeys(got.Due), dueKeys(want.Due)) || !reflect.DeepEqual(got.Behind, want.Behind) ||
+		if !reflect.DeepEqual(dueKeys(got.Due), dueKeys(want.Due)) || !reflect.DeepEqual(behind(got.Behind), behind(want.Behind)) ||
 			got.Leased != want.Leased || got.BackOff != want.BackOff || got.Paused != want.Paused || len(got.Overruns) != len(want.Overruns) {
 			t.Fatalf("round %d: on memory due %v leased %d backoff %d paused %d overruns %d\non the full snapshot due %v leased %d backoff %d paused %d overruns %d",
 				round, dueKeys(got.Due), got.Leased, got.BackOff, got.Paused, len(got.Overruns),
@@ -278,4 +280,59 @@ func dueKeys(due []dueFire) []dueKey {
 		out[i] = dueKey{d.Hunt.ID, d.Fire, d.Requested}
 	}
 	return out
+}
+
+// behind is a plan's Behind without its caught-up hunts, which a plan may leave out.
+func behind(b map[string]int64) map[string]int64 {
+	out := map[string]int64{}
+	for id, s := range b {
+		if s != 0 {
+			out[id] = s
+		}
+	}
+	return out
+}
+
+// A hunt remembered as caught up is not read again until its next fire comes; then it is
+// read every tick until a read shows it caught up again. A reload that changes its interval
+// re-orders it under the new schedule, and a hunt added on reload is read at once.
+func TestMemoryReadsAHuntWhenItsFireComes(t *testing.T) {
+	h := testHunt("a", 60, 10)
+	set1 := set(h)
+	m := newMemory()
+	at := func(s int64) time.Time { return time.Unix(s, 0) }
+	read := func(s int64, wm int64) {
+		m.learn(store.Snapshot{Now: at(s), Hunts: map[string]store.HuntState{"a": {Watermark: wm, HasWatermark: true}}}, set1, at(s))
+	}
+	if c := m.candidates(set1, at(base), at(base)); len(c) != 1 {
+		t.Fatalf("never read: candidates %v, want a", c)
+	}
+	latest := schedule.LatestFire(base, 60, 10)
+	read(base, latest)
+	for _, s := range []int64{base, latest + 59} {
+		if c := m.candidates(set1, at(s), at(s)); len(c) != 0 {
+			t.Fatalf("at latest%+d (caught up): candidates %v", s-latest, c)
+		}
+	}
+	for range 2 { // owed from the next fire on, until a read says otherwise
+		if c := m.candidates(set1, at(latest+60), at(latest+60)); len(c) != 1 {
+			t.Fatalf("at the next fire: candidates %v, want a", c)
+		}
+	}
+	read(latest+61, latest+60)
+	if c := m.candidates(set1, at(latest+61), at(latest+61)); len(c) != 0 {
+		t.Fatalf("after a read of the commit: candidates %v", c)
+	}
+	// Reload: a every 30 s now, and b new.
+	set2 := set(testHunt("a", 30, 10), testHunt("b", 60, 0))
+	next := schedule.NextFire(latest+60, 30, 10)
+	if c := m.candidates(set2, at(next-1), at(next-1)); !slices.Equal(c, []string{"b"}) {
+		t.Fatalf("after the reload: candidates %v, want only the new b", c)
+	}
+	if c := m.candidates(set2, at(next), at(next)); !slices.Contains(c, "a") {
+		t.Fatalf("at a's next fire under its new interval: candidates %v", c)
+	}
+	if len(m.hunts) != 1 {
+		t.Fatalf("memory %v", m.hunts)
+	}
 }

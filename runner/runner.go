@@ -194,7 +194,8 @@ type Runner struct {
 	queue    []*job           // won, waiting for a run slot, most overdue first
 	held     map[string]*job  // hunt id → job (queued or running)
 	lastOK   time.Time        // local time of the last successful snapshot
-	behind   map[string]int64 // from the last plan
+	behind   map[string]int64 // from the last plan: the hunts it planned (the others caught up)
+	planSet  *hunt.Set        // the set last planned
 	setHash  string           // hash of the set last planned
 	pubHash  string           // hash materialise published, "" unknown
 	stopping bool
@@ -402,12 +403,13 @@ func (r *Runner) tick(ctx context.Context) error {
 	}
 	r.heartbeat(ctx, set)
 
-	r.memory.learn(snap, set)
+	at := r.opts.ScheduleClock(snap.Now)
+	r.memory.learn(snap, set, at)
 	state := r.memory.view(snap)
-	p := r.planner.planOn(snap.Now, state, set, r.opts.ScheduleClock(snap.Now), r.isHeld)
+	p := r.planner.planOn(snap.Now, state, set, r.memory.attention(snap, set), at, r.isHeld)
 	r.mu.Lock()
 	r.behind = p.Behind
-	r.setHash = set.Hash
+	r.planSet, r.setHash = set, set.Hash
 	r.mu.Unlock()
 	r.opts.Metrics.huntsLoaded(r, set)
 	span.SetAttributes(attribute.Int("hunts", len(set.Enabled())), attribute.Int("due", len(p.Due)),
@@ -536,4 +538,19 @@ func (r *Runner) snapshotState() (behind map[string]int64, setHash, pubHash stri
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.behind, r.setHash, r.pubHash, len(r.held) - len(r.queue), len(r.queue)
+}
+
+// behindOf is how far behind the last plan left hunt id, and whether the runner plans it at
+// all: a planned hunt the plan left out was caught up.
+func (r *Runner) behindOf(id string) (int64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s, ok := r.behind[id]; ok {
+		return s, true
+	}
+	if r.planSet == nil {
+		return 0, false
+	}
+	h, ok := r.planSet.Get(id)
+	return 0, ok && planned(h)
 }
