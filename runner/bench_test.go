@@ -150,10 +150,11 @@ func benchMemory(b *testing.B, n int) {
 			m.learn(snap, adapter, now)
 			return p.planOn(now, m.view(snap), adapter, m.attention(snap, adapter), now, nil)
 		}
-		pl := tick(snap)
+		firstPlan := tick(snap)
 		first = liveHeap() - before
 		runtime.KeepAlive(snap)
-		pl = tick(store.Snapshot{Now: now})
+		runtime.KeepAlive(firstPlan)
+		pl := tick(store.Snapshot{Now: now})
 		steady = liveHeap() - before
 		runtime.KeepAlive(loader)
 		runtime.KeepAlive(adapter)
