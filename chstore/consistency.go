@@ -122,31 +122,13 @@ func tableKind(engines map[string]string) TableKind {
 	return kind
 }
 
-// coordinationEngines reads the engines of the coordination tables of database.
-func coordinationEngines(ctx context.Context, conn driver.Conn, database string) (map[string]string, error) {
-	rows, err := conn.Query(ctx, "SELECT name, engine FROM system.tables WHERE database = ? AND has(?, name)", database, schema.TableNames())
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]string{}
-	for rows.Next() {
-		var name, engine string
-		if err := rows.Scan(&name, &engine); err != nil {
-			return nil, err
-		}
-		out[name] = engine
-	}
-	return out, rows.Err()
-}
-
 // DetectConsistency reads the engines of database's coordination tables from system.tables and
 // picks the mode they need: Replicated* → quorum, Shared* → sequential, plain → single-endpoint.
 // Before the tables exist (a first `schema`) it goes by the topology schema.DetectTopology sees: the
 // mode the tables `schema` would create need.
 func DetectConsistency(ctx context.Context, conn driver.Conn, database string) (ConsistencyReport, error) {
 	rep := ConsistencyReport{Requested: ConsistencyAuto}
-	engines, err := coordinationEngines(ctx, conn, database)
+	engines, err := schema.Engines(ctx, conn, database)
 	if err != nil {
 		return rep, fmt.Errorf("%w: read the coordination tables' engines from system.tables: %w (pass --consistency explicitly)", ErrConsistency, err)
 	}

@@ -10,5 +10,5 @@
 // and driver errors are scrubbed before they leave this package.
 //
 // Consistency is connection-level: Open resolves the mode from the engines of the coordination
-// tables (schema.TableNames) and puts its settings on every statement of the connection.
+// tables (read by schema.Engines) and puts its settings on every statement of the connection.
 package chstore

@@ -610,7 +610,34 @@ func quoteString(s string) string {
 var (
 	failedAtRe      = regexp.MustCompile(`failed at position (\d+)`)
 	serverLineColRe = regexp.MustCompile(` \(line \d+, col \d+\)`)
+	// syntaxEchoRe is what a syntax error says after its position: the failing token in
+	// brackets, then the statement from there on up to " Expected …" (or the error's name),
+	// which quotes the rest of the file and the wrapper the author never wrote.
+	syntaxEchoRe = regexp.MustCompile(`^( \((?:[^()]|\([^()]*\))*\))?: (?s:.*?)( Expected |\s*\([A-Z_]+\)\s*$)`)
+	versionRe    = regexp.MustCompile(` \(version [0-9.]+[^)]*\)`)
 )
+
+// maxEchoedToken is the longest failing token a refusal names; a longer one (a string
+// literal, say) is file content, and the line and column already point at it.
+const maxEchoedToken = 32
+
+// dropEcho removes the statement a syntax error echoes after its position, keeping a short
+// failing token and what the server expected.
+func dropEcho(rest string) string {
+	m := syntaxEchoRe.FindStringSubmatchIndex(rest)
+	if m == nil {
+		return rest
+	}
+	token := ""
+	if m[2] >= 0 && m[3]-m[2] <= maxEchoedToken+3 {
+		token = rest[m[2]:m[3]]
+	}
+	tail := rest[m[4]:]
+	if strings.HasPrefix(tail, " Expected ") {
+		return token + "." + tail
+	}
+	return token + "." + " " + strings.TrimSpace(tail)
+}
 
 // serverRefusal turns a server error about the statement into a refusal placed in the query as
 // written: "failed at position N" (a byte offset into what was sent, head bytes before the
@@ -626,16 +653,16 @@ func serverRefusal(err error, head int, query string) error {
 				e.Line = 1 + strings.Count(query[:off], "\n")
 				e.Column = 1 + off - (strings.LastIndex(query[:off], "\n") + 1)
 				// The server's own "(line L, col C)" counts in the whole statement: drop it.
-				rest := serverLineColRe.ReplaceAllString(msg[m[1]:], "")
+				rest := dropEcho(serverLineColRe.ReplaceAllString(msg[m[1]:], ""))
 				msg = msg[:m[0]] + fmt.Sprintf("failed at line %d, column %d of the query", e.Line, e.Column) + rest
 			} else {
 				// Past the query's end: the wrapper's closing text is what failed, which means
 				// the query left something open.
-				msg = msg[:m[0]] + "failed after the end of the query (is a bracket, string or comment left open?)" + serverLineColRe.ReplaceAllString(msg[m[1]:], "")
+				msg = msg[:m[0]] + "failed after the end of the query (is a bracket, string or comment left open?)" + dropEcho(serverLineColRe.ReplaceAllString(msg[m[1]:], ""))
 			}
 		}
 	}
-	e.Msg = "the server's parser says: " + msg
+	e.Msg = "the server's parser says: " + versionRe.ReplaceAllString(msg, "")
 	return e
 }
 

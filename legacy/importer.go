@@ -11,10 +11,12 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
+	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/schedule"
 	"github.com/hunt-runner/hunt-runner/status"
 	"github.com/hunt-runner/hunt-runner/store"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // DefaultOwner is the run_owner of imported rows when Options.Owner is empty.
@@ -150,7 +152,7 @@ type currentRow struct {
 // or written as a whole; per-hunt outcomes are in the result.
 func Import(ctx context.Context, conn driver.Conn, hunts []hunt.Hunt, opts Options) (Result, error) {
 	if opts.Database == "" {
-		opts.Database = "hunt_runner"
+		opts.Database = chstore.DefaultDatabase
 	}
 	if opts.Owner == "" {
 		opts.Owner = DefaultOwner
@@ -160,7 +162,7 @@ func Import(ctx context.Context, conn driver.Conn, hunts []hunt.Hunt, opts Optio
 		return res, errors.New("import-legacy: no database of the earlier runner given")
 	}
 	if opts.From == opts.Database {
-		return res, fmt.Errorf("import-legacy: the earlier runner's database and hunt-runner's are both %q; both keep a table named hunt_watermark, so they must be different databases", opts.From)
+		return res, fmt.Errorf("import-legacy: the earlier runner's database and hunt-runner's are both %q; both keep a table named %s, so they must be different databases", opts.From, schema.TableWatermark)
 	}
 	st := store.New(conn, opts.Database)
 	hasState, err := checkSchema(ctx, st, opts)

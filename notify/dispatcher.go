@@ -149,6 +149,7 @@ func New(conn driver.Conn, src Source, o Options) (*Dispatcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("notify: %w", err)
 	}
+	o.Metrics.initialise(o.Config.Sinks)
 	clients := map[string]*http.Client{}
 	for _, s := range o.Config.Sinks {
 		if s.TLS != nil {

@@ -10,7 +10,8 @@
 //     records that, read back by every Dispatcher), plus its lookback, so enabling a sink
 //     does not page for history; one hunt's deliveries to a sink go oldest fire first;
 //   - the state of every (hunt, fire, sink) is a row in hunt_delivery (newest by updated):
-//     pending, delivering (an attempt), retry, delivered, dead or suppressed;
+//     pending, delivering (an attempt under a claim), retry, delivered, dead, suppressed or
+//     muted;
 //   - deliveries are claimed through the runner's claim protocol (package lease), one claim
 //     per (hunt, sink) under the coordination key store.DeliveryKey ("<hunt>#deliver-<sink>")
 //     in hunt_lease, for the oldest due fire; the holder sends that (hunt, sink)'s due fires
@@ -23,11 +24,6 @@
 //     ends at the trust deadline, and is read back by claim id: an outcome whose claim was lost
 //     lands nowhere and is not counted; the next holder sends the delivery again. A
 //     Dispatcher that dies mid-send leaves its claim, which a peer takes over once it expires;
-//     pending, delivering (a claim with a lease), retry, delivered, dead, suppressed or muted;
-//   - a sender claims a delivery with a conditional INSERT … SELECT stamped by the server clock,
-//     waits a settle and reads back; every later write is fenced on "the newest row is ours and
-//     its lease is live", so two Dispatchers never send the same (hunt, fire, sink) at once, and
-//     a Dispatcher that dies mid-send leaves a lease a peer takes over once it expires;
 //   - every attempt of a (hunt, fire, sink) carries the same idempotency key and the same body;
 //   - failures (5xx, 429, timeouts, connection errors) are retried with exponential backoff up
 //     to a horizon, then dead-lettered; other 4xx and 3xx are dead-lettered at once; Retry
@@ -42,6 +38,4 @@
 // Mutes (mute_time_intervals of a sink or route, Alertmanager's time intervals, and a hunt's
 // snooze, read through store) are judged when a claimed delivery would be sent; a muted
 // delivery is recorded with the claim's fenced outcome write and is final (mute.go).
-//
-// docs/findings.md is the operator's view.
 package notify

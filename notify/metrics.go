@@ -63,6 +63,24 @@ func NewMetrics(meter metric.Meter) (*Metrics, error) {
 	return m, err
 }
 
+// outcomes are the values of hunt_runner_notifications_total's outcome label.
+var outcomes = []string{StatusDelivered, StatusRetry, StatusDead, StatusSuppressed, StatusMuted, outcomeLost}
+
+// initialise records 0 for every outcome of every sink and for the error counter, so that a
+// fresh dashboard has no holes and increase() sees a sink's first dead letter (a series that
+// appears at 1 has no increase to Prometheus).
+func (m *Metrics) initialise(sinks []Sink) {
+	if m == nil {
+		return
+	}
+	for _, s := range sinks {
+		for _, o := range outcomes {
+			m.notifications.Add(context.Background(), 0, metric.WithAttributes(attribute.String("sink", s.Name), attribute.String("outcome", o)))
+		}
+	}
+	m.chErrors.Add(context.Background(), 0)
+}
+
 func (m *Metrics) outcome(sink, outcome string) {
 	if m == nil {
 		return

@@ -29,8 +29,13 @@ func TestMetricsRecordOutcomes(t *testing.T) {
 	o := testOptions(db, cfg, "pod-a")
 	o.Metrics = m
 	d := newDispatcher(t, db, []hunt.Hunt{{ID: "brute"}}, o)
-	commit(t, db, "brute", baseFire(), `{"host":"a"}`)
 	ctx := context.Background()
+	// Before anything is sent, every outcome of every sink is there at 0: a dashboard has no
+	// holes and the first dead letter is an increase Prometheus sees.
+	if fresh := notificationCounts(t, reader); len(fresh) != len(cfg.Sinks)*len(outcomes) || fresh["bad/dead"] != 0 || fresh["ok/delivered"] != 0 {
+		t.Errorf("a fresh dispatcher's notifications %v, want every sink/outcome at 0", fresh)
+	}
+	commit(t, db, "brute", baseFire(), `{"host":"a"}`)
 	chtest.Eventually(t, 30*time.Second, "both deliveries final", func() bool {
 		if _, err := d.Poll(ctx); err != nil {
 			t.Fatal(err)
@@ -53,14 +58,7 @@ func TestMetricsRecordOutcomes(t *testing.T) {
 			got[mt.Name] = mt.Data
 		}
 	}
-	outcomes := map[string]int64{}
-	if sum, ok := got["hunt_runner_notifications"].(metricdata.Sum[int64]); ok {
-		for _, p := range sum.DataPoints {
-			sink, _ := p.Attributes.Value("sink")
-			out, _ := p.Attributes.Value("outcome")
-			outcomes[sink.AsString()+"/"+out.AsString()] += p.Value
-		}
-	}
+	outcomes := notificationCounts(t, reader)
 	if outcomes["ok/delivered"] != 1 || outcomes["bad/dead"] != 1 {
 		t.Errorf("notifications %v, want ok/delivered 1 and bad/dead 1", outcomes)
 	}
@@ -78,4 +76,26 @@ func TestMetricsRecordOutcomes(t *testing.T) {
 	if p, dl := gauge("hunt_runner_notify_pending"), gauge("hunt_runner_notify_dead"); p != 0 || dl != 1 {
 		t.Errorf("pending %d, dead %d; want 0 and 1", p, dl)
 	}
+}
+
+// notificationCounts collects hunt_runner_notifications by "sink/outcome".
+func notificationCounts(t *testing.T, reader *sdkmetric.ManualReader) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, mt := range sm.Metrics {
+			if sum, ok := mt.Data.(metricdata.Sum[int64]); ok && mt.Name == "hunt_runner_notifications" {
+				for _, p := range sum.DataPoints {
+					sink, _ := p.Attributes.Value("sink")
+					o, _ := p.Attributes.Value("outcome")
+					out[sink.AsString()+"/"+o.AsString()] += p.Value
+				}
+			}
+		}
+	}
+	return out
 }

@@ -20,7 +20,7 @@ import (
 
 // chDB (clickhouse-local) has no writable access storage: its default user may not create
 // users or settings profiles, and a GRANT finds no such user. These are the statement kinds it
-// cannot run; the SQL SECURITY DEFINER view (BacklogViewSQL) runs on it.
+// cannot run; the SQL SECURITY DEFINER view (store.BacklogViewSQL) runs on it.
 var chdbUnsupported = map[string]int32{KindProfile: 497, KindUser: 497, KindGrant: 511} // ACCESS_DENIED, UNKNOWN_ROLE
 
 func onRealServer() bool { return os.Getenv(chtest.EnvURL) != "" }
@@ -48,12 +48,12 @@ func TestApplyTwiceOnEngine(t *testing.T) {
 	var viewDefs []string
 	for round := 1; round <= 2; round++ {
 		// As `hunt-runner schema` does on every run: the view is the schema's, not the role's.
-		if err := db.Conn.Exec(ctx, BacklogViewSQL(db.Name, "")); err != nil {
+		if err := db.Conn.Exec(ctx, store.BacklogViewSQL(db.Name, "")); err != nil {
 			t.Fatal(err)
 		}
 		applyEach(t, ctx, db.Conn, p, password, secret, round)
 		var def string
-		if err := db.Conn.QueryRow(ctx, "SELECT create_table_query FROM system.tables WHERE database = ? AND name = ?", db.Name, BacklogView).Scan(&def); err != nil {
+		if err := db.Conn.QueryRow(ctx, "SELECT create_table_query FROM system.tables WHERE database = ? AND name = ?", db.Name, store.ViewBacklog).Scan(&def); err != nil {
 			t.Fatal(err)
 		}
 		viewDefs = append(viewDefs, def)
@@ -69,7 +69,7 @@ func TestApplyTwiceOnEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got uint64
-	if err := db.Conn.QueryRow(ctx, "SELECT value FROM "+db.Name+"."+BacklogView).Scan(&got); err != nil {
+	if err := db.Conn.QueryRow(ctx, "SELECT value FROM "+db.Name+"."+store.ViewBacklog).Scan(&got); err != nil {
 		t.Fatal(err)
 	}
 	if got != want || got != 2 {
@@ -78,7 +78,7 @@ func TestApplyTwiceOnEngine(t *testing.T) {
 	// The scaler reads under its profile's readonly = 1, which refuses a SETTINGS clause in its
 	// own query; the one inside the view's body (from the due SQL) must not be refused.
 	roctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"readonly": 1}))
-	if err := db.Conn.QueryRow(roctx, "SELECT value FROM "+db.Name+"."+BacklogView).Scan(&got); err != nil || got != 2 {
+	if err := db.Conn.QueryRow(roctx, "SELECT value FROM "+db.Name+"."+store.ViewBacklog).Scan(&got); err != nil || got != 2 {
 		t.Fatalf("view read with readonly = 1: %d, %v; want 2", got, err)
 	}
 
@@ -209,6 +209,8 @@ func TestHuntsApplyTwiceOnEngine(t *testing.T) {
 		"SELECT 1 SETTINGS readonly = 0",
 		"SELECT 1 SETTINGS max_execution_time = 100000",
 		"SELECT 1 SETTINGS max_memory_usage = 0",
+		"SELECT 1 SETTINGS max_result_bytes = 0",
+		"SELECT 1 SETTINGS result_overflow_mode = 'break'",
 	} {
 		if err := conn.Exec(ctx, refused); err == nil {
 			t.Errorf("hunts may run %s", refused)
@@ -242,7 +244,7 @@ func connectAs(t *testing.T, db *chtest.DB, user, password string) driver.Conn {
 func checkScalerIdentity(t *testing.T, ctx context.Context, db *chtest.DB, user, password string) {
 	conn := connectAs(t, db, user, password)
 	var v uint64
-	if err := conn.QueryRow(ctx, "SELECT value FROM "+db.Name+"."+BacklogView).Scan(&v); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT value FROM "+db.Name+"."+store.ViewBacklog).Scan(&v); err != nil {
 		t.Fatalf("scaler cannot read the view: %v", err)
 	}
 	if err := schema.CheckLayout(ctx, conn, db.Name); err != nil {
@@ -281,7 +283,7 @@ func TestStatementsParseOnEngine(t *testing.T) {
 	}
 	for _, cluster := range []string{"", "main"} {
 		var formatted string
-		if err := db.Conn.QueryRow(ctx, "SELECT formatQuery({q:String})", clickhouse.Named("q", BacklogViewSQL(db.Name, cluster))).Scan(&formatted); err != nil {
+		if err := db.Conn.QueryRow(ctx, "SELECT formatQuery({q:String})", clickhouse.Named("q", store.BacklogViewSQL(db.Name, cluster))).Scan(&formatted); err != nil {
 			t.Errorf("backlog view (cluster %q) does not parse: %v", cluster, err)
 		}
 	}

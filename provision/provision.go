@@ -2,7 +2,7 @@
 // identities, for an operator to review and then apply:
 //
 //   - scaler: reads one number, the due backlog, and nothing else. The SQL SECURITY DEFINER view
-//     hunt_backlog_v1 (created by `hunt-runner schema` from BacklogViewSQL, so that the backlog
+//     hunt_backlog_v1 (created by `hunt-runner schema` from store.BacklogViewSQL, so that the backlog
 //     is right before any identity exists) returns the capped due count (no hunt ids, no table
 //     contents); the user may SELECT that view only, under a settings profile with readonly = 1
 //     and a 5 s max_execution_time. The KEDA shim (or KEDA's native ClickHouse trigger)
@@ -43,14 +43,6 @@ import (
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
-// BacklogView is the view the scaler identity reads. The suffix versions its meaning: one row,
-// one column `value`, the number of due hunts capped at BacklogCap.
-const BacklogView = "hunt_backlog_v1"
-
-// BacklogCap bounds the number the view returns, so that a runaway schedule cannot ask for an
-// absurd replica count (KEDA's maxReplicaCount is the real bound).
-const BacklogCap = 100000
-
 // PasswordPlaceholder stands for the password in printed SQL.
 const PasswordPlaceholder = "<password: HUNT_RUNNER_PROVISION_PASSWORD or --password-file>"
 
@@ -70,11 +62,15 @@ var Roles = []Role{RoleRunner, RoleMaterialiser, RoleHunts, RoleScaler}
 
 // Defaults of the hunts identity's settings profile.
 const (
-	DefaultHuntsMaxExecutionTime = 3600         // seconds; a hunt's timeout: may not exceed it
-	DefaultHuntsMaxMemoryUsage   = 8 << 30      // bytes per query
-	maxHuntsMemoryUsage          = 1 << 40      // a sanity bound on the option
-	defaultScalerExecutionTime   = 5            // seconds
-	maxExecutionTimeBound        = 24 * 60 * 60 // a sanity bound on the option
+	DefaultHuntsMaxExecutionTime = 3600    // seconds; a hunt's timeout: may not exceed it
+	DefaultHuntsMaxMemoryUsage   = 8 << 30 // bytes per query
+	// DefaultHuntsMaxResultBytes is the profile's ceiling on a query's result: a backstop
+	// far above the runner's own per-run findings cap, which the statement enforces; it is
+	// also applied to each shard's partial result of a distributed query, so it stays large.
+	DefaultHuntsMaxResultBytes = 1 << 30
+	maxHuntsMemoryUsage        = 1 << 40      // a sanity bound on the option
+	defaultScalerExecutionTime = 5            // seconds
+	maxExecutionTimeBound      = 24 * 60 * 60 // a sanity bound on the option
 )
 
 // Statement kinds, so that a caller (or a test on an engine with no access storage) can tell
@@ -103,6 +99,9 @@ type Options struct {
 	// MaxMemoryUsage is the hunts profile's per-query memory ceiling in bytes (default
 	// DefaultHuntsMaxMemoryUsage).
 	MaxMemoryUsage int64
+	// MaxResultBytes is the hunts profile's ceiling on a query's result in bytes, over which
+	// the query fails (default DefaultHuntsMaxResultBytes).
+	MaxResultBytes int64
 	// Cluster adds ON CLUSTER to every statement, for servers whose access entities are not
 	// replicated (leave empty with replicated access storage or a single node).
 	Cluster string
@@ -130,6 +129,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("%w: source databases apply to --role hunts only (hunts run as that identity)", ErrInvalid)
 	case o.Role != RoleHunts && o.MaxMemoryUsage != 0:
 		return o, fmt.Errorf("%w: a memory limit applies to --role hunts only", ErrInvalid)
+	case o.Role != RoleHunts && o.MaxResultBytes != 0:
+		return o, fmt.Errorf("%w: a result-bytes limit applies to --role hunts only", ErrInvalid)
 	}
 	if o.MaxExecutionTime == 0 {
 		o.MaxExecutionTime = defaultScalerExecutionTime
@@ -145,6 +146,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxMemoryUsage < 0 || o.MaxMemoryUsage > maxHuntsMemoryUsage {
 		return o, fmt.Errorf("%w: max memory usage %d bytes out of range", ErrInvalid, o.MaxMemoryUsage)
+	}
+	if o.Role == RoleHunts && o.MaxResultBytes == 0 {
+		o.MaxResultBytes = DefaultHuntsMaxResultBytes
+	}
+	if o.MaxResultBytes < 0 || o.MaxResultBytes > maxHuntsMemoryUsage {
+		return o, fmt.Errorf("%w: max result bytes %d out of range", ErrInvalid, o.MaxResultBytes)
 	}
 	if strings.EqualFold(o.User, "default") {
 		return o, fmt.Errorf("%w: user %q: provision a dedicated user, never ClickHouse's default", ErrInvalid, o.User)
@@ -226,30 +233,11 @@ func (p *Plan) onCluster() string {
 	return " ON CLUSTER " + schema.QuoteIdent(p.Options.Cluster)
 }
 
-// BacklogViewSelect is the body of the backlog view: store's due count
-// (the same SQL `hunt-runner due` runs), capped, as one non-negative integer named value.
-func BacklogViewSelect(database string) string {
-	return fmt.Sprintf("SELECT toUInt64(least(due, %d)) AS value FROM (\n%s\n)", BacklogCap, store.DueCountSQL(database, "now()"))
-}
-
-// BacklogViewSQL creates or refreshes the backlog view; `hunt-runner schema` runs it (cluster
-// adds ON CLUSTER), so the shim and KEDA read the true backlog before any identity exists, and
-// a later schema picks up a changed due query. The definer (whoever applies the schema) reads
-// the coordination tables on the scaler's behalf: the scaler gets no table privilege at all.
-func BacklogViewSQL(database, cluster string) string {
-	on := ""
-	if cluster != "" {
-		on = " ON CLUSTER " + schema.QuoteIdent(cluster)
-	}
-	return fmt.Sprintf("CREATE OR REPLACE VIEW %s.%s%s\nDEFINER = CURRENT_USER SQL SECURITY DEFINER\nAS %s",
-		schema.QuoteIdent(database), schema.QuoteIdent(BacklogView), on, BacklogViewSelect(database))
-}
-
 func (p *Plan) scaler() {
 	o := p.Options
 	db, user, profile := schema.QuoteIdent(o.Database), schema.QuoteIdent(o.User), schema.QuoteIdent(o.User+"_profile")
 	settings := fmt.Sprintf("readonly = 1, max_execution_time = %d", o.MaxExecutionTime)
-	// The view itself comes from `hunt-runner schema` (BacklogViewSQL); granting on it before it
+	// The view itself comes from `hunt-runner schema` (store.BacklogViewSQL); granting on it before it
 	// exists is allowed, so the order of schema and provision does not matter.
 	p.add(KindProfile, "CREATE SETTINGS PROFILE IF NOT EXISTS %s%s SETTINGS %s", profile, p.onCluster(), settings)
 	p.add(KindProfile, "ALTER SETTINGS PROFILE %s%s SETTINGS %s", profile, p.onCluster(), settings)
@@ -258,7 +246,7 @@ func (p *Plan) scaler() {
 	p.add(KindUser, "ALTER USER %s%s DEFAULT DATABASE %s SETTINGS PROFILE %s", user, p.onCluster(), db, profile)
 	// Besides the view, it reads what schema.Grants lists for it: hunt_schema only, as the shim
 	// refuses a database of another layout (schema.CheckLayout).
-	privs := []string{"SELECT ON " + db + "." + schema.QuoteIdent(BacklogView)}
+	privs := []string{store.BacklogPrivilege(o.Database)}
 	privs = append(privs, tablePrivileges(o.Database, schema.IdentityScaler)...)
 	p.add(KindGrant, "GRANT%s %s TO %s WITH REPLACE OPTION", p.onCluster(), strings.Join(privs, ", "), user)
 }
@@ -325,9 +313,11 @@ func (p *Plan) materialiser() {
 func (p *Plan) hunts() {
 	o := p.Options
 	profile := o.User + "_profile"
+	// result_overflow_mode is CONST 'throw': a hunt cannot turn the result ceiling into a
+	// silent cut ('break'), which would commit a partial window as if it were whole.
 	settings := fmt.Sprintf("readonly = 2 CONST, allow_ddl = 0 CONST, allow_introspection_functions = 0 CONST, "+
-		"max_execution_time = %d MAX %d, max_memory_usage = %d MAX %d",
-		o.MaxExecutionTime, o.MaxExecutionTime, o.MaxMemoryUsage, o.MaxMemoryUsage)
+		"max_execution_time = %d MAX %d, max_memory_usage = %d MAX %d, max_result_bytes = %d MAX %d, result_overflow_mode = 'throw' CONST",
+		o.MaxExecutionTime, o.MaxExecutionTime, o.MaxMemoryUsage, o.MaxMemoryUsage, o.MaxResultBytes, o.MaxResultBytes)
 	p.add(KindProfile, "CREATE SETTINGS PROFILE IF NOT EXISTS %s%s SETTINGS %s", schema.QuoteIdent(profile), p.onCluster(), settings)
 	p.add(KindProfile, "ALTER SETTINGS PROFILE %s%s SETTINGS %s", schema.QuoteIdent(profile), p.onCluster(), settings)
 	p.user(o.SourceDatabases[0], profile)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/hunt-runner/hunt-runner/internal/golden"
+	"github.com/hunt-runner/hunt-runner/store"
 )
 
 func TestGolden(t *testing.T) {
@@ -54,18 +55,18 @@ func TestScalerGrantsOnlyTheViewAndTheLayout(t *testing.T) {
 	if len(grants) != 1 || grants[0] != want {
 		t.Fatalf("grants %q, want exactly %q", grants, want)
 	}
-	// The view is the schema's (BacklogViewSQL): the scaler role creates only its identity.
+	// The view is the schema's (store.BacklogViewSQL): the scaler role creates only its identity.
 	for _, s := range p.Statements {
 		if strings.Contains(s.SQL, "VIEW") {
 			t.Errorf("scaler plan creates a view:\n%s", s.SQL)
 		}
 	}
-	view := BacklogViewSQL("d", "")
+	view := store.BacklogViewSQL("d", "")
 	if !strings.HasPrefix(view, "CREATE OR REPLACE VIEW `d`.`hunt_backlog_v1`\n") || !strings.Contains(view, "SQL SECURITY DEFINER") ||
-		!strings.Contains(view, BacklogViewSelect("d")) {
+		!strings.Contains(view, store.BacklogViewSelect("d")) {
 		t.Fatalf("view statement:\n%s", view)
 	}
-	if on := BacklogViewSQL("d", "main"); !strings.HasPrefix(on, "CREATE OR REPLACE VIEW `d`.`hunt_backlog_v1` ON CLUSTER `main`\n") {
+	if on := store.BacklogViewSQL("d", "main"); !strings.HasPrefix(on, "CREATE OR REPLACE VIEW `d`.`hunt_backlog_v1` ON CLUSTER `main`\n") {
 		t.Fatalf("view statement on a cluster:\n%s", on)
 	}
 }
@@ -141,6 +142,7 @@ func TestHuntsGrants(t *testing.T) {
 	}
 	text := p.Text()
 	for _, want := range []string{"readonly = 2 CONST", "max_execution_time = 3600 MAX 3600", "max_memory_usage = 8589934592 MAX 8589934592",
+		"max_result_bytes = 1073741824 MAX 1073741824", "result_overflow_mode = 'throw' CONST",
 		"SETTINGS PROFILE `hunt_hunts_profile`", "DEFAULT DATABASE `edr`"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("hunts SQL lacks %q:\n%s", want, text)

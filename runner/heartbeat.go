@@ -51,6 +51,9 @@ func (r *Runner) heartbeat(ctx context.Context, set *hunt.Set) {
 		SetHash: set.Hash, Hunts: len(set.Enabled()), Started: r.hb.started, Beat: now}
 	r.wg.Add(1) // a drain waits for it, so nothing writes after Start returns
 	r.mu.Unlock()
+	if r.opts.HuntFiles != nil {
+		beat.HuntFiles = r.opts.HuntFiles()
+	}
 	go func() {
 		defer r.wg.Done()
 		bctx, cancel := context.WithTimeout(ctx, max(r.opts.HeartbeatEvery, 5*time.Second))
@@ -60,7 +63,7 @@ func (r *Runner) heartbeat(ctx context.Context, set *hunt.Set) {
 		r.hb.inFlight = false
 		r.mu.Unlock()
 		if err != nil && ctx.Err() == nil {
-			r.opts.Metrics.clickhouseError(ctx, "heartbeat")
+			r.opts.Metrics.clickhouseError(ctx, stageHeartbeat)
 			r.log.Debug("heartbeat failed; the next one retries", "error", err)
 		}
 	}()

@@ -136,7 +136,7 @@ func (j *job) startRenewal() {
 				j.markLost("renewal found the lease taken")
 				return
 			default:
-				j.r.opts.Metrics.clickhouseError(j.ctx, "renew")
+				j.r.opts.Metrics.clickhouseError(j.ctx, stageRenew)
 				j.r.log.Warn("lease renewal failed; retrying", "hunt_id", j.hunt.ID, "fire", unixUTC(j.fire),
 					"claim_id", cur.ClaimID, "trusted_for", time.Until(cur.Trusted).Round(time.Millisecond).String(), "error", err)
 				t.Reset(max(time.Until(cur.Trusted)/4, 100*time.Millisecond))
@@ -318,10 +318,10 @@ func (r *Runner) commit(ctx context.Context, log logger, j *job, run store.Run, 
 		// The budget ran out with the outcome still unknown: the commit may have landed, so
 		// nothing that says otherwise is written (no failure, no backoff, no release, no audit
 		// row). A landed commit spent the lease; otherwise it expires.
-		r.opts.Metrics.clickhouseError(ctx, "commit")
+		r.opts.Metrics.clickhouseError(ctx, stageCommit)
 		return hunt.RunUnknown, fmt.Errorf("commit: %w", err)
 	default:
-		r.opts.Metrics.clickhouseError(ctx, "commit")
+		r.opts.Metrics.clickhouseError(ctx, stageCommit)
 		return hunt.RunFailed, fmt.Errorf("commit: %w", err)
 	}
 }
@@ -434,7 +434,7 @@ func (r *Runner) durably(ctx context.Context, log logger, what string, write fun
 		if attempt == 1 {
 			log.Warn("commit write failed; retrying until ClickHouse answers", "write", what, "error", err)
 		}
-		r.opts.Metrics.clickhouseError(ctx, "commit")
+		r.opts.Metrics.clickhouseError(ctx, stageCommit)
 		var d time.Duration
 		if lease.Refused(err) {
 			d, refusedWait = refusedWait, min(2*refusedWait, time.Second)
@@ -472,7 +472,7 @@ func (r *Runner) release(ctx context.Context, log logger, j *job) {
 	defer cancel()
 	if err := r.claimer.Release(ctx, j.currentLease()); err != nil {
 		if !errors.Is(err, lease.ErrFenced) && !errors.Is(err, lease.ErrLost) {
-			r.opts.Metrics.clickhouseError(ctx, "release")
+			r.opts.Metrics.clickhouseError(ctx, stageRelease)
 		}
 		log.Warn("lease release failed; it will expire", "error", err)
 	}
@@ -480,14 +480,14 @@ func (r *Runner) release(ctx context.Context, log logger, j *job) {
 
 func (r *Runner) recordRun(ctx context.Context, log logger, run store.Run) {
 	if err := r.durably(ctx, log, "record the run", r.recordRunOnce(run)); err != nil {
-		r.opts.Metrics.clickhouseError(ctx, "commit")
+		r.opts.Metrics.clickhouseError(ctx, stageCommit)
 		log.Error("recording the run failed", "status", run.Status, "error", err)
 	}
 }
 
 func (r *Runner) setState(ctx context.Context, log logger, st store.State) {
 	if err := r.durably(ctx, log, "record the hunt state", func(ctx context.Context) error { return r.states.write(ctx, st) }); err != nil {
-		r.opts.Metrics.clickhouseError(ctx, "commit")
+		r.opts.Metrics.clickhouseError(ctx, stageCommit)
 		log.Error("recording the hunt state failed", "status", st.Status, "error", err)
 	}
 }

@@ -135,6 +135,7 @@ func (m *memory) learn(snap store.Snapshot, set *hunt.Set, at time.Time) {
 // loaded hunt is caught up by what is remembered (no pause, no request: those are read), so a
 // plan of it would find nothing owed and nothing behind.
 func (m *memory) attention(snap store.Snapshot, set *hunt.Set) []*hunt.Hunt {
+	m.load(set)
 	out := make([]*hunt.Hunt, 0, len(m.owed)+len(snap.Hunts))
 	for _, h := range m.owed {
 		out = append(out, h)

@@ -31,7 +31,7 @@ import (
 //	hunt_runner_overruns_total                        [hunt_id]
 //	hunt_runner_tick_duration_seconds
 //	hunt_runner_claim_insert_duration_seconds         the slowest claim insert of a tick, send → ack
-//	hunt_runner_clickhouse_errors_total{stage}        snapshot|claim|renew|run|commit|release|heartbeat|…
+//	hunt_runner_clickhouse_errors_total{stage}        snapshot|claim|renew|commit|release|heartbeat|ownership|published_hash|replica_delay
 //	hunt_runner_loaded_set_info{hash}                 1 for the loaded set's hash
 //	hunt_runner_published_set_mismatch                1 while the loaded hash ≠ materialise's
 //	hunt_runner_replica_delay_seconds, hunt_runner_settle_seconds
@@ -91,6 +91,7 @@ func NewMetrics(meter metric.Meter, settle time.Duration, opts ...MetricsOption)
 	if err := m.registerHealth(meter); err != nil {
 		return nil, err
 	}
+	m.initialise()
 	buckets := metric.WithExplicitBucketBoundaries(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 	if m.runDur, err = meter.Float64Histogram("hunt_runner_run_duration", metric.WithUnit("s"),
 		metric.WithDescription("Hunt run duration, failures included."), buckets); err != nil {
@@ -214,6 +215,43 @@ func NewMetrics(meter metric.Meter, settle time.Duration, opts ...MetricsOption)
 		return nil, err
 	}
 	return m, nil
+}
+
+// The label values the totals are initialised with, besides runOutcomes and runKinds
+// (metrics_perhunt.go): the claim outcomes and the stages of ClickHouse errors.
+var (
+	claimOutcomes = []string{claimWon, claimLost, claimAlreadyRun, claimError}
+	errorStages   = []string{stageSnapshot, stageClaim, stageRenew, stageCommit, stageRelease, stageHeartbeat, stageOwnership, stagePublishedHash, stageReplicaDelay}
+)
+
+const (
+	claimWon, claimLost, claimAlreadyRun, claimError = "won", "lost", "already_run", "error"
+
+	stageSnapshot, stageClaim, stageRenew, stageCommit, stageRelease = "snapshot", "claim", "renew", "commit", "release"
+	stageHeartbeat, stageOwnership                                   = "heartbeat", "ownership"
+	stagePublishedHash, stageReplicaDelay                            = "published_hash", "replica_delay"
+)
+
+// initialise records 0 on every total with every label value it can take (per-hunt series
+// excepted: they appear with their hunt's first run), so that a fresh dashboard has no holes
+// and rate() and increase() see the first failure, gap or error: a series that appears at 1
+// has no increase to Prometheus.
+func (m *Metrics) initialise() {
+	ctx := context.Background()
+	for _, k := range runKinds {
+		for _, o := range runOutcomes {
+			m.runs.Add(ctx, 0, metric.WithAttributes(attribute.String("outcome", o.String()), attribute.String("kind", k.String())))
+		}
+	}
+	for _, o := range claimOutcomes {
+		m.claimsC.Add(ctx, 0, metric.WithAttributes(attribute.String("outcome", o)))
+	}
+	for _, s := range errorStages {
+		m.chErrors.Add(ctx, 0, metric.WithAttributes(attribute.String("stage", s)))
+	}
+	for _, c := range []metric.Int64Counter{m.rows, m.gaps, m.dropped, m.truncated, m.sevFallback, m.overruns} {
+		c.Add(ctx, 0)
+	}
 }
 
 func (m *Metrics) observe(r *Runner) {

@@ -32,12 +32,12 @@ func recordEverything(ctx context.Context, m *Metrics) {
 	m.huntsLoaded(r, &hunt.Set{Hash: "a", Hunts: []hunt.Hunt{{ID: "f"}, {ID: "h"}, {ID: "n"}}})
 	m.runDone(ctx, "h", hunt.KindScheduled, hunt.RunSucceeded, time.Second, 3)
 	m.runDone(ctx, "n", hunt.KindBackfill, hunt.RunFailed, time.Second, 0)
-	m.claims(ctx, "won", 1)
+	m.claims(ctx, claimWon, 1)
 	m.findingsDropped(ctx, "h", 1)
 	m.findingsTruncated(ctx, "h", 1)
 	m.gap(ctx, "h")
 	m.overrun(ctx, "h")
-	m.clickhouseError(ctx, "claim")
+	m.clickhouseError(ctx, stageClaim)
 	m.tickDone(ctx, time.Second)
 	m.claimInserted(ctx, 200*time.Millisecond)
 	m.setReplicaDelay(time.Second)
@@ -253,5 +253,34 @@ func compareNames(t *testing.T, file string, got []string, update bool) {
 		if !slices.Contains(listed, name) {
 			t.Logf("%s is exported but not in %s (-update-metric-names adds it)", name, file)
 		}
+	}
+}
+
+// A fresh runner's totals are all there at 0, with every label value they take, so that a new
+// dashboard has no holes and the first failure, gap or error is an increase Prometheus sees.
+func TestCountersInitialised(t *testing.T) {
+	_, scrape := newTestMetrics(t)
+	body := scrape()
+	var want []string
+	for _, k := range runKinds {
+		for _, o := range runOutcomes {
+			want = append(want, fmt.Sprintf(`hunt_runner_runs_total{kind="%s",outcome="%s"} 0`, k, o))
+		}
+	}
+	for _, o := range claimOutcomes {
+		want = append(want, fmt.Sprintf(`hunt_runner_claims_total{outcome="%s"} 0`, o))
+	}
+	for _, s := range errorStages {
+		want = append(want, fmt.Sprintf(`hunt_runner_clickhouse_errors_total{stage="%s"} 0`, s))
+	}
+	want = append(want, "hunt_runner_rows_written_total 0", "hunt_runner_gaps_total 0", "hunt_runner_findings_dropped_total 0",
+		"hunt_runner_findings_truncated_total 0", "hunt_runner_findings_severity_fallback_total 0", "hunt_runner_overruns_total 0")
+	for _, w := range want {
+		if !strings.Contains(body, w+"\n") {
+			t.Errorf("a fresh runner's metrics lack %s", w)
+		}
+	}
+	if t.Failed() {
+		t.Log(body)
 	}
 }

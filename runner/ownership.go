@@ -38,7 +38,7 @@ func (r *Runner) ownDue(ctx context.Context, loaded *hunt.Set, due []dueFire) ([
 	ids = slices.Compact(ids)
 	foreign, err := r.foreignOwners(ctx, ids)
 	if err != nil {
-		r.opts.Metrics.clickhouseError(ctx, "ownership")
+		r.opts.Metrics.clickhouseError(ctx, stageOwnership)
 		return nil, err
 	}
 	r.mu.Lock()

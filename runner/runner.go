@@ -77,6 +77,9 @@ type Options struct {
 	Version        string
 	HuntSet        string
 	HeartbeatEvery time.Duration
+	// HuntFiles, when set, gives the loaded hunt files' problems as JSON for the heartbeat,
+	// so that `status` without a hunt source can show them.
+	HuntFiles func() string
 
 	Logger  *slog.Logger
 	Metrics *Metrics         // nil: no metrics
@@ -376,7 +379,7 @@ func (r *Runner) tick(ctx context.Context) error {
 	})
 	snapLocal := time.Now()
 	if err != nil {
-		r.opts.Metrics.clickhouseError(ctx, "snapshot")
+		r.opts.Metrics.clickhouseError(ctx, stageSnapshot)
 		span.RecordError(err)
 		span.SetStatus(codes.Error, "snapshot")
 		r.mu.Lock()
@@ -454,16 +457,16 @@ func (r *Runner) tick(ctx context.Context) error {
 		return nil
 	}
 	r.opts.Metrics.claimInserted(ctx, res.InsertTook)
-	r.opts.Metrics.claims(ctx, "won", len(res.Won))
-	r.opts.Metrics.claims(ctx, "lost", len(res.Lost))
-	r.opts.Metrics.claims(ctx, "already_run", len(res.AlreadyRun))
-	r.opts.Metrics.claims(ctx, "error", len(res.Failed))
+	r.opts.Metrics.claims(ctx, claimWon, len(res.Won))
+	r.opts.Metrics.claims(ctx, claimLost, len(res.Lost))
+	r.opts.Metrics.claims(ctx, claimAlreadyRun, len(res.AlreadyRun))
+	r.opts.Metrics.claims(ctx, claimError, len(res.Failed))
 	if err == nil {
 		err = res.Err
 	}
 	if err != nil {
 		// Leases in res.Won are still valid even when part of the batch failed.
-		r.opts.Metrics.clickhouseError(ctx, "claim")
+		r.opts.Metrics.clickhouseError(ctx, stageClaim)
 		span.RecordError(err)
 		r.log.Warn("claim failed", "fires", len(fires), "won", len(res.Won), "error", err)
 	}
@@ -501,7 +504,7 @@ func (r *Runner) checkPublished(ctx context.Context, set *hunt.Set) {
 	if r.opts.PublishedHash != nil {
 		pub, err := r.opts.PublishedHash(ctx)
 		if err != nil {
-			r.opts.Metrics.clickhouseError(ctx, "published_hash")
+			r.opts.Metrics.clickhouseError(ctx, stagePublishedHash)
 			r.log.Warn("reading the published set hash failed", "error", err)
 		} else {
 			r.mu.Lock()
@@ -521,7 +524,7 @@ func (r *Runner) checkPublished(ctx context.Context, set *hunt.Set) {
 	if r.opts.ReplicaDelay != nil {
 		d, err := r.opts.ReplicaDelay(ctx)
 		if err != nil {
-			r.opts.Metrics.clickhouseError(ctx, "replica_delay")
+			r.opts.Metrics.clickhouseError(ctx, stageReplicaDelay)
 			r.log.Warn("reading the replica delay failed", "error", err)
 			return
 		}

@@ -20,7 +20,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
-	"github.com/hunt-runner/hunt-runner/provision"
+	"github.com/hunt-runner/hunt-runner/store"
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
@@ -37,13 +37,16 @@ func (l *logBuffer) Write(p []byte) (int, error) {
 }
 
 // count returns how many lines have msg containing substr.
-func (l *logBuffer) count(substr string) int {
+func (l *logBuffer) count(substr string) int { return l.countAt("", substr) }
+
+// countAt counts the lines at level (e.g. "WARN"; "" for any) whose message holds substr.
+func (l *logBuffer) countAt(level, substr string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
 	for _, line := range strings.Split(l.buf.String(), "\n") {
-		var rec struct{ Msg string }
-		if json.Unmarshal([]byte(line), &rec) == nil && strings.Contains(rec.Msg, substr) {
+		var rec struct{ Msg, Level string }
+		if json.Unmarshal([]byte(line), &rec) == nil && strings.Contains(rec.Msg, substr) && (level == "" || rec.Level == level) {
 			n++
 		}
 	}
@@ -134,7 +137,7 @@ func coordination(t testing.TB, conn driver.Conn, db string, live ...string) {
 	if _, err := schema.Apply(ctx, conn, db, schema.Topology("single"), ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := conn.Exec(ctx, provision.BacklogViewSQL(db, "")); err != nil {
+	if err := conn.Exec(ctx, store.BacklogViewSQL(db, "")); err != nil {
 		t.Fatal(err)
 	}
 	publish(t, conn, db, live...)

@@ -1,6 +1,7 @@
 package shim
 
 import (
+	"log/slog"
 	"net/url"
 	"sort"
 	"strings"
@@ -49,10 +50,27 @@ type cache struct {
 	params   int            // parameterised entries in all
 	max      int            // bound on params
 	maxQuery int            // bound on each perQuery
+	// logged is when each query last logged each holding edge above Debug (edgeLevel).
+	logged map[string]time.Time
 }
 
 func newCache(max, maxQuery int) *cache {
-	return &cache{entries: map[string]*entry{}, perQuery: map[string]int{}, max: max, maxQuery: min(max, maxQuery)}
+	return &cache{entries: map[string]*entry{}, perQuery: map[string]int{}, max: max, maxQuery: min(max, maxQuery),
+		logged: map[string]time.Time{}}
+}
+
+// edgeLogEvery bounds how often one query logs holding edges above Debug: a caller that sends
+// a new parameter value with every request, during an outage, must not turn each into a log line.
+const edgeLogEvery = time.Minute
+
+// edgeLevel is the level of edge ("query/started", …) at now (c.mu held): level the first
+// time in edgeLogEvery, Debug after that.
+func (c *cache) edgeLevel(edge string, now time.Time, level slog.Level) slog.Level {
+	if last, ok := c.logged[edge]; ok && now.Sub(last) < edgeLogEvery {
+		return slog.LevelDebug
+	}
+	c.logged[edge] = now
+	return level
 }
 
 // canonicalParams renders params sorted by name, URL-escaped, so that equal requests share an

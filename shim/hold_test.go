@@ -246,3 +246,32 @@ func TestPasswordScrubbedFromHoldingLog(t *testing.T) {
 		t.Fatalf("the password is in the log:\n%s", logs)
 	}
 }
+
+// TestHoldingEdgesOfNewParamsDoNotFlood: during an outage a caller that sends a new parameter
+// value with every request starts a hold per value; the query logs that edge above Debug once
+// a minute, not once per value.
+func TestHoldingEdgesOfNewParamsDoNotFlood(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		logs := &logBuffer{}
+		s, _ := newTestServer(t, Options{Conn: stalled{}, RetryBackoff: time.Nanosecond})
+		s.log = slogJSON(logs)
+		q, ok := s.cat.Lookup(PressureQuery)
+		if !ok {
+			t.Fatal("no pressure query")
+		}
+		s.fetch = func(context.Context, *Query, map[string]string) (float64, error) {
+			return 0, errors.New("connection refused")
+		}
+		for i := range 30 {
+			s.serve(context.Background(), q, map[string]string{"service": fmt.Sprint("svc-", i)})
+		}
+		if n := logs.countAt("WARN", "holding the last good value"); n != 1 {
+			t.Fatalf("%d holding-started warnings for 30 new parameter values in one outage, want 1:\n%s", n, logs)
+		}
+		time.Sleep(edgeLogEvery)
+		s.serve(context.Background(), q, map[string]string{"service": "svc-late"})
+		if n := logs.countAt("WARN", "holding the last good value"); n != 2 {
+			t.Fatalf("%d holding-started warnings after a minute more, want 2", n)
+		}
+	})
+}

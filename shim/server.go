@@ -321,8 +321,8 @@ func (s *Server) settle(e *entry, v float64, err error) answer {
 	if err == nil {
 		v = e.query.Clamp(v)
 		if e.holding {
-			s.log.Info("ClickHouse answers again; holding ended", "query", e.query.Name, "params", e.params,
-				"reason", e.reason, "held_for", now.Sub(e.since).Round(time.Millisecond), "value", v)
+			s.log.Log(context.Background(), s.cache.edgeLevel(e.query.Name+"/ended", now, slog.LevelInfo), "ClickHouse answers again; holding ended",
+				"query", e.query.Name, "params", e.params, "reason", e.reason, "held_for", now.Sub(e.since).Round(time.Millisecond), "value", v)
 		}
 		e.holding, e.reason, e.staleLogged = false, "", false
 		e.value, e.good, e.goodAt = v, true, now
@@ -338,7 +338,8 @@ func (s *Server) settle(e *entry, v float64, err error) answer {
 		} else {
 			attrs = append(attrs, "cold_hold", e.query.ColdHold)
 		}
-		s.log.Warn("ClickHouse query failed; holding the last good value, or cold_hold when there is none (no scaling change)", attrs...)
+		s.log.Log(context.Background(), s.cache.edgeLevel(e.query.Name+"/started", now, slog.LevelWarn),
+			"ClickHouse query failed; holding the last good value, or cold_hold when there is none (no scaling change)", attrs...)
 	}
 	return s.heldLocked(e, now)
 }
@@ -348,8 +349,8 @@ func (s *Server) heldLocked(e *entry, now time.Time) answer {
 	a := e.heldAnswerLocked(now)
 	if a.Stale && !e.staleLogged {
 		e.staleLogged = true
-		s.log.Warn("held value is older than max_stale; still holding it", "query", e.query.Name, "params", e.params,
-			"reason", e.reason, "max_stale", e.query.MaxStale, "cold", a.Cold)
+		s.log.Log(context.Background(), s.cache.edgeLevel(e.query.Name+"/stale", now, slog.LevelWarn), "held value is older than max_stale; still holding it",
+			"query", e.query.Name, "params", e.params, "reason", e.reason, "max_stale", e.query.MaxStale, "cold", a.Cold)
 	}
 	return a
 }

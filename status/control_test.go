@@ -2,6 +2,7 @@ package status
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,5 +57,47 @@ func TestPauseAndBackfillInStatus(t *testing.T) {
 	if len(r.Backfills) != 1 || r.Backfills[0].ID != id || r.Backfills[0].Chunks != 5 || r.Backfills[0].ChunksDone != 0 ||
 		r.Backfills[0].RequestedBy != "bob" {
 		t.Errorf("replayed backfills %+v", r.Backfills)
+	}
+}
+
+// A snoozed hunt shows who snoozed it, why and until when, in the report, the hunt's API and
+// both pages, while it still runs; an unsnooze or an expired snooze shows nothing.
+func TestSnoozeInStatus(t *testing.T) {
+	db := fixture(t)
+	ctx := context.Background()
+	st, w := db.store(), store.New(db.Conn, db.Name)
+	entries := fixtureEntries()
+	id := entries[0].ID
+	if err := w.Snooze(ctx, store.SnoozeRequest{HuntID: id, For: time.Hour, Reason: "change window", By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Read(ctx, st, entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if z := mustGet(t, rep, id).Snooze; z == nil || z.By != "alice" || z.Reason != "change window" || z.Until == "" || z.Since == "" {
+		t.Fatalf("snooze of %s: %+v", id, z)
+	}
+	srv := serveFixture(t, db, entries)
+	if _, _, body := get(t, srv.URL+"/api/v1/hunts/"+id); !strings.Contains(body, "\"snooze\": {\n    \"by\": \"alice\",\n    \"reason\": \"change window\"") {
+		t.Errorf("the hunt's API lacks the snooze:\n%s", body)
+	}
+	if _, _, page := get(t, srv.URL+"/"); !strings.Contains(page, "notifications snoozed by alice") {
+		t.Errorf("the index does not show the snooze")
+	}
+	if _, _, page := get(t, srv.URL+"/hunts/"+id); !strings.Contains(page, `<dd id="snooze">snoozed by alice: change window until`) {
+		t.Errorf("the hunt's page does not show the snooze")
+	}
+	if err := w.Unsnooze(ctx, id, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err = Read(ctx, st, entries); err != nil || mustGet(t, rep, id).Snooze != nil {
+		t.Errorf("after unsnooze: %v %+v", err, mustGet(t, rep, id).Snooze)
+	}
+	if err := w.Snooze(ctx, store.SnoozeRequest{HuntID: id, Until: time.Now().Add(-time.Minute), By: "carol"}); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err = Read(ctx, st, entries); err != nil || mustGet(t, rep, id).Snooze != nil {
+		t.Errorf("an expired snooze shows: %v %+v", err, mustGet(t, rep, id).Snooze)
 	}
 }

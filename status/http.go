@@ -83,6 +83,7 @@ type APIHuntDetail struct {
 	Description string            `json:"description,omitempty"`
 	Query       string            `json:"query,omitempty"`
 	Pause       *Pause            `json:"pause,omitempty"`
+	Snooze      *Snooze           `json:"snooze,omitempty"`
 	Runs        []Run             `json:"runs"`
 }
 
@@ -207,7 +208,7 @@ func (w *Web) apiHunt(rw http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(rw, http.StatusOK, APIHuntDetail{APIHunt: ToAPI(h), Severity: h.Severity, Labels: h.Labels,
-		Description: h.Description, Query: h.Query, Pause: h.Pause, Runs: runs})
+		Description: h.Description, Query: h.Query, Pause: h.Pause, Snooze: h.Snooze, Runs: runs})
 }
 
 func (w *Web) apiRunners(rw http.ResponseWriter, r *http.Request) {

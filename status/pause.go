@@ -62,3 +62,27 @@ func backfillsOf(snap store.Snapshot, hunt string) []Backfill {
 func sortEntries(es []hunt.Hunt) {
 	sort.Slice(es, func(i, j int) bool { return es[i].ID < es[j].ID })
 }
+
+// Snooze is a live snooze of a hunt's notifications (`hunt-runner snooze`): runs and findings
+// go on, deliveries are recorded muted.
+type Snooze struct {
+	By     string `json:"by"`
+	Reason string `json:"reason,omitempty"`
+	Since  string `json:"since"`
+	Until  string `json:"until,omitempty"` // RFC 3339; empty: until unsnoozed
+}
+
+// markSnoozes sets the snooze of every hunt of r that one mutes at r's now.
+func (r *Report) markSnoozes(snoozes map[string]store.Snooze) {
+	for i := range r.Hunts {
+		z, ok := snoozes[r.Hunts[i].HuntID]
+		if !ok || !z.LiveAt(r.now) {
+			continue
+		}
+		s := &Snooze{By: z.By, Reason: z.Reason, Since: rfc(z.Updated)}
+		if !z.Until.IsZero() {
+			s.Until = rfc(z.Until)
+		}
+		r.Hunts[i].Snooze = s
+	}
+}

@@ -17,6 +17,7 @@ type Reader interface {
 	RunRecords(ctx context.Context, huntID string, limit int) ([]store.RunRecord, error)
 	OwnerActivities(ctx context.Context, within time.Duration) ([]store.OwnerActivity, error)
 	LatestFindings(ctx context.Context, huntID string, limit int) ([]store.LatestFinding, error)
+	Snoozes(ctx context.Context) (map[string]store.Snooze, error)
 	HeartbeatReader
 }
 

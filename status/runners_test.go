@@ -25,7 +25,7 @@ func TestRunnersFromHeartbeats(t *testing.T) {
 	}
 	// pod-old stopped ten minutes ago: in the API's 15-minute window, not live; pod-gone
 	// stopped half an hour ago: outside it.
-	if err := db.Conn.Exec(ctx, "INSERT INTO "+db.Name+".hunt_runner_heartbeat VALUES "+
+	if err := db.Conn.Exec(ctx, "INSERT INTO "+db.Name+".hunt_runner_heartbeat (owner, version, hunt_set, set_hash, hunts, last_tick, started) VALUES "+
 		"('pod-old', 'v0.9.0', 'default', 'old', 3, now64(3) - INTERVAL 10 MINUTE, now64(3) - INTERVAL 1 DAY), "+
 		"('pod-gone', 'v0.9.0', 'default', 'old', 3, now64(3) - INTERVAL 30 MINUTE, now64(3) - INTERVAL 1 DAY)"); err != nil {
 		t.Fatal(err)

@@ -47,6 +47,8 @@ type Hunt struct {
 	Due           bool   `json:"due"`
 	Paused        bool   `json:"paused"`
 	Pause         *Pause `json:"pause,omitempty"`
+	// Snooze is set while the hunt's notifications are snoozed (it still runs).
+	Snooze *Snooze `json:"snooze,omitempty"`
 	// Backfills are the hunt's backfills still to run, with their progress.
 	Backfills []Backfill `json:"backfills,omitempty"`
 
@@ -123,9 +125,9 @@ func rfcSec(s int64) string  { return rfc(time.Unix(s, 0)) }
 
 // Read reports every hunt of entries, plus every hunt the coordination tables know that is
 // neither in entries nor retired by materialise (marked unpublished), sorted by id. With nil
-// entries the published schedule is the list. It costs four queries: the snapshot (which
+// entries the published schedule is the list. It costs five queries: the snapshot (which
 // carries pauses and pending backfills), the published schedule, one aggregate over
-// hunt_runs and one over the runners' heartbeats.
+// hunt_runs, the snoozes and the runners' heartbeats.
 func Read(ctx context.Context, st Reader, entries []hunt.Hunt) (Report, error) {
 	snap, err := st.Snapshot(ctx)
 	if err != nil {
@@ -146,6 +148,10 @@ func Read(ctx context.Context, st Reader, entries []hunt.Hunt) (Report, error) {
 		return Report{}, fmt.Errorf("status: %w", err)
 	}
 	pauses := pausesOf(snap)
+	snoozes, err := st.Snoozes(ctx)
+	if err != nil {
+		return Report{}, fmt.Errorf("status: %w", err)
+	}
 	runners, err := LiveRunners(ctx, st, LiveWithin)
 	if err != nil {
 		return Report{}, fmt.Errorf("status: %w", err)
@@ -184,6 +190,7 @@ func Read(ctx context.Context, st Reader, entries []hunt.Hunt) (Report, error) {
 		out.Hunts = append(out.Hunts, build(snap, e, !ok, p, runs[id], pauses[id]))
 	}
 	sort.Slice(out.Hunts, func(i, j int) bool { return out.Hunts[i].HuntID < out.Hunts[j].HuntID })
+	out.markSnoozes(snoozes)
 	return out, nil
 }
 

@@ -155,6 +155,7 @@ type HeartbeatRow struct {
 	Hunts                            uint32
 	LastTick                         time.Time // the server's clock at the beat
 	Started                          time.Time // the runner's clock at its start
+	HuntFiles                        string    // its hunt files' problems, JSON (Heartbeat.HuntFiles)
 }
 
 // Heartbeats reads the newest heartbeat of every runner in the table, by owner, and the
@@ -162,7 +163,7 @@ type HeartbeatRow struct {
 // none.
 func (s *Store) Heartbeats(ctx context.Context) ([]HeartbeatRow, time.Time, error) {
 	rows, err := s.conn.Query(ctx, `SELECT owner, argMax(version, last_tick), argMax(hunt_set, last_tick),
-    argMax(set_hash, last_tick), argMax(hunts, last_tick), max(last_tick), argMax(started, last_tick), any(now64(3))
+    argMax(set_hash, last_tick), argMax(hunts, last_tick), max(last_tick), argMax(started, last_tick), argMax(hunt_files, last_tick), any(now64(3))
 FROM `+s.table(schema.TableHeartbeat)+`
 GROUP BY owner ORDER BY owner`)
 	if err != nil {
@@ -177,7 +178,7 @@ GROUP BY owner ORDER BY owner`)
 	var now time.Time
 	for rows.Next() {
 		var b HeartbeatRow
-		if err := rows.Scan(&b.Owner, &b.Version, &b.HuntSet, &b.SetHash, &b.Hunts, &b.LastTick, &b.Started, &now); err != nil {
+		if err := rows.Scan(&b.Owner, &b.Version, &b.HuntSet, &b.SetHash, &b.Hunts, &b.LastTick, &b.Started, &b.HuntFiles, &now); err != nil {
 			return nil, time.Time{}, fmt.Errorf("read %s: %w", schema.TableHeartbeat, err)
 		}
 		out = append(out, b)

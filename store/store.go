@@ -4,6 +4,7 @@
 // runs.go (hunt_run and run-now requests), state.go (hunt_state), snapshot.go (the reads a tick
 // plans from), control.go (pause, backfill), schedule.go (hunt_schedule and hunt_publish:
 // schedule.Materialise's port), due.go (the due backlog in SQL, schedule.IsDue's twin),
+// backlog.go (the KEDA backlog view built on it),
 // deliveries.go and suppress.go (notification deliveries and suppression), snooze.go,
 // findings.go (hunt_findings), status.go (the status report's reads), ownership.go (who
 // publishes a hunt), checked.go (the server check's cache), heartbeat.go, import.go

@@ -15,9 +15,9 @@ func dueCommand() *cli.Command {
 		Name:  "due",
 		Usage: "print the number of hunts due now (the KEDA backlog)",
 		Description: `Runs the due backlog query — the same SQL as the KEDA shim and the hunt_backlog_v1 view — on
-ClickHouse's clock and prints the count as a plain integer. A hunt is due when it is enabled, its
-latest fire is not covered by its watermark (or a run-now request is pending), and no live lease
-holds it. It needs only the tables: no runner has to be alive.
+ClickHouse's clock and prints the count as a plain integer: the hunts due by the one due
+predicate (docs/schedule.md, "The due predicate"; the runners plan with the same one). It needs
+only the tables: no runner has to be alive.
 
 --explain also lists the due hunts, most overdue first, with their latest fire, watermark and
 lease; --json prints {"due": N} or, with --explain,

@@ -8,6 +8,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hunt-runner/hunt-runner/provision"
+	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
 // provisionPasswordEnv is where --apply reads the new identity's password (or --password-file).
@@ -22,18 +23,15 @@ func provisionCommand() *cli.Command {
 of the text above it (check with: head -n -1 provision.sql | sha256sum); --expect-sha256 refuses
 to apply anything but the reviewed text.
 
-  runner        SELECT, INSERT on hunt_lease, hunt_watermark, hunt_state, hunt_run,
-                hunt_findings and hunt_runner_heartbeat; SELECT on hunt_schedule, hunt_publish and
-                hunt_request; SELECT on system.databases and system.replicas. No source data.
-  materialiser  SELECT, INSERT on hunt_schedule, hunt_publish and hunt_request (materialise,
-                trigger); nothing else.
-  hunts         the identity hunt queries run as (run --hunts-user): SELECT on the databases named
+` + roleHelp(schema.IdentityRunner, "runner", "SELECT on system.databases and system.replicas. No source data.") +
+			roleHelp(schema.IdentityMaterialiser, "materialiser", "SELECT on system.databases; nothing else (materialise and trigger).") + `  hunts         the identity hunt queries run as (run --hunts-user): SELECT on the databases named
                 by --source-database (required; never derived from hunt text), a settings profile
                 with readonly = 2 CONST and MAX limits on max_execution_time and max_memory_usage;
                 no URL, REMOTE, FILE or S3 privileges and nothing on the coordination database.
   scaler        a settings profile (readonly = 1, max_execution_time = 5) and a user allowed to
                 SELECT the view <database>.hunt_backlog_v1 (one capped count, no ids; created by
-                hunt-runner schema) and nothing else. The KEDA shim connects as it.
+                hunt-runner schema) and hunt_schema (the layout check), nothing else. The KEDA
+                shim connects as it.
 
 The password is never printed and never taken from a flag: --apply reads it from
 HUNT_RUNNER_PROVISION_PASSWORD or --password-file. Re-applying changes nothing (an existing
@@ -53,6 +51,8 @@ existing user, so applying it rotates.
 				Usage: "profile limit in seconds: the scaler's (default 5) or the hunts' ceiling (default 3600)"},
 			&cli.Int64Flag{Name: "max-memory-usage", EnvVars: envFor("max-memory-usage"),
 				Usage: "hunts: per-query memory ceiling in bytes (default 8 GiB)"},
+			&cli.Int64Flag{Name: "max-result-bytes", EnvVars: envFor("max-result-bytes"),
+				Usage: "hunts: ceiling on a query's result in bytes, over which it fails (default 1 GiB; also applies to each shard's partial result)"},
 			&cli.BoolFlag{Name: "rotate-password", EnvVars: envFor("rotate-password"),
 				Usage: "also set the password of an existing user (rotation); the SQL and its SHA-256 change accordingly"},
 			&cli.StringFlag{Name: "cluster", EnvVars: envFor("cluster"),
@@ -85,6 +85,7 @@ func runProvision(c *cli.Context) error {
 		RotatePassword:   c.Bool("rotate-password"),
 		MaxExecutionTime: c.Int("max-execution-time"),
 		MaxMemoryUsage:   c.Int64("max-memory-usage"),
+		MaxResultBytes:   c.Int64("max-result-bytes"),
 	}
 	plan, err := provision.Generate(opts)
 	if err != nil {
@@ -139,4 +140,49 @@ func provisionPassword(file string) (string, error) {
 		return p, nil
 	}
 	return "", cli.Exit("--apply needs the new identity's password in "+provisionPasswordEnv+" or --password-file", exitUsage)
+}
+
+// roleHelp is the help text's entry for identity id: the tables schema.Grants gives it (the one
+// list provision grants from, so the help cannot drift from the SQL), then rest.
+func roleHelp(id schema.Identity, role, rest string) string {
+	var rw, ro []string
+	for _, a := range schema.Grants(id) {
+		if a.Insert {
+			rw = append(rw, a.Table)
+		} else {
+			ro = append(ro, a.Table)
+		}
+	}
+	var parts []string
+	if len(rw) > 0 {
+		parts = append(parts, "SELECT, INSERT on "+joinAnd(rw))
+	}
+	if len(ro) > 0 {
+		parts = append(parts, "SELECT on "+joinAnd(ro))
+	}
+	text := strings.Join(append(parts, rest), "; ")
+	const indent, width = 16, 100
+	var b strings.Builder
+	b.WriteString(fmt.Sprintf("  %-*s", indent-2, role))
+	col := indent
+	for i, w := range strings.Fields(text) {
+		if i > 0 && col+1+len(w) > width {
+			b.WriteString("\n" + strings.Repeat(" ", indent))
+			col = indent
+		} else if i > 0 {
+			b.WriteByte(' ')
+			col++
+		}
+		b.WriteString(w)
+		col += len(w)
+	}
+	return b.String() + "\n"
+}
+
+// joinAnd lists names as prose: "a, b and c".
+func joinAnd(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
-	"github.com/hunt-runner/hunt-runner/provision"
+	"github.com/hunt-runner/hunt-runner/store"
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
@@ -134,26 +134,19 @@ func runSchema(c *cli.Context) error {
 	return nil
 }
 
-// applySchema is schema.Apply plus the objects built from other packages' SQL, which schema
-// cannot import: the KEDA backlog view. Without the view the shim answers a cold 0 and a
-// runner scaled to zero never wakes, so it is part of the schema, not of an optional step.
+// applySchema is schema.Apply plus the KEDA backlog view, which store builds on its due SQL
+// (store/schema cannot import store). Without the view the shim answers a cold 0 and a runner
+// scaled to zero never wakes, so it is part of the schema, not of an optional step.
 func applySchema(ctx context.Context, conn driver.Conn, database string, topo schema.Topology, cluster string) (schema.Report, error) {
 	rep, err := schema.Apply(ctx, conn, database, topo, cluster)
 	if err != nil {
 		return rep, err
 	}
-	v := backlogView(rep.Database, rep.Topology, cluster)
-	var n uint64
-	if err := conn.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = ? AND name = ?",
-		rep.Database, provision.BacklogView).Scan(&n); err != nil {
-		return rep, fmt.Errorf("apply schema: read system.tables: %w", err)
+	v, existed, err := store.ApplyBacklogView(ctx, conn, rep.Database, rep.Topology, cluster)
+	if err != nil {
+		return rep, err
 	}
-	// Always replaced, never only created: a newer release's due query must reach the view.
-	if err := conn.Exec(ctx, v.SQL); err != nil {
-		return rep, fmt.Errorf("apply schema: create %s (needs CREATE VIEW, and a server with SQL SECURITY DEFINER views, "+
-			"ClickHouse 24.3 or newer): %w", v.Name, err)
-	}
-	if n > 0 {
+	if existed {
 		rep.Existing = append(rep.Existing, v.Name)
 	} else {
 		rep.Created = append(rep.Created, v.Name)
@@ -194,18 +187,11 @@ func ttlDays(text string) (int, error) {
 	return int(d / day), nil
 }
 
-func backlogView(database string, topo schema.Topology, cluster string) schema.Statement {
-	if topo != schema.TopologyCluster {
-		cluster = ""
-	}
-	return schema.Statement{Name: "view " + database + "." + provision.BacklogView, SQL: provision.BacklogViewSQL(database, cluster)}
-}
-
 func printSchema(w io.Writer, database string, topo schema.Topology, cluster string, ret schema.Retention) error {
 	if topo == schema.TopologyAuto {
 		topo = schema.TopologySingle
 	}
-	stmts := append(schema.DDL(database, topo, cluster), backlogView(database, topo, cluster))
+	stmts := append(schema.DDL(database, topo, cluster), store.BacklogViewStatement(database, topo, cluster))
 	// The DDL creates the default retention; another one is these ALTERs, as schema applies them.
 	alters, err := schema.RetentionStatements(database, topo, cluster, ret)
 	if err != nil {

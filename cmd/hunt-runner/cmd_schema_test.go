@@ -12,7 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
-	"github.com/hunt-runner/hunt-runner/provision"
+	"github.com/hunt-runner/hunt-runner/store"
 	"github.com/hunt-runner/hunt-runner/store/schema"
 )
 
@@ -51,7 +51,7 @@ func TestSchemaPrintMatchesGoldenWithoutConnecting(t *testing.T) {
 			if topo == "cluster" {
 				cluster = "default"
 			}
-			view := "\n-- view hunt_runner.hunt_backlog_v1\n" + provision.BacklogViewSQL("hunt_runner", cluster) + ";\n"
+			view := "\n-- view hunt_runner.hunt_backlog_v1\n" + store.BacklogViewSQL("hunt_runner", cluster) + ";\n"
 			if out != header+string(golden)+view {
 				t.Errorf("printed DDL differs from the golden file:\n%s", out)
 			}

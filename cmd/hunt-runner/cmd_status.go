@@ -77,6 +77,17 @@ func statusAction(c *cli.Context) error {
 	if err != nil {
 		return cli.Exit(err.Error(), exitError)
 	}
+	if !ok {
+		// No hunt source here: the files' problems are the ones the set's runners report in
+		// their heartbeats.
+		beats, now, err := store.New(conn, chOpts.Database).Heartbeats(c.Context)
+		if err != nil {
+			return cli.Exit(err.Error(), exitError)
+		}
+		if f, reported := status.ReportedFiles(beats, now, set); reported {
+			files = &f
+		}
+	}
 	if files != nil {
 		rep.MarkFiles(*files)
 	}
@@ -154,7 +165,11 @@ func printStatus(w io.Writer, rep status.Report) {
 	}
 	fmt.Fprintf(w, "now %s\n", rep.Now)
 	if f := rep.HuntFiles; f.Broken() {
-		fmt.Fprintf(w, "HUNT FILES HAVE PROBLEMS: %d problem(s), %d hunt(s) held at the last good definition (hunt-runner validate prints each):\n", f.Invalid, len(f.Stale))
+		by := ""
+		if f.ReportedBy != "" {
+			by = fmt.Sprintf(" (reported by runner %s at %s)", f.ReportedBy, f.ReportedAt)
+		}
+		fmt.Fprintf(w, "HUNT FILES HAVE PROBLEMS%s: %d problem(s), %d hunt(s) held at the last good definition (hunt-runner validate prints each):\n", by, f.Invalid, len(f.Stale))
 		for _, p := range f.Problems {
 			fmt.Fprintf(w, "  %s:%d:%d: %s\n", p.File, p.Line, p.Column, oneLine(p.Message))
 		}
@@ -206,6 +221,17 @@ func printStatus(w io.Writer, rep status.Report) {
 			fmt.Fprintf(w, "paused %s: by %s since %s, %s", h.HuntID, p.By, short(p.Since), until)
 			if p.Reason != "" {
 				fmt.Fprintf(w, ": %s", strings.ReplaceAll(p.Reason, "\n", " "))
+			}
+			fmt.Fprintln(w)
+		}
+		if z := h.Snooze; z != nil {
+			until := "until unsnoozed"
+			if z.Until != "" {
+				until = "until " + short(z.Until)
+			}
+			fmt.Fprintf(w, "snoozed %s: notifications muted by %s since %s, %s", h.HuntID, z.By, short(z.Since), until)
+			if z.Reason != "" {
+				fmt.Fprintf(w, ": %s", oneLine(z.Reason))
 			}
 			fmt.Fprintln(w)
 		}

@@ -182,6 +182,16 @@ func TestValidateWithServer(t *testing.T) {
 	if exitCode(err) != exitError || !strings.Contains(out, filepath.Join(dir, "typo.yaml")+":3:31: the server's parser says: Syntax error") {
 		t.Errorf("exit %d, output:\n%s", exitCode(err), out)
 	}
+	// The refusal names the place and what the server expected, and quotes neither the rest of
+	// the file nor the statement that wraps the query, nor the server's version.
+	for _, echo := range []string{"window_start", "hr_", "cityHash64", "(version "} {
+		if strings.Contains(out, echo) {
+			t.Errorf("the refusal quotes %q:\n%s", echo, out)
+		}
+	}
+	if !strings.Contains(out, "of the query (.). Expected one of: ") {
+		t.Errorf("the refusal lost the failing token or what was expected:\n%s", out)
+	}
 }
 
 // TestHuntSource: the shared source builder other commands use.

@@ -270,8 +270,18 @@ func TestSnoozeCommands(t *testing.T) {
 	if code != exitOK || !regexp.MustCompile(`(?m)^h1\s+\S+Z\s+alice\s+\S+Z\s+change window$`).MatchString(out) {
 		t.Errorf("snooze --list: exit %d\n%s", code, out)
 	}
+	// status shows the snooze (text and JSON) while it lasts, and not after unsnooze.
+	if out, code := run("status"); code != exitOK || !regexp.MustCompile(`(?m)^snoozed h1: notifications muted by alice since \S+, until \S+: change window$`).MatchString(out) {
+		t.Errorf("status of a snoozed hunt: exit %d\n%s", code, out)
+	}
+	if out, code := run("status", "--json"); code != exitOK || !strings.Contains(out, `"snooze": {`) || !strings.Contains(out, `"reason": "change window"`) {
+		t.Errorf("status --json of a snoozed hunt: exit %d\n%s", code, out)
+	}
 	if out, code := run("unsnooze", "h1", "--by", "bob"); code != exitOK || out != "unsnoozed h1\n" {
 		t.Fatalf("unsnooze: exit %d %q", code, out)
+	}
+	if out, code := run("status"); code != exitOK || strings.Contains(out, "snoozed h1") {
+		t.Errorf("status after unsnooze: exit %d\n%s", code, out)
 	}
 	if out, code := run("snooze", "--list"); code != exitOK || out != "no hunt is snoozed\n" {
 		t.Errorf("list after unsnooze: exit %d %q", code, out)

@@ -85,6 +85,15 @@ func TestBrokenHuntFilesAreNeverSilent(t *testing.T) {
 	if err != nil || !strings.Contains(out, "HUNT FILES HAVE PROBLEMS: 1 problem(s)") || !strings.Contains(out, "syntax.yaml:") {
 		t.Errorf("status --hunts-dir does not show the server-rejected file: %v\n%s", err, out)
 	}
+	// Without a hunt source, status shows what the set's runner reported in its heartbeat (its
+	// first beat is at its first tick, after the first load).
+	if !chtest.Poll(time.Minute, func() bool {
+		out, err = runApp(t, append([]string{"status"}, common...)...)
+		return err == nil && strings.Contains(out, "HUNT FILES HAVE PROBLEMS (reported by runner files-test at ") &&
+			strings.Contains(out, "1 problem(s)") && strings.Contains(out, "syntax.yaml:")
+	}) {
+		t.Errorf("plain status does not show the problems the runner reported: %v\n%s", err, out)
+	}
 
 	// An edit that breaks the running hunt: it keeps running its last good definition.
 	writeHunt(t, dir, "good.yaml", "id: good\n"+serverRejected)

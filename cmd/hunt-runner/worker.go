@@ -83,6 +83,13 @@ func buildWorker(ctx context.Context, cfg workerConfig, log *slog.Logger) (*work
 	}
 	opts.Logger, opts.Metrics, opts.Tracer, opts.OnRun = log, w.metrics, tel.Tracer, cfg.onRun
 	opts.PublishedHash = publishedHash(conn, db, cfg.huntSet)
+	opts.HuntFiles = func() string {
+		set := w.loader.Current()
+		if set == nil {
+			return ""
+		}
+		return huntFilesOf(set).HeartbeatJSON()
+	}
 	if cfg.replicas {
 		opts.ReplicaDelay = st.ReplicaDelay
 	}

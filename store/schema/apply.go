@@ -184,6 +184,25 @@ func refreshViews(ctx context.Context, conn driver.Conn, database, onCluster str
 	return did, nil
 }
 
+// Engines reads the engine of each coordination table that exists in database, by table name
+// (empty before a first Apply). chstore picks a connection's consistency mode from it.
+func Engines(ctx context.Context, conn driver.Conn, database string) (map[string]string, error) {
+	rows, err := conn.Query(ctx, "SELECT name, engine FROM system.tables WHERE database = ? AND has(?, name)", database, TableNames())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var name, engine string
+		if err := rows.Scan(&name, &engine); err != nil {
+			return nil, err
+		}
+		out[name] = engine
+	}
+	return out, rows.Err()
+}
+
 // mismatched compares the engines in system.tables with the ones topology t asks for.
 func mismatched(ctx context.Context, conn driver.Conn, database string, t Topology) ([]string, error) {
 	rows, err := conn.Query(ctx, "SELECT name, engine FROM system.tables WHERE database = ?", database)

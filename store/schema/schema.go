@@ -258,6 +258,9 @@ var tables = []table{
 		columns: []column{
 			{"owner", "String"}, {"version", "String"}, {"hunt_set", "String"}, {"set_hash", "String"},
 			{"hunts", "UInt32"}, {"last_tick", "DateTime64(3, 'UTC')"}, {"started", "DateTime64(3, 'UTC')"},
+			// The problems of the hunt files the runner holds, as JSON (status.HuntFiles, capped):
+			// `status` without a hunt source shows them. '' from a runner that reports none.
+			{"hunt_files", "String"},
 		},
 		version: "last_tick", orderBy: "owner", ttl: "toDateTime(last_tick) + INTERVAL 1 DAY",
 	},

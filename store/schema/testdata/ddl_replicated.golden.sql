@@ -242,13 +242,14 @@ COMMENT 'schema layout versions applied by hunt-runner schema';
 -- table hunt_runner.hunt_runner_heartbeat
 CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_runner_heartbeat`
 (
-    owner     String,
-    version   String,
-    hunt_set  String,
-    set_hash  String,
-    hunts     UInt32,
-    last_tick DateTime64(3, 'UTC'),
-    started   DateTime64(3, 'UTC')
+    owner      String,
+    version    String,
+    hunt_set   String,
+    set_hash   String,
+    hunts      UInt32,
+    last_tick  DateTime64(3, 'UTC'),
+    started    DateTime64(3, 'UTC'),
+    hunt_files String
 )
 ENGINE = ReplicatedReplacingMergeTree(last_tick)
 ORDER BY owner
