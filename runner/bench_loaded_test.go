@@ -25,7 +25,7 @@ const benchDue = 50
 // that has been running. The runner's memory is warm (it has ticked before: learnt from a full
 // snapshot, outside the clock). Per size it reports the tick (SnapshotOf, plan, the batched
 // claim with its 750 ms settle, until the 50 are queued; the median of three) and its round
-// trips, the tick's read alone (SnapshotOf with the memory's candidates), and the full
+// trips, the tick's read alone (SnapshotOf with the memory's candidates; the median of five), and the full
 // Snapshot every tick read before; then the ratios the sizing rests on: tick at 100,000
 // against 1,000 (target at most 3), and the full snapshot against the due-only read at 100,000.
 func BenchmarkTickLoaded(b *testing.B) {
@@ -104,7 +104,7 @@ SELECT id, 'succeeded', 0, '', wm, now64(6) FROM (` + rows + `)`)
 		}
 		r.memory.learn(full, set, pinned(full.Now)) // the ticks before this one
 	}
-	for range 3 {
+	for range 5 {
 		start := time.Now()
 		part, err := s.SnapshotOf(e.ctx, func(now time.Time) []string { return r.memory.candidates(set, pinned(now), now) })
 		reads = append(reads, time.Since(start))
