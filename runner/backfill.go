@@ -111,9 +111,9 @@ func enabledHunt(s *hunt.Set, id string) *hunt.Hunt {
 }
 
 // stateOf is the coordination state a won fire was planned on: the hunt's, or its backfill key's.
-func stateOf(snap store.Snapshot, d dueFire) store.HuntState {
+func stateOf(snap store.Snapshot, state func(string) store.HuntState, d dueFire) store.HuntState {
 	if d.Backfill == nil {
-		return snap.Hunts[d.Hunt.ID]
+		return state(d.Hunt.ID)
 	}
 	for _, b := range snap.Backfills {
 		if b.ID == d.Backfill.ID {

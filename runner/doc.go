@@ -1,13 +1,16 @@
 // Package runner is hunt-runner's worker loop: every tick it reads ClickHouse's clock and the
-// coordination state in one snapshot, plans the due fires with schedule's predicate, claims
+// coordination state of the hunts that can be due in one snapshot, plans the due fires with
+// schedule's predicate, claims
 // them in one batch through the lease protocol, runs the winners with bounded concurrency, and
 // commits each one with a compare-and-set (docs/runner.md has the operator's view).
 //
 // # A tick
 //
-//  1. Snapshot (store.Store.Snapshot: a constant number of round trips): server now, newest
-//     watermark, lease, state (with the persisted retry_after of a failing hunt), pause and
-//     pending run-now request of every hunt, and the backfills still to run.
+//  1. Snapshot (store.Store.SnapshotOf: a constant number of round trips): server now, every
+//     pause, pending run-now request and backfill still to run, and the newest watermark, lease
+//     and state (with the persisted retry_after of a failing hunt) of the hunts the runner's
+//     memory (memory.go) says may be owed and of those the small tables name. A hunt remembered
+//     as caught up is neither read nor planned until its next fire comes.
 //  2. Plan: schedule decides which fire each loaded hunt owes and whether it may be claimed now
 //     (no live lease that is not spent, not in backoff, not already held by this runner). Fires
 //     are ordered most overdue first, hunts that never ran before any other.

@@ -181,9 +181,12 @@ func NewMetrics(meter metric.Meter, settle time.Duration, opts ...MetricsOption)
 		for _, r := range runners {
 			b, setHash, pubHash, running, q := r.snapshotState()
 			most := int64(0)
-			for id, s := range b {
+			for _, s := range b {
 				most = max(most, s)
-				if m.perHunt.itemised(id) {
+			}
+			// The plan holds only the hunts it planned; an itemised hunt it left out is caught up.
+			for _, id := range m.perHunt.itemisedIDs() {
+				if s, ok := r.behindOf(id); ok {
 					o.ObserveInt64(behind, s, metric.WithAttributes(attribute.String("hunt_id", id)))
 				}
 			}

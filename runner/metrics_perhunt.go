@@ -101,6 +101,20 @@ func (p *perHunt) itemised(id string) bool {
 	return p.admitted[id]
 }
 
+// itemisedIDs are the hunts that have series of their own (at most max).
+func (p *perHunt) itemisedIDs() []string {
+	if p.max == 0 {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]string, 0, len(p.admitted))
+	for id := range p.admitted {
+		out = append(out, id)
+	}
+	return out
+}
+
 // attrs are kv, with id's hunt_id when id is itemised.
 func (p *perHunt) attrs(id string, kv ...attribute.KeyValue) metric.MeasurementOption {
 	if p.itemised(id) {

@@ -24,7 +24,7 @@ type dueFire struct {
 type plan struct {
 	Due      []dueFire        // most overdue first
 	Overruns []dueFire        // newly seen overruns (each (hunt, fire) once)
-	Behind   map[string]int64 // hunt id → seconds behind (0 when caught up)
+	Behind   map[string]int64 // hunt id → seconds behind (0 or absent when caught up)
 	Leased   int              // hunts owed but leased by someone (peer or an earlier fire)
 	BackOff  int              // hunts owed but in backoff
 	Paused   int              // hunts owed but paused
@@ -101,21 +101,27 @@ func scheduleState(st store.HuntState) schedule.State {
 // busy reports hunts this runner already holds (queued or running); it may be nil. The local
 // clock is not read.
 func (p *planner) plan(snap store.Snapshot, set *hunt.Set, at time.Time, busy func(string) bool) plan {
+	return p.planOn(snap.Now, func(id string) store.HuntState { return snap.Hunts[id] }, set, set.Enabled(), at, busy)
+}
+
+// planOn is plan at server time serverNow over hunts, some of set's enabled hunts, with the
+// state of each as state gives it (a snapshot's entry, or the runner's memory of it). The
+// hunts left out must be caught up by their state: they would be neither due nor behind, so
+// Behind has no entry for them.
+func (p *planner) planOn(serverNow time.Time, state func(string) store.HuntState, set *hunt.Set, hunts []*hunt.Hunt,
+	at time.Time, busy func(string) bool) plan {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if at.IsZero() {
-		at = snap.Now
+		at = serverNow
 	}
-	now, nowMs := at.Unix(), snap.Now.UnixMilli()
-	hunts := set.Enabled()
+	now, nowMs := at.Unix(), serverNow.UnixMilli()
 	out := plan{Behind: make(map[string]int64, len(hunts))}
-	loaded := make(map[string]struct{}, len(hunts))
 	for _, h := range hunts {
-		loaded[h.ID] = struct{}{}
 		if h.IntervalSeconds() <= 0 {
 			continue
 		}
-		hs := snap.Hunts[h.ID]
+		hs := state(h.ID)
 		row, st := scheduleRow(h), scheduleState(hs)
 		behind := schedule.Behind(now, row, st)
 		out.Behind[h.ID] = behind
@@ -156,7 +162,7 @@ func (p *planner) plan(snap store.Snapshot, set *hunt.Set, at time.Time, busy fu
 	}
 	// Forget state of hunts that are no longer loaded so removed hunts do not leak memory.
 	for id := range p.overrunSeen {
-		if _, ok := loaded[id]; !ok {
+		if h, ok := set.Get(id); !ok || !h.Enabled {
 			delete(p.overrunSeen, id)
 		}
 	}

@@ -35,7 +35,9 @@ type Claimer interface {
 
 // StateStore is the coordination state as the runner uses it (store.Store implements it).
 type StateStore interface {
-	Snapshot(ctx context.Context) (store.Snapshot, error)
+	// SnapshotOf reads the clock, the small tables in full and the rows of the hunts
+	// candidates names (see memory).
+	SnapshotOf(ctx context.Context, candidates func(now time.Time) []string) (store.Snapshot, error)
 	Advance(ctx context.Context, l lease.Lease, run store.Run) error           // commits run.WindowEnd and the run's rows
 	Committed(ctx context.Context, huntID string, run uuid.UUID) (bool, error) // the run's commit row is there
 	RecordRun(ctx context.Context, r store.Run) error
@@ -209,6 +211,7 @@ type Runner struct {
 	opts     Options
 	log      *slog.Logger
 	planner  *planner
+	memory   *memory             // what the last ticks read of each hunt (tick's goroutine only)
 	states   *group[store.State] // hunt_state writes of concurrent runs, grouped
 	sem      *semaphore.Weighted
 
@@ -216,7 +219,8 @@ type Runner struct {
 	queue    []*job           // won, waiting for a run slot, most overdue first
 	held     map[string]*job  // hunt id → job (queued or running)
 	lastOK   time.Time        // local time of the last successful snapshot
-	behind   map[string]int64 // from the last plan
+	behind   map[string]int64 // from the last plan: the hunts it planned (the others caught up)
+	planSet  *hunt.Set        // the set last planned
 	setHash  string           // hash of the set last planned
 	pubHash  string           // hash materialise published, "" unknown
 	stopping bool
@@ -251,6 +255,7 @@ func New(conn driver.Conn, claimer Claimer, store StateStore, source Source, opt
 		huntConn: huntConn, claimer: claimer, store: store, source: source, opts: opts,
 		log:     opts.Logger,
 		planner: newPlanner(opts.Tick),
+		memory:  newMemory(),
 		sem:     semaphore.NewWeighted(int64(opts.Concurrency)),
 		held:    map[string]*job{},
 		wake:    make(chan struct{}, 1),
@@ -400,7 +405,9 @@ func (r *Runner) tick(ctx context.Context) error {
 		span.SetAttributes(attribute.Bool("hunts_loaded", false))
 		return nil
 	}
-	snap, err := r.store.Snapshot(ctx)
+	snap, err := r.store.SnapshotOf(ctx, func(now time.Time) []string {
+		return r.memory.candidates(set, r.opts.ScheduleClock(now), now)
+	})
 	snapLocal := time.Now()
 	if err != nil {
 		r.opts.Metrics.clickhouseError(ctx, stageSnapshot)
@@ -430,10 +437,13 @@ func (r *Runner) tick(ctx context.Context) error {
 	}
 	r.heartbeat(ctx, set)
 
-	p := r.planner.plan(snap, set, r.opts.ScheduleClock(snap.Now), r.isHeld)
+	at := r.opts.ScheduleClock(snap.Now)
+	r.memory.learn(snap, set, at)
+	state := r.memory.view(snap)
+	p := r.planner.planOn(snap.Now, state, set, r.memory.attention(snap, set), at, r.isHeld)
 	r.mu.Lock()
 	r.behind = p.Behind
-	r.setHash = set.Hash
+	r.planSet, r.setHash = set, set.Hash
 	r.mu.Unlock()
 	r.opts.Metrics.huntsLoaded(r, set)
 	span.SetAttributes(attribute.Int("hunts", len(set.Enabled())), attribute.Int("due", len(p.Due)),
@@ -524,7 +534,7 @@ func (r *Runner) tick(ctx context.Context) error {
 			continue
 		}
 		d := byKey[f]
-		jobs = append(jobs, r.newJob(d, l, stateOf(snap, d), snap.Now, snapLocal))
+		jobs = append(jobs, r.newJob(d, l, stateOf(snap, state, d), snap.Now, snapLocal))
 	}
 	r.enqueue(jobs)
 	return nil
@@ -612,4 +622,19 @@ func (r *Runner) snapshotState() (behind map[string]int64, setHash, pubHash stri
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.behind, r.setHash, r.pubHash, len(r.held) - len(r.queue), len(r.queue)
+}
+
+// behindOf is how far behind the last plan left hunt id, and whether the runner plans it at
+// all: a planned hunt the plan left out was caught up.
+func (r *Runner) behindOf(id string) (int64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s, ok := r.behind[id]; ok {
+		return s, true
+	}
+	if r.planSet == nil {
+		return 0, false
+	}
+	h, ok := r.planSet.Get(id)
+	return 0, ok && planned(h)
 }

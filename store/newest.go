@@ -13,8 +13,13 @@ func hunts(param string) string {
 	if param == "" {
 		return ""
 	}
-	return " WHERE hunt_id IN {" + param + ":Array(String)}"
+	return huntsIn("{" + param + ":Array(String)}")
 }
+
+// huntsIn is the WHERE that narrows a newest form to the hunts of set, an SQL set (a
+// subquery, or an array parameter): on the tables' primary key (hunt_id first), so the read
+// touches only those hunts' granules.
+func huntsIn(set string) string { return " WHERE hunt_id IN " + set }
 
 func qualified(database, table string) string { return schema.QuoteIdent(database) + "." + table }
 
@@ -47,7 +52,13 @@ FROM (SELECT hunt_id, argMax((watermark, claim_id, run_id, interval_seconds), (w
 // by the same order, which the table's projection answers without reading every commit. The
 // snapshot, the due count and the backlog read it.
 func newestWatermarkSQL(database, param string) string {
-	return `SELECT hunt_id, max(watermark) AS watermark FROM ` + qualified(database, schema.TableWatermark) + hunts(param) +
+	return newestWatermarkWhereSQL(database, hunts(param))
+}
+
+// newestWatermarkWhereSQL is newestWatermarkSQL narrowed by where (hunts or huntsIn; "" for
+// every hunt).
+func newestWatermarkWhereSQL(database, where string) string {
+	return `SELECT hunt_id, max(watermark) AS watermark FROM ` + qualified(database, schema.TableWatermark) + where +
 		` GROUP BY hunt_id`
 }
 
@@ -80,11 +91,13 @@ WHERE paused = 1 AND (toUnixTimestamp64Milli(paused_until) = 0 OR paused_until >
 
 // pendingRequestSQL is a subquery of each hunt's newest pending run-now request (hunt_id,
 // requested_fire): the greatest requested fire above the hunt's watermark. A request at or
-// below the watermark was served by the commit that passed it.
+// below the watermark was served by the commit that passed it. Only the requested hunts'
+// watermarks are read: hunt_request is small, hunt_watermark is every hunt's.
 func pendingRequestSQL(database string) string {
+	request := qualified(database, schema.TableRequest)
 	return `SELECT r.hunt_id AS hunt_id, max(r.requested_fire) AS requested_fire
-FROM ` + qualified(database, schema.TableRequest) + ` AS r
-LEFT JOIN (` + newestWatermarkSQL(database, "") + `) AS w ON w.hunt_id = r.hunt_id
+FROM ` + request + ` AS r
+LEFT JOIN (` + newestWatermarkWhereSQL(database, huntsIn("(SELECT hunt_id FROM "+request+")")) + `) AS w ON w.hunt_id = r.hunt_id
 WHERE r.requested_fire > w.watermark
 GROUP BY r.hunt_id`
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -138,72 +140,208 @@ const snapshotStatements = 7
 const snapshotConcurrency = 4
 
 func (s *Store) snapshot(ctx context.Context) (Snapshot, error) {
-	snap := Snapshot{Hunts: map[string]HuntState{}}
-	// An unmatched LEFT JOIN row reads as zeros (no watermark: epoch 0), which the pending
-	// request and backfill reads rely on.
-	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"join_use_nulls": 0}))
+	ctx = snapshotCtx(ctx)
 	var (
-		g         errgroup.Group
-		wms       []watermarkRow
-		leases    []leaseRow
-		states    []stateRow
-		requests  []requestRow
-		pauses    []pauseRow
-		backfills []backfillRow
+		g    errgroup.Group
+		now  time.Time
+		rows snapshotRows
 	)
 	g.SetLimit(snapshotConcurrency)
-	g.Go(func() (err error) { snap.Now, err = s.serverClock(ctx); return err })
+	g.Go(func() (err error) { now, err = s.serverClock(ctx); return err })
 	g.Go(func() (err error) {
-		wms, err = selectRows[watermarkRow](ctx, s, snapshotWatermarksSQL(s.database))
+		rows.wms, err = selectRows[watermarkRow](ctx, s, snapshotWatermarksSQL(s.database, ""))
 		return err
 	})
 	g.Go(func() (err error) {
-		leases, err = selectRows[leaseRow](ctx, s, snapshotLeasesSQL(s.database))
+		rows.leases, err = selectRows[leaseRow](ctx, s, snapshotLeasesSQL(s.database, ""))
 		return err
 	})
 	g.Go(func() (err error) {
-		states, err = selectRows[stateRow](ctx, s, snapshotStatesSQL(s.database))
+		rows.states, err = selectRows[stateRow](ctx, s, snapshotStatesSQL(s.database, ""))
 		return err
 	})
-	g.Go(func() (err error) {
-		requests, err = selectRows[requestRow](ctx, s, snapshotRequestsSQL(s.database))
-		return err
-	})
-	g.Go(func() (err error) {
-		pauses, err = selectRows[pauseRow](ctx, s, snapshotPausesSQL(s.database))
-		return err
-	})
-	g.Go(func() (err error) {
-		backfills, err = selectRows[backfillRow](ctx, s, snapshotBackfillsSQL(s.database))
-		return err
-	})
+	s.readControls(ctx, &g, &rows)
 	if err := g.Wait(); err != nil {
-		return snap, fmt.Errorf("store: snapshot: %w", err)
+		return Snapshot{}, fmt.Errorf("store: snapshot: %w", err)
 	}
-	if snap.Now.IsZero() {
-		return snap, errors.New("store: snapshot: no clock row")
+	if now.IsZero() {
+		return Snapshot{}, errors.New("store: snapshot: no clock row")
 	}
+	return rows.assemble(now, nil), nil
+}
+
+// SnapshotOf is Snapshot narrowed to the hunts a tick can act on, so that its cost follows
+// those hunts rather than every hunt in the database. It reads, in a first round, the server
+// clock and the three small tables in full: pauses, pending run-now requests and backfills
+// still to run, which hold rows only for hunts an operator paused, requested or backfilled.
+// candidates is then called with the server clock and returns the hunts the caller wants read
+// (those its own memory says may be due); the second round reads the newest watermark, lease
+// and hunt_state rows of those hunts, of every hunt the first round named (paused, requested,
+// backfilled) and of the backfills' coordination keys, in batches of at most
+// snapshotBatchBytes of ids, each bound as one Array(String) parameter: the tables are keyed by
+// hunt_id, so each statement reads only the granules of its hunts.
+//
+// The result is what Snapshot would give for the hunts in it: Hunts holds an entry for each
+// hunt read, rows or none (a hunt with no rows is there with its zero state), and Backfills
+// their progress. A hunt absent from Hunts was not read: it is neither paused nor has a
+// pending request (both tables were read in full), and its watermark, lease and hunt_state
+// rows are whatever the caller last learned, or newer. Consistency is Snapshot's: planning on
+// it stays safe because the claim's verify read is the authority.
+func (s *Store) SnapshotOf(ctx context.Context, candidates func(now time.Time) []string) (Snapshot, error) {
+	ctx = snapshotCtx(ctx)
+	var (
+		g    errgroup.Group
+		now  time.Time
+		rows snapshotRows
+	)
+	g.SetLimit(snapshotConcurrency)
+	g.Go(func() (err error) { now, err = s.serverClock(ctx); return err })
+	s.readControls(ctx, &g, &rows)
+	if err := g.Wait(); err != nil {
+		return Snapshot{}, fmt.Errorf("store: snapshot: %w", err)
+	}
+	if now.IsZero() {
+		return Snapshot{}, errors.New("store: snapshot: no clock row")
+	}
+	ids := candidates(now)
+	for _, r := range rows.requests {
+		ids = append(ids, r.HuntID)
+	}
+	for _, r := range rows.pauses {
+		ids = append(ids, r.HuntID)
+	}
+	for _, r := range rows.backfills {
+		ids = append(ids, r.HuntID, schema.BackfillKey(r.HuntID, r.ID))
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
+	var mu sync.Mutex
+	for _, batch := range idBatches(ids, snapshotBatchBytes) {
+		g.Go(func() error {
+			wms, err := selectRows[watermarkRow](ctx, s, snapshotWatermarksSQL(s.database, "ids"), clickhouse.Named("ids", batch))
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			rows.wms = append(rows.wms, wms...)
+			mu.Unlock()
+			return nil
+		})
+		g.Go(func() error {
+			leases, err := selectRows[leaseRow](ctx, s, snapshotLeasesSQL(s.database, "ids"), clickhouse.Named("ids", batch))
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			rows.leases = append(rows.leases, leases...)
+			mu.Unlock()
+			return nil
+		})
+		g.Go(func() error {
+			states, err := selectRows[stateRow](ctx, s, snapshotStatesSQL(s.database, "ids"), clickhouse.Named("ids", batch))
+			if err != nil {
+				return err
+			}
+			mu.Lock()
+			rows.states = append(rows.states, states...)
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return Snapshot{}, fmt.Errorf("store: snapshot: %w", err)
+	}
+	return rows.assemble(now, ids), nil
+}
+
+// snapshotBatchBytes bounds the hunt ids one statement of SnapshotOf binds: parameters travel
+// in the request's URL over HTTP, which ClickHouse caps at 1 MiB by default; a quarter of it
+// leaves room for escaping.
+const snapshotBatchBytes = 256 << 10
+
+// idBatches cuts ids into runs of at most limit bytes (each id counted with its quoting and
+// separator), in order; an empty ids gives no batch.
+func idBatches(ids []string, limit int) [][]string {
+	var out [][]string
+	for start := 0; start < len(ids); {
+		end, size := start+1, len(ids[start])+8
+		for end < len(ids) && size+len(ids[end])+8 <= limit {
+			size += len(ids[end]) + 8
+			end++
+		}
+		out = append(out, ids[start:end])
+		start = end
+	}
+	return out
+}
+
+// snapshotCtx is ctx with the settings the snapshot's reads rely on: an unmatched LEFT JOIN
+// row reads as zeros (no watermark: epoch 0), which the pending request and backfill reads
+// rely on.
+func snapshotCtx(ctx context.Context) context.Context {
+	return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"join_use_nulls": 0}))
+}
+
+// snapshotRows are the rows of a snapshot's statements, before they are assembled.
+type snapshotRows struct {
+	wms       []watermarkRow
+	leases    []leaseRow
+	states    []stateRow
+	requests  []requestRow
+	pauses    []pauseRow
+	backfills []backfillRow
+}
+
+// readControls adds to g the reads of the small tables, read in full by every snapshot:
+// pending requests, pauses and backfills still to run.
+func (s *Store) readControls(ctx context.Context, g *errgroup.Group, rows *snapshotRows) {
+	g.Go(func() (err error) {
+		rows.requests, err = selectRows[requestRow](ctx, s, snapshotRequestsSQL(s.database))
+		return err
+	})
+	g.Go(func() (err error) {
+		rows.pauses, err = selectRows[pauseRow](ctx, s, snapshotPausesSQL(s.database))
+		return err
+	})
+	g.Go(func() (err error) {
+		rows.backfills, err = selectRows[backfillRow](ctx, s, snapshotBackfillsSQL(s.database))
+		return err
+	})
+}
+
+// assemble builds the snapshot at now from rows; read lists hunts that were read (each gets an
+// entry, rows or none), nil when every hunt was.
+func (rows snapshotRows) assemble(now time.Time, read []string) Snapshot {
+	snap := Snapshot{Now: now, Hunts: make(map[string]HuntState, len(read))}
 	keys := map[string]HuntState{} // backfill and delivery coordination keys
+	isKey := func(id string) bool {
+		return strings.Contains(id, schema.BackfillInfix) || strings.Contains(id, DeliveryInfix)
+	}
+	for _, id := range read {
+		if !isKey(id) {
+			snap.Hunts[id] = HuntState{}
+		}
+	}
 	// update applies f to the state of hunt, a hunt id or a coordination key (a backfill's or a
 	// delivery queue's), which is never a hunt.
 	update := func(hunt string, f func(*HuntState)) {
 		states := snap.Hunts
-		if strings.Contains(hunt, schema.BackfillInfix) || strings.Contains(hunt, DeliveryInfix) {
+		if isKey(hunt) {
 			states = keys
 		}
 		h := states[hunt]
 		f(&h)
 		states[hunt] = h
 	}
-	for _, r := range wms {
+	for _, r := range rows.wms {
 		update(r.HuntID, func(h *HuntState) { h.Watermark, h.HasWatermark = r.Watermark, true })
 	}
-	for _, r := range leases {
+	for _, r := range rows.leases {
 		update(r.HuntID, func(h *HuntState) {
 			h.LeaseFire, h.LeaseOwner, h.LeaseClaimID, h.LeaseUntil, h.HasLease = r.Fire, r.Owner, r.ClaimID, r.Until, true
 		})
 	}
-	for _, r := range states {
+	for _, r := range rows.states {
 		update(r.HuntID, func(h *HuntState) {
 			h.LastFire, h.ConsecutiveFailures, h.Status, h.LastError = r.LastFire, r.ConsecutiveFailures, hunt.RunStatus(r.Status), r.LastError
 			h.OverrunCount, h.TooAggressive = r.OverrunCount, r.TooAggressive == 1
@@ -212,10 +350,10 @@ func (s *Store) snapshot(ctx context.Context) (Snapshot, error) {
 			}
 		})
 	}
-	for _, r := range requests {
+	for _, r := range rows.requests {
 		update(r.HuntID, func(h *HuntState) { h.RequestedFire, h.HasRequest = r.RequestedFire, true })
 	}
-	for _, r := range pauses {
+	for _, r := range rows.pauses {
 		update(r.HuntID, func(h *HuntState) {
 			h.Paused, h.PausedBy, h.PauseReason, h.PausedSince = true, r.PausedBy, r.Reason, r.Updated
 			if r.PausedUntil.UnixMilli() > 0 {
@@ -223,7 +361,7 @@ func (s *Store) snapshot(ctx context.Context) (Snapshot, error) {
 			}
 		})
 	}
-	for _, r := range backfills {
+	for _, r := range rows.backfills {
 		snap.Backfills = append(snap.Backfills, Backfill{ID: r.ID, HuntID: r.HuntID, From: r.From, To: r.To, Chunk: int64(r.Chunk),
 			RequestedBy: r.RequestedBy, Requested: r.Requested})
 	}
@@ -237,7 +375,7 @@ func (s *Store) snapshot(ctx context.Context) (Snapshot, error) {
 		}
 		return a.ID < b.ID
 	})
-	return snap, nil
+	return snap
 }
 
 // serverClock reads the server's clock: every lease, backoff and pause comparison of a plan
@@ -249,9 +387,9 @@ func (s *Store) serverClock(ctx context.Context) (time.Time, error) {
 }
 
 // selectRows runs q and scans its rows into T by column name (the ch tags).
-func selectRows[T any](ctx context.Context, s *Store, q string) ([]T, error) {
+func selectRows[T any](ctx context.Context, s *Store, q string, args ...any) ([]T, error) {
 	var out []T
-	if err := s.conn.Select(ctx, &out, q); err != nil {
+	if err := s.conn.Select(ctx, &out, q, args...); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -265,8 +403,8 @@ type watermarkRow struct {
 	Watermark int64  `ch:"watermark"`
 }
 
-func snapshotWatermarksSQL(database string) string {
-	return `SELECT hunt_id, toInt64(watermark) AS watermark FROM (` + newestWatermarkSQL(database, "") + `)`
+func snapshotWatermarksSQL(database, param string) string {
+	return `SELECT hunt_id, toInt64(watermark) AS watermark FROM (` + newestWatermarkSQL(database, param) + `)`
 }
 
 // leaseRow is a hunt's newest lease row (snapshotLeasesSQL).
@@ -278,8 +416,8 @@ type leaseRow struct {
 	Until   time.Time `ch:"until"`
 }
 
-func snapshotLeasesSQL(database string) string {
-	return `SELECT hunt_id, toInt64(fire) AS fire, owner, claim_id, until FROM (` + NewestLeaseSQL(database, "") + `)`
+func snapshotLeasesSQL(database, param string) string {
+	return `SELECT hunt_id, toInt64(fire) AS fire, owner, claim_id, until FROM (` + NewestLeaseSQL(database, param) + `)`
 }
 
 // stateRow is a hunt's newest hunt_state row (snapshotStatesSQL).
@@ -294,10 +432,10 @@ type stateRow struct {
 	TooAggressive       uint8     `ch:"too_aggressive"`
 }
 
-func snapshotStatesSQL(database string) string {
+func snapshotStatesSQL(database, param string) string {
 	return `SELECT hunt_id, toString(status) AS status, consecutive_failures, last_error, toInt64(last_fire) AS last_fire,
        retry_after, overrun_count, too_aggressive
-FROM (` + newestStateSQL(database, "") + `)`
+FROM (` + newestStateSQL(database, param) + `)`
 }
 
 // requestRow is a hunt's newest pending run-now request (snapshotRequestsSQL).
@@ -337,9 +475,11 @@ type backfillRow struct {
 }
 
 func snapshotBackfillsSQL(database string) string {
+	// Only the backfills' own keys' watermarks are read, not every hunt's.
+	keys := `(SELECT concat(hunt_id, '` + schema.BackfillInfix + `', backfill_id) FROM ` + qualified(database, schema.TableBackfill) + `)`
 	return `SELECT b.backfill_id AS backfill_id, b.hunt_id AS hunt_id, toInt64(b.range_start) AS range_start,
        toInt64(b.range_end) AS range_end, b.chunk_seconds AS chunk_seconds, b.requested_by AS requested_by, b.requested AS requested
 FROM (SELECT * FROM ` + qualified(database, schema.TableBackfill) + ` FINAL) AS b
-LEFT JOIN (` + newestWatermarkSQL(database, "") + `) AS w ON w.hunt_id = concat(b.hunt_id, '` + schema.BackfillInfix + `', b.backfill_id)
+LEFT JOIN (` + newestWatermarkWhereSQL(database, huntsIn(keys)) + `) AS w ON w.hunt_id = concat(b.hunt_id, '` + schema.BackfillInfix + `', b.backfill_id)
 WHERE b.state = '` + BackfillActive + `' AND toInt64(w.watermark) < toInt64(b.range_end)`
 }
