@@ -132,6 +132,8 @@ func validateAction(c *cli.Context) error {
 				problems = append(problems, sourceProblems...)
 			case err == nil:
 				valid = append(valid, h)
+			case errors.As(err, &refusal) && refusal.FileLine > 0:
+				problems = append(problems, configsrc.Problem{File: refusal.File, Line: refusal.FileLine, Column: 1, Message: refusal.Msg, HuntID: h.ID})
 			case errors.As(err, &refusal):
 				line, col := h.QueryPos(refusal.Line, refusal.Column)
 				problems = append(problems, configsrc.Problem{File: h.File, Line: line, Column: col, Message: refusal.Msg, HuntID: h.ID})
