@@ -115,7 +115,7 @@ func ExceptionsQuery(query string, live []hunt.Exception) (string, map[string]st
 		"countIf(hr_exception = 0) OVER () AS hr_total, countIf(hr_exception = 0 AND length(hr_document) > " + maxF + ") OVER () AS hr_truncated, " +
 		"sum(if(hr_exception = 0, length(hr_finding) + {" + ParamRowBytes + ":UInt64}, 0)) OVER (ORDER BY cityHash64(hr_finding), hr_finding ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS hr_before, " +
 		"hr_exception, count() OVER (PARTITION BY hr_exception) AS hr_hits, row_number() OVER (PARTITION BY hr_exception) AS hr_nth\n" +
-		"FROM (SELECT formatRowNoNewline('JSONEachRow', *) AS hr_document, multiIf(" + strings.Join(conds, ", ") + ", 0) AS hr_exception FROM (\n" +
+		"FROM (SELECT formatRowNoNewline('JSONEachRow', *) AS hr_document, toUInt16(multiIf(" + strings.Join(conds, ", ") + ", 0)) AS hr_exception FROM (\n" +
 		TrimQuery(query) + "\n))\n" +
 		"QUALIFY if(hr_exception = 0, hr_before < {" + ParamMaxRunBytes + ":UInt64}, hr_nth = 1)\n" +
 		"ORDER BY hr_exception = 0, cityHash64(hr_finding), hr_finding\nLIMIT {" + ParamLimit + ":UInt64}", params

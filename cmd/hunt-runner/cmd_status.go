@@ -209,6 +209,16 @@ func printStatus(w io.Writer, rep status.Report) {
 			}
 			fmt.Fprintln(w)
 		}
+		for _, x := range h.Exceptions {
+			until := "permanent"
+			if x.Until != "" {
+				until = "until " + short(x.Until)
+			}
+			if x.Expired {
+				until = "EXPIRED " + short(x.Until) + ", no longer applies"
+			}
+			fmt.Fprintf(w, "exception %s %s: owner %s, %s, %d hit(s) in 7 days: %s\n", h.HuntID, x.ID, oneLine(x.Owner), until, x.Hits, oneLine(x.Reason))
+		}
 		for _, b := range h.Backfills {
 			fmt.Fprintf(w, "backfill %s of %s: %d/%d chunks, [%s, %s) done to %s (requested by %s)\n",
 				b.ID, h.HuntID, b.ChunksDone, b.Chunks, short(b.From), short(b.To), short(b.Done), b.RequestedBy)
