@@ -50,6 +50,14 @@ func exceptionsListName(rel string) string {
 	return name
 }
 
+// listShown shows a list name in a message when it is a valid one.
+func listShown(s string) string {
+	if exceptionIDRe.MatchString(s) {
+		return s
+	}
+	return "(a name)"
+}
+
 // fromRef is one name of a hunt's exceptions_from:, with its position for an unknown name.
 type fromRef struct {
 	name      string
@@ -171,7 +179,7 @@ func (d *decoder) exceptionMatch(v *yaml.Node) []hunt.ExceptionMatch {
 			d.at(val, "match.%s lists %d values; give 1 to %d", col, len(items), hunt.ExceptionValuesMax)
 			continue
 		}
-		m := hunt.ExceptionMatch{Column: col, Line: k.Line}
+		m := hunt.ExceptionMatch{Column: col, Line: k.Line, Col: k.Column}
 		for _, it := range items {
 			it = deref(it)
 			if it.Kind != yaml.ScalarNode || yamlpos.IsNull(it) {
@@ -309,7 +317,7 @@ func decodeExceptionList(file string, data []byte, policy Policy) (exceptionList
 		switch key {
 		case "name":
 			if s, ok := d.str(v, "name"); ok && s != l.name {
-				d.at(v, "name must equal the file's NAME (%s.exceptions.yaml names the list %s); rename the file or the list", safeName(l.name), safeName(l.name))
+				d.at(v, "name must equal the file's NAME (%s.exceptions.yaml names the list %s); rename the file or the list", listShown(l.name), listShown(l.name))
 			}
 		case "exceptions":
 			l.items = d.exceptions(v, l.name)
@@ -422,7 +430,7 @@ func matchColumnsOffline(h *hunt.Hunt) []Problem {
 	for _, e := range h.Exceptions {
 		for _, m := range e.Match {
 			if !names[m.Column] {
-				out = append(out, Problem{File: e.File, Line: max(m.Line, 1), Column: 1, HuntID: h.ID,
+				out = append(out, Problem{File: e.File, Line: max(m.Line, 1), Column: max(m.Col, 1), HuntID: h.ID,
 					Message: fmt.Sprintf("exception %s: match column %s is not an output column of hunt %s's query (no column or alias of that name)", e.ID, m.Column, h.ID)})
 			}
 		}

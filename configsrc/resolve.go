@@ -37,8 +37,9 @@ func ResolveWithServer(ctx context.Context, conn driver.Conn, h hunt.Hunt) error
 		return err
 	}
 	n := collectNames(hunt)
+	withs := map[string]bool{}
 	for _, w := range withNames(h.Query) {
-		n.local[w] = true
+		n.local[w], withs[w] = true, true
 	}
 	var current string
 	if err := conn.QueryRow(ctx, "SELECT currentDatabase()").Scan(&current); err != nil {
@@ -55,7 +56,7 @@ func ResolveWithServer(ctx context.Context, conn driver.Conn, h hunt.Hunt) error
 	for _, t := range n.tables {
 		db, name, ok := strings.Cut(t, ".")
 		if !ok {
-			if n.local[t] {
+			if withs[t] {
 				continue // a WITH name
 			}
 			db, name = current, t

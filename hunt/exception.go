@@ -51,7 +51,9 @@ type ExceptionMatch struct {
 	Column string   `json:"column"`
 	Values []string `json:"values,omitempty"`
 	Ranges []string `json:"ranges,omitempty"`
-	Line   int      `json:"-"` // of the column's key, for messages; not part of the digest
+	// Line and Col place the column's key, for messages; they are not part of the digest.
+	Line int `json:"-"`
+	Col  int `json:"-"`
 }
 
 // LiveAt reports whether e applies to a fire at t: it is permanent or t is before its until.
