@@ -89,7 +89,7 @@ func (d *decoder) exceptions(v *yaml.Node, list string) []hunt.Exception {
 // exception reads one item; n is its place in the list, from 1.
 func (d *decoder) exception(v *yaml.Node, list string, n int) (hunt.Exception, bool) {
 	before := len(d.problems)
-	e := hunt.Exception{ID: fmt.Sprintf("%s#%d", list, n), File: d.file, Line: v.Line}
+	e := hunt.Exception{ID: fmt.Sprintf("%s#%d", list, n), File: d.file, Line: v.Line, Col: v.Column}
 	if list == ownExceptions {
 		e.List = ""
 	} else {
@@ -369,7 +369,7 @@ func resolveExceptions(ps map[string][]parsed, lists map[string]exceptionList, b
 			seen := map[string]bool{}
 			for _, e := range h.Exceptions {
 				if seen[e.ID] {
-					problems = append(problems, Problem{File: e.File, Line: e.Line, Column: 1, HuntID: id,
+					problems = append(problems, Problem{File: e.File, Line: e.Line, Column: max(e.Col, 1), HuntID: id,
 						Message: fmt.Sprintf("exception id %s is used twice among hunt %s's exceptions; ids name hit counts, so they must be unique", e.ID, id)})
 					bad = true
 				}
@@ -493,4 +493,34 @@ var clauseWords = map[string]bool{"SELECT": true, "FROM": true, "WHERE": true, "
 // query filtered by it, held to every rule of hunt SQL (CheckWithServer).
 func whereCheckQuery(huntQuery, where string) string {
 	return "SELECT * FROM (\n" + TrimQuery(huntQuery) + "\n) WHERE (\n" + where + "\n)"
+}
+
+// ExceptionWarnings are validate's notes on the set's exceptions at now: each exception that
+// expires within soon (hunt.ExceptionSoonDefault), and each that has expired and no longer
+// applies. They are not problems: an exception stops applying by itself. A shared list's item
+// is reported once, however many hunts use it.
+func ExceptionWarnings(set *Set, now time.Time, soon time.Duration) []Problem {
+	var out []Problem
+	seen := map[string]bool{}
+	for _, h := range set.Hunts {
+		for _, e := range h.Exceptions {
+			key := fmt.Sprintf("%s:%d:%s", e.File, e.Line, e.ID)
+			if e.Until.IsZero() || seen[key] {
+				continue
+			}
+			seen[key] = true
+			p := Problem{File: e.File, Line: max(e.Line, 1), Column: max(e.Col, 1), HuntID: h.ID}
+			switch left := e.Until.Sub(now); {
+			case left <= 0:
+				p.Message = fmt.Sprintf("exception %s expired at %s and no longer applies; remove it, or extend until: if it is still needed", e.ID, e.Until.Format(time.RFC3339))
+			case left <= soon:
+				p.Message = fmt.Sprintf("exception %s expires at %s (in %s); extend until: if it is still needed", e.ID, e.Until.Format(time.RFC3339), left.Round(time.Minute))
+			default:
+				continue
+			}
+			out = append(out, p)
+		}
+	}
+	sortProblems(out)
+	return out
 }

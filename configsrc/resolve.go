@@ -131,7 +131,7 @@ func exceptionColumnsKnown(h hunt.Hunt, known func(string) bool, typeOf func(str
 	for _, e := range h.Exceptions {
 		for _, m := range e.Match {
 			at := func(format string, args ...any) error {
-				return &RefusedError{Msg: fmt.Sprintf("exception %s: "+format, append([]any{e.ID}, args...)...), File: e.File, FileLine: max(m.Line, 1)}
+				return &RefusedError{Msg: fmt.Sprintf("exception %s: "+format, append([]any{e.ID}, args...)...), File: e.File, FileLine: max(m.Line, 1), FileColumn: m.Col}
 			}
 			if !known(m.Column) {
 				return at("match column %s is not an output column of the query (neither a column of the tables it reads nor an alias)", m.Column)

@@ -27,8 +27,8 @@ type RefusedError struct {
 	Msg          string
 	// File and FileLine, when FileLine > 0, place a refusal that is not in the query: of an
 	// exception (its where: or match:), in the hunt's file or a shared list's.
-	File     string
-	FileLine int
+	File                 string
+	FileLine, FileColumn int
 }
 
 func (e *RefusedError) Error() string { return ErrQueryRefused.Error() + ": " + e.Msg }
@@ -73,7 +73,7 @@ func checkExceptionsWithServer(ctx context.Context, conn driver.Conn, h hunt.Hun
 		err := checkWithServer(ctx, conn, w, p, ref)
 		var re *RefusedError
 		if errors.As(err, &re) {
-			return &RefusedError{Msg: fmt.Sprintf("exception %s: where: %s", e.ID, strings.TrimPrefix(re.Msg, ErrQueryRefused.Error()+": ")), File: e.File, FileLine: e.Line}
+			return &RefusedError{Msg: fmt.Sprintf("exception %s: where: %s", e.ID, strings.TrimPrefix(re.Msg, ErrQueryRefused.Error()+": ")), File: e.File, FileLine: e.Line, FileColumn: e.Col}
 		}
 		if err != nil {
 			return err

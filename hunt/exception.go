@@ -41,8 +41,8 @@ type Exception struct {
 	Owner  string
 	Reason string
 	// File and Line place the item (in the hunt file, or the shared list's file).
-	File string
-	Line int
+	File      string
+	Line, Col int
 }
 
 // ExceptionMatch is one column of an exception's match:. A row matches when its column's text
