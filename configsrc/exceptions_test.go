@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
+
 	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 )
@@ -133,5 +135,67 @@ func TestExceptionColumnsResolveWithServer(t *testing.T) {
 		case tc.want != "" && (!errors.As(err, &re) || !strings.Contains(re.Msg, tc.want) || re.File != "l.exceptions.yaml" || re.FileLine != 12):
 			t.Errorf("%s: %v (%+v), want %q at l.exceptions.yaml:12", tc.m.Column, err, re, tc.want)
 		}
+	}
+}
+
+// ExceptionsQuery on the engine: the excluded rows are counted per exception and never sent
+// (one row with an empty document carries the counts, first), the findings are counted as if
+// the excluded rows did not exist, and a result excluded whole still reports its hits.
+func TestExceptionsQueryOnTheEngine(t *testing.T) {
+	db := chtest.New(t)
+	ctx := context.Background()
+	q := "SELECT number AS n, toString(number % 3) AS k FROM numbers(30) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"
+	run := func(live []hunt.Exception, limit string) (docs []string, excluded int, total uint64, hits []uint64) {
+		t.Helper()
+		stmt, extra := ExceptionsQuery(q, live)
+		params := clickhouse.Parameters{"window_start": "946684800", "window_end": "946684801", ParamLimit: limit,
+			ParamMaxFindingBytes: "65536", ParamMaxRunBytes: "1048576", ParamRowBytes: "0"}
+		for k, v := range extra {
+			params[k] = v
+		}
+		rows, err := db.Conn.Query(clickhouse.Context(ctx, clickhouse.WithParameters(params)), stmt)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, stmt)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var doc string
+			var truncated, before uint64
+			var exc uint16
+			if err := rows.Scan(&doc, &total, &truncated, &before, &exc, &hits); err != nil {
+				t.Fatal(err)
+			}
+			if exc > 0 {
+				if doc != "" || len(docs) > 0 {
+					t.Errorf("the excluded rows' row has document %q after %d findings; want it empty and first", doc, len(docs))
+				}
+				excluded++
+				continue
+			}
+			docs = append(docs, doc)
+		}
+		return docs, excluded, total, hits
+	}
+	live := []hunt.Exception{
+		{ID: "k0", Match: []hunt.ExceptionMatch{{Column: "k", Values: []string{"0"}}}},
+		{ID: "late", Match: []hunt.ExceptionMatch{{Column: "n", Values: []string{"25", "26", "27", "28", "29"}}}, Where: "n >= 25"},
+	}
+	docs, excluded, total, hits := run(live, "7")
+	if excluded != 1 || total != 16 || len(hits) != 2 || hits[0] != 10 || hits[1] != 4 || len(docs) != 6 {
+		t.Fatalf("excluded rows sent %d, total %d, hits %v, findings %d; want 1, 16, [10 4], 6 (the limit less the hits row)", excluded, total, hits, len(docs))
+	}
+	for _, d := range docs {
+		if strings.Contains(d, `"k":"0"`) || strings.Contains(d, `"n":"25"`) || strings.Contains(d, `"n":"26"`) || strings.Contains(d, `"n":"28"`) || strings.Contains(d, `"n":"29"`) {
+			t.Errorf("an excluded row was sent: %s", d)
+		}
+	}
+	// A range never matches text that is no address (the number 3 is matched by its value).
+	docs, excluded, total, hits = run([]hunt.Exception{{ID: "three", Match: []hunt.ExceptionMatch{{Column: "n", Ranges: []string{"0.0.0.0/0"}, Values: []string{"3"}}}}}, "100")
+	if len(docs) != 29 || excluded != 1 || total != 29 || len(hits) != 1 || hits[0] != 1 {
+		t.Fatalf("one row excluded by value: findings %d, hits rows %d, total %d, hits %v", len(docs), excluded, total, hits)
+	}
+	docs, excluded, total, hits = run([]hunt.Exception{{ID: "all", Match: []hunt.ExceptionMatch{{Column: "k", Values: []string{"0", "1", "2"}}}, Where: "1 = 1"}}, "100")
+	if len(docs) != 0 || excluded != 1 || total != 0 || len(hits) != 1 || hits[0] != 30 {
+		t.Fatalf("every row excluded: findings %d, hits rows %d, total %d, hits %v; want 0, 1, 0, [30]", len(docs), excluded, total, hits)
 	}
 }

@@ -67,24 +67,27 @@ const ParamExceptionPrefix = "hr_x"
 // so a hunt without live exceptions sends what it always sent.
 //
 // Each row of the hunt's result gets hr_exception: the number (from 1, in live's order) of the
-// first exception it matches, 0 for none. Rows with 0 are findings exactly as in FindingsQuery
-// (hr_total, hr_truncated and the byte cap count only them); of the rows of each exception one
-// row is sent, first, with an empty document and hr_hits, how many rows that exception
-// removed. So a run learns each exception's hits in the same statement and never receives the
-// excluded rows. Values are query parameters (Array(String)), compared with the column's text
+// first exception it matches, 0 for none, and hr_hits, the rows each exception matched (an
+// array in live's order, over the whole result). Rows with 0 are findings exactly as in
+// FindingsQuery (hr_total, hr_truncated and the byte cap count only them; their document is
+// the only one formatted); of the excluded rows one is kept, with an empty document, so that
+// hr_hits arrives even when every row was excluded, and it comes first. The excluded rows are
+// dropped before the sorted window, so they cost the statement little and never reach the
+// runner. Values are query parameters (Array(String)), compared with the column's text
 // (toString) or, for IP ranges, with isIPAddressInRange; the column names are plain identifiers
 // (the decoder's rule) and quoted. A where: expression is placed in brackets it cannot close
 // (checkWhere), after its own offline and server checks.
 //
-// The parameter hr_limit of this statement must be max_findings + 1 + len(live): the marker
-// rows come first.
+// The parameter hr_limit of this statement must be max_findings + 2: the marker row comes first.
 func ExceptionsQuery(query string, live []hunt.Exception) (string, map[string]string) {
 	if len(live) == 0 {
 		return FindingsQuery(query), nil
 	}
 	params := map[string]string{}
-	var conds []string
+	var conds, hitCounts []string
 	for k, e := range live {
+		// One frameless count per exception: cheaper than one array aggregate (measured).
+		hitCounts = append(hitCounts, fmt.Sprintf("countIf(hr_exception = %d) OVER ()", k+1))
 		var terms []string
 		for m, mt := range e.Match {
 			col := "toString(`" + mt.Column + "`)"
@@ -114,9 +117,12 @@ func ExceptionsQuery(query string, live []hunt.Exception) (string, map[string]st
 		"',\"hr_hash\":\"', hex(cityHash64(hr_document)), '\",\"hr_prefix\":', toJSONString(leftUTF8(hr_document, intDiv(" + maxF + ", 8))), '}')), '') AS hr_finding, " +
 		"countIf(hr_exception = 0) OVER () AS hr_total, countIf(hr_exception = 0 AND length(hr_document) > " + maxF + ") OVER () AS hr_truncated, " +
 		"sum(if(hr_exception = 0, length(hr_finding) + {" + ParamRowBytes + ":UInt64}, 0)) OVER (ORDER BY cityHash64(hr_finding), hr_finding ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS hr_before, " +
-		"hr_exception, count() OVER (PARTITION BY hr_exception) AS hr_hits, row_number() OVER (PARTITION BY hr_exception) AS hr_nth\n" +
-		"FROM (SELECT formatRowNoNewline('JSONEachRow', *) AS hr_document, toUInt16(multiIf(" + strings.Join(conds, ", ") + ", 0)) AS hr_exception FROM (\n" +
+		"hr_exception, hr_hits\n" +
+		"FROM (SELECT hr_document, hr_exception, [" + strings.Join(hitCounts, ", ") + "] AS hr_hits, " +
+		"countIf(hr_exception != 0) OVER (ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) AS hr_nth\n" +
+		"FROM (SELECT if(hr_exception = 0, formatRowNoNewline('JSONEachRow', *), '') AS hr_document, toUInt16(multiIf(" + strings.Join(conds, ", ") + ", 0)) AS hr_exception FROM (\n" +
 		TrimQuery(query) + "\n))\n" +
-		"QUALIFY if(hr_exception = 0, hr_before < {" + ParamMaxRunBytes + ":UInt64}, hr_nth = 1)\n" +
+		"QUALIFY hr_exception = 0 OR hr_nth = 1)\n" +
+		"QUALIFY hr_exception != 0 OR hr_before < {" + ParamMaxRunBytes + ":UInt64}\n" +
 		"ORDER BY hr_exception = 0, cityHash64(hr_finding), hr_finding\nLIMIT {" + ParamLimit + ":UInt64}", params
 }

@@ -104,8 +104,8 @@ func (r *Runner) statementLive(h *hunt.Hunt, fire int64, runID uuid.UUID, w wind
 		params[k] = v
 	}
 	if len(live) > 0 {
-		// One marker row per exception comes before the findings.
-		params[configsrc.ParamLimit] = strconv.Itoa(caps.rows + 1 + len(live))
+		// The row that carries the hits of the excluded rows comes before the findings.
+		params[configsrc.ParamLimit] = strconv.Itoa(caps.rows + 2)
 	}
 	return query, params, settings, live
 }
@@ -162,7 +162,10 @@ func readFindings(rows driver.Rows, caps findingCaps, live []hunt.Exception) (fo
 	seen := map[string]bool{}
 	var kept uint64
 	if len(live) > 0 {
-		out.hits = map[string]uint64{}
+		out.hits = make(map[string]uint64, len(live))
+		for _, e := range live {
+			out.hits[e.ID] = 0 // live, if nothing matched
+		}
 	}
 	for rows.Next() {
 		var doc string
@@ -173,15 +176,15 @@ func readFindings(rows driver.Rows, caps findingCaps, live []hunt.Exception) (fo
 			}
 		} else {
 			var exc uint16
-			var hits, nth uint64
-			if err := rows.Scan(&doc, &out.total, &out.truncated, &before, &exc, &hits, &nth); err != nil {
+			var hits []uint64
+			if err := rows.Scan(&doc, &out.total, &out.truncated, &before, &exc, &hits); err != nil {
 				return found{}, err
 			}
+			for i, n := range hits[:min(len(hits), len(live))] {
+				out.hits[live[i].ID] = n
+			}
 			if exc > 0 {
-				if int(exc) <= len(live) {
-					out.hits[live[exc-1].ID] = hits
-				}
-				continue
+				continue // the row that carried the excluded rows' hits
 			}
 		}
 		if kept == uint64(caps.rows) || out.bytes >= caps.runMax {
