@@ -199,3 +199,22 @@ func TestExceptionsQueryOnTheEngine(t *testing.T) {
 		t.Fatalf("every row excluded: findings %d, hits rows %d, total %d, hits %v; want 0, 1, 0, [30]", len(docs), excluded, total, hits)
 	}
 }
+
+// Nothing of an exception is spliced into the statement but its checked where: and plain
+// column names: values are parameters, and a column name the decoder would refuse (a hunt built
+// by hand) makes the exception match nothing.
+func TestExceptionsQueryBindsValues(t *testing.T) {
+	stmt, params := ExceptionsQuery("SELECT 1 AS a", []hunt.Exception{
+		{ID: "x", Match: []hunt.ExceptionMatch{{Column: "a", Values: []string{"it's'); DROP TABLE t; --"}, Ranges: []string{"10.0.0.0/8"}}}},
+		{ID: "y", Match: []hunt.ExceptionMatch{{Column: "a`) OR 1 OR (`a", Values: []string{"1"}}}},
+	})
+	if strings.Contains(stmt, "DROP") || strings.Contains(stmt, "10.0.0.0") || strings.Contains(stmt, "OR 1 OR") {
+		t.Fatalf("a value or a bad column name reached the statement:\n%s", stmt)
+	}
+	if params["hr_x1_1_v"] != `['it\'s\'); DROP TABLE t; --']` || params["hr_x1_1_r"] != `['10.0.0.0/8']` || len(params) != 2 {
+		t.Fatalf("params %v", params)
+	}
+	if stmt, params := ExceptionsQuery("SELECT 1 AS a", nil); stmt != FindingsQuery("SELECT 1 AS a") || params != nil {
+		t.Fatal("no live exception: not FindingsQuery")
+	}
+}

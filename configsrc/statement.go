@@ -90,6 +90,12 @@ func ExceptionsQuery(query string, live []hunt.Exception) (string, map[string]st
 		hitCounts = append(hitCounts, fmt.Sprintf("countIf(hr_exception = %d) OVER ()", k+1))
 		var terms []string
 		for m, mt := range e.Match {
+			if !exceptionColumnRe.MatchString(mt.Column) {
+				// The decoder admits only plain names; any other never reaches the text, and
+				// the exception then matches nothing rather than more than it says.
+				terms = append(terms, "0")
+				continue
+			}
 			col := "toString(`" + mt.Column + "`)"
 			var alts []string
 			if len(mt.Values) > 0 {
