@@ -155,8 +155,8 @@ func (r *Runner) query(ctx context.Context, h *hunt.Hunt, fire int64, runID uuid
 // the rest. A document over the per-finding cap here is not stored (the server should have
 // truncated it) and counts as dropped. dropped is every row of hr_total not kept.
 //
-// With live exceptions (configsrc.ExceptionsQuery) each row also says which exception it
-// stands for: such a row is no finding, it carries that exception's hits.
+// With live exceptions (configsrc.ExceptionsQuery) every row also carries the hits of each
+// exception, and a row that an exception matched (at most one, first) is no finding.
 func readFindings(rows driver.Rows, caps findingCaps, live []hunt.Exception) (found, error) {
 	var out found
 	seen := map[string]bool{}
