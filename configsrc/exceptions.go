@@ -29,6 +29,12 @@ var (
 	exceptionColumnRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
 )
 
+// exceptionColumnOK reports whether a match: column may be named in the statement: a plain
+// name, and not one of the hr_ names the statement itself defines.
+func exceptionColumnOK(col string) bool {
+	return exceptionColumnRe.MatchString(col) && !strings.HasPrefix(strings.ToLower(col), "hr_")
+}
+
 // ownExceptions names a hunt's own exceptions: list in the ids of its items (exceptions#1).
 const ownExceptions = "exceptions"
 
@@ -167,8 +173,8 @@ func (d *decoder) exceptionMatch(v *yaml.Node) []hunt.ExceptionMatch {
 	var out []hunt.ExceptionMatch
 	for _, col := range order {
 		k, val := f[col][0], f[col][1]
-		if !exceptionColumnRe.MatchString(col) {
-			d.at(k, "match column must be an output column's plain name (letters, digits and '_'); alias the column in the query")
+		if !exceptionColumnOK(col) {
+			d.at(k, "match column must be an output column's plain name (letters, digits and '_', not starting with hr_, which names hunt-runner's own columns in the statement); alias the column in the query")
 			continue
 		}
 		items := []*yaml.Node{val}

@@ -207,8 +207,11 @@ func TestExceptionsQueryBindsValues(t *testing.T) {
 	stmt, params := ExceptionsQuery("SELECT 1 AS a", []hunt.Exception{
 		{ID: "x", Match: []hunt.ExceptionMatch{{Column: "a", Values: []string{"it's'); DROP TABLE t; --"}, Ranges: []string{"10.0.0.0/8"}}}},
 		{ID: "y", Match: []hunt.ExceptionMatch{{Column: "a`) OR 1 OR (`a", Values: []string{"1"}}}},
+		{ID: "z", Match: []hunt.ExceptionMatch{{Column: "hr_r", Values: []string{"1"}}}},
+		{ID: "w"},
 	})
-	if strings.Contains(stmt, "DROP") || strings.Contains(stmt, "10.0.0.0") || strings.Contains(stmt, "OR 1 OR") {
+	if strings.Contains(stmt, "DROP") || strings.Contains(stmt, "10.0.0.0") || strings.Contains(stmt, "OR 1 OR") || strings.Contains(stmt, "`hr_r`") ||
+		!strings.Contains(stmt, "multiIf((toString(`a`) IN {hr_x1_1_v:Array(String)} OR ") || !strings.Contains(stmt, "0, 2, 0, 3, 0, 4, 0)") {
 		t.Fatalf("a value or a bad column name reached the statement:\n%s", stmt)
 	}
 	if params["hr_x1_1_v"] != `['it\'s\'); DROP TABLE t; --']` || params["hr_x1_1_r"] != `['10.0.0.0/8']` || len(params) != 2 {

@@ -90,7 +90,7 @@ func ExceptionsQuery(query string, live []hunt.Exception) (string, map[string]st
 		hitCounts = append(hitCounts, fmt.Sprintf("countIf(hr_exception = %d) OVER ()", k+1))
 		var terms []string
 		for m, mt := range e.Match {
-			if !exceptionColumnRe.MatchString(mt.Column) {
+			if !exceptionColumnOK(mt.Column) {
 				// The decoder admits only plain names; any other never reaches the text, and
 				// the exception then matches nothing rather than more than it says.
 				terms = append(terms, "0")
@@ -115,6 +115,9 @@ func ExceptionsQuery(query string, live []hunt.Exception) (string, map[string]st
 		}
 		if e.Where != "" {
 			terms = append(terms, "(\n"+e.Where+"\n)")
+		}
+		if len(terms) == 0 {
+			terms = append(terms, "0") // the decoder requires match:; a hunt built by hand without one matches nothing
 		}
 		conds = append(conds, strings.Join(terms, " AND ")+", "+strconv.Itoa(k+1))
 	}
