@@ -20,8 +20,10 @@ type rawFile struct {
 	unsettled bool
 }
 
-// isHuntFile reports whether a path names a hunt file: .yaml or .yml, not hidden, and not a
-// hunt test (*.test.yaml, read by `hunt-runner test`), which lives next to the hunts it tests.
+// isHuntFile reports whether a path names a file a hunt source reads: .yaml or .yml, not
+// hidden, and not a hunt test (*.test.yaml, read by `hunt-runner test`), which lives next to
+// the hunts it tests. A shared exception list (IsExceptionsFile) is read too, and buildSet
+// takes it as a list, never as a hunt.
 func isHuntFile(rel string) bool {
 	ext := path.Ext(rel)
 	return (ext == ".yaml" || ext == ".yml") && !IsTestFile(rel)
@@ -42,9 +44,28 @@ func hidden(name string) bool { return strings.HasPrefix(name, ".") }
 func buildSet(files []rawFile, fraction float64, policy Policy, source, commit string) *Set {
 	s := &Set{Set: hunt.Set{Source: source, Commit: commit}}
 	byID := map[string][]parsed{}
+	lists := map[string]exceptionList{}
+	broken := map[string]bool{}
 	for _, f := range files {
 		if f.problem != "" {
 			s.Problems = append(s.Problems, Problem{File: f.rel, Line: 1, Column: 1, Message: f.problem})
+			if name := exceptionsListName(f.rel); name != "" {
+				broken[name] = true
+			}
+			continue
+		}
+		if IsExceptionsFile(f.rel) {
+			l, probs := decodeExceptionList(f.rel, f.data, policy)
+			if other, dup := lists[l.name]; dup {
+				probs = append(probs, Problem{File: f.rel, Line: 1, Column: 1,
+					Message: fmt.Sprintf("exception list %s is also defined in %s; list names must be unique", safeName(l.name), other.file)})
+			}
+			if len(probs) > 0 {
+				s.Problems = append(s.Problems, probs...)
+				broken[l.name] = true
+				continue
+			}
+			lists[l.name] = l
 			continue
 		}
 		p, probs := decodeHuntPolicy(f.rel, f.data, fraction, policy)
@@ -55,7 +76,12 @@ func buildSet(files []rawFile, fraction float64, policy Policy, source, commit s
 		p.hunt.Commit = commit
 		byID[p.hunt.ID] = append(byID[p.hunt.ID], p)
 	}
+	s.Problems = append(s.Problems, resolveExceptions(byID, lists, broken)...)
 	for id, ps := range byID {
+		ps = slices.DeleteFunc(ps, func(p parsed) bool { return p.invalid })
+		if len(ps) == 0 {
+			continue
+		}
 		if len(ps) == 1 {
 			s.Hunts = append(s.Hunts, ps[0].hunt)
 			continue

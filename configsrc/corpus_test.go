@@ -67,7 +67,7 @@ func TestCorpus(t *testing.T) {
 	}
 	good := 0
 	filepath.WalkDir("testdata/corpus/good", func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
+		if err == nil && !d.IsDir() && !IsExceptionsFile(p) { // a shared list is no hunt
 			good++
 			rel, _ := filepath.Rel("testdata/corpus", p)
 			if reported[filepath.ToSlash(rel)] {
@@ -84,6 +84,9 @@ func TestCorpus(t *testing.T) {
 	for _, h := range set.Hunts {
 		fmt.Fprintf(&hb, "%s file=%s line=%d interval=%v offset=%v pinned=%v enabled=%v delay=%v max_catchup=%v timeout=%v severity=%s labels=%v hash=%s\n%s\n\n",
 			h.ID, h.File, h.Line, h.Interval, h.Offset, h.Pinned, h.Enabled, h.Delay, h.MaxCatchup, h.Timeout, h.Severity, h.Labels, h.Hash[:12], h.Query)
+		for _, x := range h.Exceptions {
+			fmt.Fprintf(&hb, "  exception %s list=%q %s:%d match=%v where=%q until=%s owner=%s\n", x.ID, x.List, x.File, x.Line, x.Match, x.Where, x.Until.Format(time.RFC3339), x.Owner)
+		}
 	}
 	fmt.Fprintf(&hb, "set hash %s\n", set.Hash)
 	golden(t, "corpus.hunts.golden", hb.String())

@@ -47,7 +47,7 @@ var (
 var knownKeys = []string{"id", "description", "interval", "cron", "schedule", "enabled", "query",
 	"delay", "max_catchup", "timeout", "severity", "labels", "timestamp_field", "checkpoint_timestamp_field", "max_findings",
 	"notify", "suppress", "sources", "max_rows_read", "max_bytes_read", "on_budget",
-	"title", "dedup", "severity_from", "runbook", "mitre"}
+	"title", "dedup", "severity_from", "runbook", "mitre", "exceptions", "exceptions_from"}
 
 // legacyKeys are keys of the earlier runner and its API that have no meaning here; each gets a
 // message saying what to do instead of a bare "unknown key".
@@ -71,6 +71,8 @@ var legacyKeys = map[string]string{
 type parsed struct {
 	hunt          hunt.Hunt
 	idLine, idCol int
+	from          []fromRef // exceptions_from:, resolved by buildSet
+	invalid       bool      // resolving its exceptions found a problem: not loaded
 }
 
 // decoder decodes one hunt file; it collects problems instead of stopping at the first.
@@ -329,6 +331,13 @@ func (d *decoder) keys(p *parsed, order []string, f map[string][2]*yaml.Node) hu
 			h.Notify = d.notify(v)
 		case "suppress":
 			h.Suppress = d.suppress(v)
+		case "exceptions":
+			h.Exceptions = d.exceptions(v, ownExceptions)
+		case "exceptions_from":
+			p.from = d.exceptionsFrom(v)
+			for _, r := range p.from {
+				h.ExceptionsFrom = append(h.ExceptionsFrom, r.name)
+			}
 		case "max_findings":
 			h.MaxFindings = d.maxFindings(v)
 		case "sources", "max_rows_read", "max_bytes_read", "on_budget":

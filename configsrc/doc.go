@@ -28,4 +28,9 @@
 // Free text a hunt adds to every finding (labels, description) is capped in bytes at decode. A Loader built WithServerCheck
 // holds back any hunt the server refuses, like an invalid file. Symlinked files must resolve
 // inside the hunts directory, and no message quotes a file's content.
+//
+// Exceptions (exceptions.go) are part of a hunt: its exceptions: items and the shared lists its
+// exceptions_from: names (NAME.exceptions.yaml files, read with the hunt files and resolved when
+// the set is built). A where: expression is held to the same checks as the query, offline and
+// in CheckWithServer; ExceptionsQuery is the statement of a fire with live exceptions.
 package configsrc

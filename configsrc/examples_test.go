@@ -27,6 +27,12 @@ func TestExampleHunts(t *testing.T) {
 	if len(set.Problems) != 0 || len(set.Hunts) < 5 {
 		t.Fatalf("examples: %d hunts, problems %v", len(set.Hunts), set.Problems)
 	}
+	if spray, _ := set.Get("password-spray"); len(spray.Exceptions) != 1 || spray.Exceptions[0].ID != "corp-scanners#1" {
+		t.Fatalf("password-spray's shared exceptions: %+v", spray.Exceptions)
+	}
+	if len(set.Problems) != 0 {
+		t.Fatalf("examples: %d hunts, problems %v", len(set.Hunts), set.Problems)
+	}
 
 	db := chtest.New(t)
 	ctx := context.Background()
@@ -55,6 +61,8 @@ func TestExampleHunts(t *testing.T) {
 	}
 	for i := range 6 { // spray: one attempt each against 6 accounts
 		auth = append(auth, fmt.Sprintf("(%s, 'user%d', '198.51.100.20', 'failure', 'BR')", at(120+i), i))
+		// The corporate scanner sprays too: its findings are excepted (corp-scanners.exceptions.yaml).
+		auth = append(auth, fmt.Sprintf("(%s, 'user%d', '10.20.0.5', 'failure', 'NL')", at(130+i), i))
 	}
 	auth = append(auth, // impossible travel: alice from NL and, 4 minutes later, from US
 		fmt.Sprintf("(%s, 'alice', '10.0.0.77', 'success', 'NL')", at(10)),
@@ -87,7 +95,19 @@ func TestExampleHunts(t *testing.T) {
 			"window_start": from.Format("2006-01-02 15:04:05.000"),
 			"window_end":   to.Format("2006-01-02 15:04:05.000"),
 		}))
-		rows, err := db.Conn.Query(qctx, "SELECT arrayStringConcat(arraySort(groupArray(toString(tuple(*).1))), ',') FROM ("+q+")")
+		stmt := "SELECT arrayStringConcat(arraySort(groupArray(toString(tuple(*).1))), ',') FROM (" + q + ")"
+		if live := h.LiveExceptions(to); len(live) > 0 {
+			// The statement the runner sends: the first column of each finding it keeps.
+			exc, params := ExceptionsQuery(q, live)
+			all := clickhouse.Parameters{"window_start": from.Format("2006-01-02 15:04:05.000"), "window_end": to.Format("2006-01-02 15:04:05.000"),
+				ParamLimit: "1000", ParamMaxFindingBytes: "100000", ParamMaxRunBytes: "1000000", ParamRowBytes: "0"}
+			for k, v := range params {
+				all[k] = v
+			}
+			qctx = clickhouse.Context(ctx, clickhouse.WithParameters(all))
+			stmt = "SELECT arrayStringConcat(arraySort(groupArrayIf(JSONExtractString(hr_finding, 1), hr_exception = 0)), ',') FROM (" + exc + ")"
+		}
+		rows, err := db.Conn.Query(qctx, stmt)
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", h.ID, err, q)
 		}

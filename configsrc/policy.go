@@ -31,6 +31,9 @@ type Policy struct {
 	CoordinationDatabase string
 	// Budget is the read budget's default and ceiling (sources.go).
 	Budget Budget
+	// AllowPermanentExceptions lets an exception omit until: (--allow-permanent-exceptions).
+	// It decides nothing the server checks, so it is not part of CheckScope.
+	AllowPermanentExceptions bool `json:"-"`
 }
 
 // ParseTableFunctions reads a comma-separated --allow-table-functions value.

@@ -37,8 +37,9 @@ func ResolveWithServer(ctx context.Context, conn driver.Conn, h hunt.Hunt) error
 		return err
 	}
 	n := collectNames(hunt)
+	withs := map[string]bool{}
 	for _, w := range withNames(h.Query) {
-		n.local[w] = true
+		n.local[w], withs[w] = true, true
 	}
 	var current string
 	if err := conn.QueryRow(ctx, "SELECT currentDatabase()").Scan(&current); err != nil {
@@ -55,7 +56,7 @@ func ResolveWithServer(ctx context.Context, conn driver.Conn, h hunt.Hunt) error
 	for _, t := range n.tables {
 		db, name, ok := strings.Cut(t, ".")
 		if !ok {
-			if n.local[t] {
+			if withs[t] {
 				continue // a WITH name
 			}
 			db, name = current, t
@@ -94,10 +95,12 @@ func ResolveWithServer(ctx context.Context, conn driver.Conn, h hunt.Hunt) error
 		read[t] = true
 	}
 	columns := map[string]bool{}
-	rows, err = conn.Query(qctx, "SELECT database, table, name FROM system.columns WHERE database IN {dbs:Array(String)}")
+	types := map[string]string{}
+	rows, err = conn.Query(qctx, "SELECT database, table, name, type FROM system.columns WHERE database IN {dbs:Array(String)}")
 	if err := scanNames(rows, err, func(s ...string) {
 		if read[table{s[0], s[1]}] {
 			columns[s[2]] = true
+			types[s[2]] = s[3]
 			if head, _, nested := strings.Cut(s[2], "."); nested {
 				columns[head] = true // n.x of a Nested n: n alone is an array of tuples
 			}
@@ -110,7 +113,56 @@ func ResolveWithServer(ctx context.Context, conn driver.Conn, h hunt.Hunt) error
 			return refused("column %s is not a column of the tables the query reads (nor an alias of the query)", shownName(id))
 		}
 	}
-	return explainColumnsKnown(h, func(c string) bool { return n.known(c, columns) })
+	isKnown := func(c string) bool { return n.known(c, columns) }
+	if err := explainColumnsKnown(h, isKnown); err != nil {
+		return err
+	}
+	return exceptionColumnsKnown(h, isKnown, func(c string) string {
+		if n.local[c] {
+			return "" // an alias of the query: its type is not in the catalogue
+		}
+		return types[c]
+	})
+}
+
+// exceptionColumnsKnown refuses a match: column the query cannot output, and an IP range on a
+// column whose type (from the catalogue; "" when unknown) holds no address.
+func exceptionColumnsKnown(h hunt.Hunt, known func(string) bool, typeOf func(string) string) error {
+	for _, e := range h.Exceptions {
+		for _, m := range e.Match {
+			at := func(format string, args ...any) error {
+				return &RefusedError{Msg: fmt.Sprintf("exception %s: "+format, append([]any{e.ID}, args...)...), File: e.File, FileLine: max(m.Line, 1), FileColumn: m.Col}
+			}
+			if !known(m.Column) {
+				return at("match column %s is not an output column of the query (neither a column of the tables it reads nor an alias)", m.Column)
+			}
+			if len(m.Ranges) == 0 {
+				continue
+			}
+			if t := typeOf(m.Column); t != "" && !ipTyped(t) {
+				return at("match.%s gives an IP range, but the column is %s; ranges match only IPv4, IPv6 and String columns", m.Column, shownType(t))
+			}
+		}
+	}
+	return nil
+}
+
+// ipTyped reports whether a column type can hold an address a range matches.
+func ipTyped(t string) bool {
+	for _, wrap := range []string{"Nullable(", "LowCardinality("} {
+		for strings.HasPrefix(t, wrap) && strings.HasSuffix(t, ")") {
+			t = t[len(wrap) : len(t)-1]
+		}
+	}
+	return t == "IPv4" || t == "IPv6" || t == "String" || strings.HasPrefix(t, "FixedString(")
+}
+
+// shownType shows a catalogue type in a message when it is plain.
+func shownType(t string) string {
+	if len(t) <= 64 && !hasControl(t) {
+		return t
+	}
+	return "(a type)"
 }
 
 // explainColumnsKnown refuses a title:, dedup: or severity_from: column that known says the

@@ -25,6 +25,10 @@ var ErrQueryRefused = errors.New("hunt query refused")
 type RefusedError struct {
 	Line, Column int
 	Msg          string
+	// File and FileLine, when FileLine > 0, place a refusal that is not in the query: of an
+	// exception (its where: or match:), in the hunt's file or a shared list's.
+	File                 string
+	FileLine, FileColumn int
 }
 
 func (e *RefusedError) Error() string { return ErrQueryRefused.Error() + ": " + e.Msg }
@@ -51,8 +55,31 @@ func refused(format string, args ...any) error {
 //     with its value under the setting's ceiling.
 //
 // A syntax error names its line and column in the query as written.
+//
+// Every where: of h's exceptions is held to the same check, as the WHERE of a query over h's
+// (whereCheckQuery); a refusal of one names the exception and is placed at its item.
 func CheckWithServer(ctx context.Context, conn driver.Conn, h hunt.Hunt, p Policy) error {
 	return checkWithServer(ctx, conn, h, p, nil)
+}
+
+// checkExceptionsWithServer is CheckWithServer's check of h's where: expressions.
+func checkExceptionsWithServer(ctx context.Context, conn driver.Conn, h hunt.Hunt, p Policy, ref *astNode) error {
+	for _, e := range h.Exceptions {
+		if e.Where == "" {
+			continue
+		}
+		w := h
+		w.Query, w.Exceptions = whereCheckQuery(h.Query, e.Where), nil
+		err := checkWithServer(ctx, conn, w, p, ref)
+		var re *RefusedError
+		if errors.As(err, &re) {
+			return &RefusedError{Msg: fmt.Sprintf("exception %s: where: %s", e.ID, strings.TrimPrefix(re.Msg, ErrQueryRefused.Error()+": ")), File: e.File, FileLine: e.Line, FileColumn: e.Col}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkWithServer is CheckWithServer against ref, the server's tree of the wrapper
@@ -83,9 +110,11 @@ func checkWithServer(ctx context.Context, conn driver.Conn, h hunt.Hunt, p Polic
 		return err
 	}
 	if sets > 0 {
-		return checkServerSettings(ctx, conn, stmt, sets)
+		if err := checkServerSettings(ctx, conn, stmt, sets); err != nil {
+			return err
+		}
 	}
-	return nil
+	return checkExceptionsWithServer(ctx, conn, h, p, ref)
 }
 
 // huntSubtree matches a statement's tree against the wrapper's and returns the hunt's part.

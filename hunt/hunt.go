@@ -107,6 +107,12 @@ type Hunt struct {
 	Runbook      string   // absolute http(s) URL
 	Mitre        []string // ATT&CK ids (MitreRe)
 
+	// Exceptions are the hunt's exceptions: its own (exceptions:) and then those of the shared
+	// lists it names (exceptions_from:), resolved when the set is built. See Exception.
+	Exceptions []Exception
+	// ExceptionsFrom names the shared lists, as written (their items are in Exceptions).
+	ExceptionsFrom []string
+
 	// Commit is the git commit the definition was read from ("" for a directory source): with
 	// Hash it makes the hunt's Revision. It is not part of Hash.
 	Commit string
@@ -202,10 +208,12 @@ func (h *Hunt) ComputeHash() string {
 		SeverityFrom string   `json:"severity_from,omitempty"`
 		Runbook      string   `json:"runbook,omitempty"`
 		Mitre        []string `json:"mitre,omitempty"`
+		// Exceptions change which rows are findings; omitempty as for the explain keys.
+		Exceptions []exceptionDigest `json:"exceptions,omitempty"`
 	}{h.ID, h.Description, secs(h.Interval), secs(h.Offset), h.Pinned, h.Enabled, h.Query,
 		secs(h.Delay), secs(h.MaxCatchup), secs(h.Timeout), h.Severity, h.Labels, h.MaxFindings,
 		sources, h.MaxRowsRead, h.MaxBytesRead, onBudget,
-		h.Title, h.Dedup, h.SeverityFrom, h.Runbook, h.Mitre}
+		h.Title, h.Dedup, h.SeverityFrom, h.Runbook, h.Mitre, exceptionsDigest(h.Exceptions)}
 	b, err := json.Marshal(norm)
 	if err != nil { // cannot happen: only strings, ints, bools and a string map
 		panic(err)

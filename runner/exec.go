@@ -44,6 +44,9 @@ type found struct {
 	truncated uint64        // findings over the per-finding byte cap, stored as truncation records
 	bytes     int64         // what the kept rows cost, documents and labels
 	silent    []hunt.Source // declared sources found silent before the run (no_data)
+	// hits counts, per exception id, the result rows a live exception removed; nil when none
+	// was live.
+	hits map[string]uint64
 }
 
 // findingCaps bound what one run reads: rows, and bytes per finding and per run.
@@ -66,8 +69,19 @@ func (r *Runner) comment(h *hunt.Hunt, fire int64, runID uuid.UUID, kind attrib.
 
 // statement is what a run of h over w sends: configsrc.FindingsQuery, its parameters and its
 // settings. `cost --estimate` explains exactly this (Statement).
+//
+// The exceptions live at the fire's time are applied in the statement (ExceptionsQuery): the
+// same fire always sends the same statement, and an exception past its until is no longer in
+// it, with no reload.
 func (r *Runner) statement(h *hunt.Hunt, fire int64, runID uuid.UUID, w window, kind attrib.Kind) (string, clickhouse.Parameters, clickhouse.Settings) {
+	query, params, settings, _ := r.statementLive(h, fire, runID, w, kind)
+	return query, params, settings
+}
+
+// statementLive is statement with the live exceptions it applies.
+func (r *Runner) statementLive(h *hunt.Hunt, fire int64, runID uuid.UUID, w window, kind attrib.Kind) (string, clickhouse.Parameters, clickhouse.Settings, []hunt.Exception) {
 	caps := r.capsFor(h)
+	live := h.LiveExceptions(time.Unix(fire, 0))
 	// The byte caps are parameters of the statement, not max_result_bytes with
 	// result_overflow_mode='break': that setting is also applied on the shards running parts
 	// of a distributed query, where cutting a partial result silently would change what the
@@ -86,7 +100,15 @@ func (r *Runner) statement(h *hunt.Hunt, fire int64, runID uuid.UUID, w window, 
 	}
 	budgetSettings(h, settings)
 	r.opts.Workloads.Apply(settings, kind)
-	return configsrc.FindingsQuery(h.Query), params, settings
+	query, excParams := configsrc.ExceptionsQuery(h.Query, live)
+	for k, v := range excParams {
+		params[k] = v
+	}
+	if len(live) > 0 {
+		// The row that carries the hits of the excluded rows comes before the findings.
+		params[configsrc.ParamLimit] = strconv.Itoa(caps.rows + 2)
+	}
+	return query, params, settings, live
 }
 
 // query runs the hunt's SELECT (configsrc.FindingsQuery, the statement the server-side check
@@ -106,7 +128,7 @@ func (r *Runner) query(ctx context.Context, h *hunt.Hunt, fire int64, runID uuid
 	defer stopParent()
 	stop := time.AfterFunc(timeout+5*time.Second, cancel)
 	defer stop.Stop()
-	query, params, settings := r.statement(h, fire, runID, w, kind)
+	query, params, settings, live := r.statementLive(h, fire, runID, w, kind)
 	qctx := clickhouse.Context(ctx, clickhouse.WithParameters(params), clickhouse.WithSettings(settings),
 		clickhouse.WithQueryID(attrib.QueryID(runID, "")))
 	rows, err := r.huntConn.Query(qctx, query)
@@ -114,7 +136,7 @@ func (r *Runner) query(ctx context.Context, h *hunt.Hunt, fire int64, runID uuid
 		return found{}, &runError{stage: "hunt query", err: err}
 	}
 	defer rows.Close()
-	out, err := readFindings(rows, caps)
+	out, err := readFindings(rows, caps, live)
 	if err != nil {
 		return found{}, &runError{stage: "hunt query", err: err}
 	}
@@ -133,15 +155,38 @@ func (r *Runner) query(ctx context.Context, h *hunt.Hunt, fire int64, runID uuid
 // make the runner hold more than the cap: reading stops there, and closing the rows cancels
 // the rest. A document over the per-finding cap here is not stored (the server should have
 // truncated it) and counts as dropped. dropped is every row of hr_total not kept.
-func readFindings(rows driver.Rows, caps findingCaps) (found, error) {
+//
+// With live exceptions (configsrc.ExceptionsQuery) every row also carries the hits of each
+// exception, and a row that an exception matched (at most one, first) is no finding.
+func readFindings(rows driver.Rows, caps findingCaps, live []hunt.Exception) (found, error) {
 	var out found
 	seen := map[string]bool{}
 	var kept uint64
+	if len(live) > 0 {
+		out.hits = make(map[string]uint64, len(live))
+		for _, e := range live {
+			out.hits[e.ID] = 0 // live, if nothing matched
+		}
+	}
 	for rows.Next() {
 		var doc string
 		var before uint64 // the server's own count, read to keep the columns in step
-		if err := rows.Scan(&doc, &out.total, &out.truncated, &before); err != nil {
-			return found{}, err
+		if len(live) == 0 {
+			if err := rows.Scan(&doc, &out.total, &out.truncated, &before); err != nil {
+				return found{}, err
+			}
+		} else {
+			var exc uint16
+			var hits []uint64
+			if err := rows.Scan(&doc, &out.total, &out.truncated, &before, &exc, &hits); err != nil {
+				return found{}, err
+			}
+			for i, n := range hits[:min(len(hits), len(live))] {
+				out.hits[live[i].ID] = n
+			}
+			if exc > 0 {
+				continue // the row that carried the excluded rows' hits
+			}
 		}
 		if kept == uint64(caps.rows) || out.bytes >= caps.runMax {
 			break

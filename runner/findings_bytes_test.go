@@ -131,7 +131,7 @@ func TestReadFindingsBoundsAnUnboundedResult(t *testing.T) {
 	}
 	defer rows.Close()
 	caps := findingCaps{rows: 10000, findingMax: 2000, runMax: 100 << 10, rowBytes: 10}
-	got, err := readFindings(rows, caps)
+	got, err := readFindings(rows, caps, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -191,6 +191,7 @@ func (r *Runner) execute(j *job) {
 	}
 	res, err := r.runHunt(ctx, j, runID, w)
 	run.RowsWritten, run.FindingsDropped = uint64(len(res.docs)), res.dropped
+	run.ExceptionHits = res.hits
 
 	// The commit must not be cut by a lease loss noticed meanwhile (the compare-and-set
 	// decides). Its writes are retried through a ClickHouse outage (see durably) until

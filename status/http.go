@@ -84,7 +84,9 @@ type APIHuntDetail struct {
 	Query       string            `json:"query,omitempty"`
 	Pause       *Pause            `json:"pause,omitempty"`
 	Snooze      *Snooze           `json:"snooze,omitempty"`
-	Runs        []Run             `json:"runs"`
+	// Exceptions are the hunt's exceptions with their recent hits (Hunt.Exceptions).
+	Exceptions []Exception `json:"exceptions,omitempty"`
+	Runs       []Run       `json:"runs"`
 }
 
 func optional(s string) *string {
@@ -207,7 +209,7 @@ func (w *Web) apiHunt(rw http.ResponseWriter, r *http.Request) {
 		w.fail(rw, r, err)
 		return
 	}
-	writeJSON(rw, http.StatusOK, APIHuntDetail{APIHunt: ToAPI(h), Severity: h.Severity, Labels: h.Labels,
+	writeJSON(rw, http.StatusOK, APIHuntDetail{APIHunt: ToAPI(h), Severity: h.Severity, Labels: h.Labels, Exceptions: h.Exceptions,
 		Description: h.Description, Query: h.Query, Pause: h.Pause, Snooze: h.Snooze, Runs: runs})
 }
 

@@ -74,10 +74,39 @@ type Hunt struct {
 	OverrunCount           uint64 `json:"overrun_count"`
 	TooAggressive          bool   `json:"too_aggressive"`
 
+	// Exceptions are the hunt's exceptions (from the hunt files), each with its hits over
+	// RecentWindow.
+	Exceptions []Exception `json:"exceptions,omitempty"`
+
 	// Stale: the hunt runs an older definition than its file, because the file now has a
 	// problem (FileProblem); the edit is not live. See Report.MarkFiles.
 	Stale       bool   `json:"stale,omitempty"`
 	FileProblem string `json:"file_problem,omitempty"`
+}
+
+// Exception is one of a hunt's exceptions as status shows it.
+type Exception struct {
+	ID     string `json:"id"`
+	List   string `json:"list,omitempty"` // the shared list it comes from
+	Owner  string `json:"owner"`
+	Reason string `json:"reason"`
+	Until  string `json:"until,omitempty"` // absent: permanent
+	// Expired: until has passed; the exception no longer applies.
+	Expired bool `json:"expired,omitempty"`
+	// Hits sums the finding rows it removed from the runs that committed within RecentWindow.
+	Hits uint64 `json:"hits"`
+}
+
+func exceptionsOf(e hunt.Hunt, hits map[string]uint64, now time.Time) []Exception {
+	var out []Exception
+	for _, x := range e.Exceptions {
+		se := Exception{ID: x.ID, List: x.List, Owner: x.Owner, Reason: x.Reason, Hits: hits[x.ID], Expired: !x.LiveAt(now)}
+		if !x.Until.IsZero() {
+			se.Until = rfc(x.Until)
+		}
+		out = append(out, se)
+	}
+	return out
 }
 
 // States of Hunt.State, in the order the page ranks them (worst first).
@@ -202,7 +231,8 @@ func build(snap store.Snapshot, e hunt.Hunt, unpublished bool, pub publishedEntr
 		Revision: e.Revision(), IntervalSeconds: e.IntervalSeconds(), OffsetSeconds: e.OffsetSeconds(), Enabled: e.Enabled,
 		Unpublished: unpublished, ConsecutiveFailures: st.ConsecutiveFailures, OverrunCount: st.OverrunCount,
 		TooAggressive: st.TooAggressive, Gaps: lr.Gaps, FindingsLastDay: lr.FindingsLastDay,
-		FindingsDroppedLastDay: lr.DroppedLastDay, Paused: pause != nil, Pause: pause, Backfills: backfillsOf(snap, e.ID)}
+		FindingsDroppedLastDay: lr.DroppedLastDay, Paused: pause != nil, Pause: pause, Backfills: backfillsOf(snap, e.ID),
+		Exceptions: exceptionsOf(e, lr.ExceptionHits, snap.Now)}
 	if st.HasWatermark {
 		hs.Watermark = rfcSec(st.Watermark)
 	}

@@ -40,11 +40,12 @@ import (
 func (s *Store) Advance(ctx context.Context, l lease.Lease, run Run) error {
 	watermark := run.WindowEnd
 	q := `INSERT INTO ` + s.table(schema.TableWatermark) + ` (hunt_id, watermark, claim_id, updated,
-    run_id, run_owner, run_start, run_rows, run_started, gap_start, gap_end, findings_dropped, kind, interval_seconds, revision)
+    run_id, run_owner, run_start, run_rows, run_started, gap_start, gap_end, findings_dropped, kind, interval_seconds, revision, exception_hits)
 SELECT l.hunt_id, toDateTime({wm:Int64}, 'UTC'), l.claim_id, now64(6),
     toUUID({run:String}), {owner:String}, toDateTime({ws:Int64}, 'UTC'), {rows:UInt64},
     fromUnixTimestamp64Micro({started:Int64}, 'UTC'), toDateTime({gs:Int64}, 'UTC'), toDateTime({ge:Int64}, 'UTC'),
-    {dropped:UInt64}, {kind:String}, {interval:UInt32}, {revision:String}
+    {dropped:UInt64}, {kind:String}, {interval:UInt32}, {revision:String},
+    mapFromArrays({hit_ids:Array(String)}, {hit_counts:Array(UInt64)})
 FROM (` + NewestLeaseSQL(s.database, "ids") + `) AS l
 LEFT JOIN (` + newestCommitSQL(s.database, "ids") + `) AS w ON w.hunt_id = l.hunt_id
 WHERE l.claim_id = toUUID({claim:String}) AND toInt64(l.fire) = {fire:Int64}
@@ -59,6 +60,7 @@ WHERE l.claim_id = toUUID({claim:String}) AND toInt64(l.fire) = {fire:Int64}
 	if run.GapEnd > run.GapStart {
 		prev = run.GapStart
 	}
+	hitIDs, hitCounts := hitArrays(run.ExceptionHits)
 	bound := CommitBound(ctx)
 	wctx := writeCtx(withExecutionBound(ctx, bound), "commit:"+run.RunID.String())
 	err := s.conn.Exec(wctx, q,
@@ -81,6 +83,7 @@ WHERE l.claim_id = toUUID({claim:String}) AND toInt64(l.fire) = {fire:Int64}
 		clickhouse.Named("kind", kind.String()),
 		clickhouse.Named("interval", run.Interval),
 		clickhouse.Named("revision", run.Revision),
+		clickhouse.Named("hit_ids", hitIDs), clickhouse.Named("hit_counts", hitCounts),
 	)
 	if err != nil && !lease.Transient(err) {
 		return fmt.Errorf("watermark: advance %s to %d: %w", l.HuntID, watermark, err)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -38,6 +39,23 @@ type Run struct {
 	// Revision is the hunt's revision that ran (hunt.Hunt.Revision); the run history shows a
 	// change of it.
 	Revision string
+	// ExceptionHits counts, per exception id, the result rows a live exception removed.
+	ExceptionHits map[string]uint64
+}
+
+// hitArrays are the keys and values of a run's exception hits, bound as two arrays (the
+// statements build the map with mapFromArrays), sorted so a retried row is the same bytes.
+func hitArrays(h map[string]uint64) ([]string, []uint64) {
+	ids := make([]string, 0, len(h))
+	for id := range h {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	counts := make([]uint64, len(ids))
+	for i, id := range ids {
+		counts[i] = h[id]
+	}
+	return ids, counts
 }
 
 // RecordRun appends a hunt_run row.
@@ -53,14 +71,16 @@ func (s *Store) RecordRun(ctx context.Context, r Run) error {
 	}
 	r.Kind = cmp.Or(r.Kind, hunt.KindScheduled)
 	q := `INSERT INTO ` + s.table(schema.TableRun) + ` (hunt_id, fire, run_id, owner, status, window_start, window_end,
-       rows_written, started, finished, error, findings_dropped, kind, revision)
+       rows_written, started, finished, error, findings_dropped, kind, revision, exception_hits)
 SELECT {h:String}, toDateTime({fire:Int64}, 'UTC'), toUUID({run:String}), {owner:String}, {status:String},
        toDateTime({ws:Int64}, 'UTC'), toDateTime({we:Int64}, 'UTC'), {rows:UInt64},
        fromUnixTimestamp64Micro({started:Int64}, 'UTC'), fromUnixTimestamp64Micro({finished:Int64}, 'UTC'), {err:String},
-       {dropped:UInt64}, {kind:String}, {revision:String}`
+       {dropped:UInt64}, {kind:String}, {revision:String},
+       mapFromArrays({hit_ids:Array(String)}, {hit_counts:Array(UInt64)})`
 	// The run id is the deduplication token: a retry of this row on a replicated table after a
 	// lost answer is dropped by the block deduplication.
 	ictx := writeCtx(ctx, "run:"+r.RunID.String()+":"+r.Status.String())
+	hitIDs, hitCounts := hitArrays(r.ExceptionHits)
 	err := s.conn.Exec(ictx, q,
 		clickhouse.Named("h", r.HuntID), clickhouse.Named("fire", r.Fire), clickhouse.Named("run", r.RunID.String()),
 		clickhouse.Named("owner", r.Owner), clickhouse.Named("status", r.Status.String()),
@@ -68,6 +88,7 @@ SELECT {h:String}, toDateTime({fire:Int64}, 'UTC'), toUUID({run:String}), {owner
 		clickhouse.Named("started", r.Started.UnixMicro()), clickhouse.Named("finished", r.Finished.UnixMicro()),
 		clickhouse.Named("err", boundError(r.Error)), clickhouse.Named("dropped", r.FindingsDropped), clickhouse.Named("kind", r.Kind.String()),
 		clickhouse.Named("revision", r.Revision),
+		clickhouse.Named("hit_ids", hitIDs), clickhouse.Named("hit_counts", hitCounts),
 	)
 	if err != nil {
 		return fmt.Errorf("watermark: record run %s fire %d: %w", r.HuntID, r.Fire, err)

@@ -69,6 +69,9 @@ type RunSummary struct {
 	// FindingsLastDay and DroppedLastDay sum rows_written and findings_dropped of the runs
 	// that succeeded within the last day of the server's clock.
 	FindingsLastDay, DroppedLastDay uint64
+	// ExceptionHits sums, per exception id, the rows live exceptions removed from the runs
+	// that succeeded within the window read.
+	ExceptionHits map[string]uint64
 }
 
 // RunSummaries reads, per hunt, the newest attempt, the newest success, the oldest failed or
@@ -83,7 +86,8 @@ func (s *Store) RunSummaries(ctx context.Context, within time.Duration) (map[str
     countIf(status IN ('failed', 'lost', 'over_budget')), toInt64(minIf(fire, status IN ('failed', 'lost', 'over_budget'))),
     countIf(status = 'gap'),
     sumIf(rows_written, status = 'succeeded' AND finished > now64(6) - INTERVAL 1 DAY),
-    sumIf(findings_dropped, status = 'succeeded' AND finished > now64(6) - INTERVAL 1 DAY)
+    sumIf(findings_dropped, status = 'succeeded' AND finished > now64(6) - INTERVAL 1 DAY),
+    sumMapIf(exception_hits, status = 'succeeded')
 FROM ` + s.table(schema.ViewRuns) + `
 WHERE finished > now64(6) - toIntervalSecond({window:UInt32}) AND kind != 'backfill'
 GROUP BY hunt_id`
@@ -98,7 +102,7 @@ GROUP BY hunt_id`
 		var r RunSummary
 		var nLast, nSucc, nFailed uint64
 		if err := rows.Scan(&id, &nLast, &r.Status, &r.Error, &r.Finished, &r.Rows, &r.Fire,
-			&nSucc, &r.LastSuccess, &nFailed, &r.FirstFailedFire, &r.Gaps, &r.FindingsLastDay, &r.DroppedLastDay); err != nil {
+			&nSucc, &r.LastSuccess, &nFailed, &r.FirstFailedFire, &r.Gaps, &r.FindingsLastDay, &r.DroppedLastDay, &r.ExceptionHits); err != nil {
 			return nil, fmt.Errorf("read hunt_runs: %w", err)
 		}
 		r.HasLast, r.HasSuccess, r.HasFailed = nLast > 0, nSucc > 0, nFailed > 0

@@ -136,6 +136,7 @@ func statusAction(c *cli.Context) error {
 	if len(ids) > 0 {
 		for _, h := range rep.Hunts {
 			printRunCosts(c, conn, h.HuntID)
+			printExceptions(c.App.Writer, h)
 		}
 		// Asked about given hunts, there is room for the whole error the table cuts.
 		for _, h := range rep.Hunts {
@@ -145,6 +146,20 @@ func statusAction(c *cli.Context) error {
 		}
 	}
 	return nil
+}
+
+// printExceptions lists a hunt's exceptions (from the hunt files) with their recent hits.
+func printExceptions(w io.Writer, h status.Hunt) {
+	for _, x := range h.Exceptions {
+		until := "permanent"
+		if x.Until != "" {
+			until = "until " + x.Until
+		}
+		if x.Expired {
+			until = "EXPIRED " + x.Until + ", no longer applies"
+		}
+		fmt.Fprintf(w, "exception %s %s: owner %s, %s, %d hit(s) in 7 days: %s\n", h.HuntID, x.ID, oneLine(x.Owner), until, x.Hits, oneLine(x.Reason))
+	}
 }
 
 // printStatus renders the report as an aligned table; times are shortened to the clock when

@@ -132,6 +132,8 @@ func validateAction(c *cli.Context) error {
 				problems = append(problems, sourceProblems...)
 			case err == nil:
 				valid = append(valid, h)
+			case errors.As(err, &refusal) && refusal.FileLine > 0:
+				problems = append(problems, configsrc.Problem{File: refusal.File, Line: refusal.FileLine, Column: max(refusal.FileColumn, 1), Message: refusal.Msg, HuntID: h.ID})
 			case errors.As(err, &refusal):
 				line, col := h.QueryPos(refusal.Line, refusal.Column)
 				problems = append(problems, configsrc.Problem{File: h.File, Line: line, Column: col, Message: refusal.Msg, HuntID: h.ID})
@@ -146,13 +148,14 @@ func validateAction(c *cli.Context) error {
 	}
 
 	problems = append(problems, notifyProblems(c, set)...)
+	warnings := configsrc.ExceptionWarnings(set, time.Now(), hunt.ExceptionSoonDefault)
 	if display == nil {
 		display = sourcePath(c, dir)
 	}
 	display = keepPath(display, c.String("notify-config"))
 	w := c.App.Writer
 	if c.Bool("json") {
-		if err := writeValidateJSON(w, set, problems, display, sqlCheck(c)); err != nil {
+		if err := writeValidateJSON(w, set, problems, warnings, display, sqlCheck(c)); err != nil {
 			return err
 		}
 	} else {
@@ -161,6 +164,10 @@ func validateAction(c *cli.Context) error {
 			files[p.File] = true
 			p.File = printable(display(p.File))
 			fmt.Fprintln(w, p.Error())
+		}
+		for _, p := range warnings {
+			p.File = printable(display(p.File))
+			fmt.Fprintf(w, "%s:%d:%d: warning: %s\n", p.File, p.Line, p.Column, p.Message)
 		}
 		where := src.String()
 		if staged := c.Args().Slice(); len(staged) > 1 || (len(staged) == 1 && allRegularFiles(staged)) {
@@ -196,13 +203,17 @@ func sqlCheck(c *cli.Context) string {
 	return "server"
 }
 
-func writeValidateJSON(w io.Writer, set *configsrc.Set, problems []configsrc.Problem, display func(string) string, check string) error {
+func writeValidateJSON(w io.Writer, set *configsrc.Set, problems, warnings []configsrc.Problem, display func(string) string, check string) error {
 	out := struct {
 		Hunts    []validateHunt  `json:"hunts"`
 		Errors   []validateError `json:"errors"`
+		Warnings []validateError `json:"warnings,omitempty"`
 		Commit   string          `json:"commit,omitempty"`
 		SQLCheck string          `json:"sql_check"`
 	}{Hunts: []validateHunt{}, Errors: []validateError{}, Commit: set.Commit, SQLCheck: check}
+	for _, p := range warnings {
+		out.Warnings = append(out.Warnings, validateError{File: display(p.File), Line: p.Line, Column: p.Column, Message: p.Message})
+	}
 	for _, h := range set.Hunts {
 		out.Hunts = append(out.Hunts, validateHunt{ID: h.ID, File: display(h.File),
 			IntervalSeconds: int64(h.Interval / time.Second), PhaseOffset: int64(h.Offset / time.Second),

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -56,7 +57,7 @@ func TestValidateCorpus(t *testing.T) {
 		t.Errorf("problem lines differ:\n%s\n--- want\n%s", got, strings.Join(want, "\n"))
 	}
 	summary := lines[len(lines)-1]
-	if !strings.Contains(summary, "6 valid hunts") || !strings.Contains(summary, "problems in") {
+	if !strings.Contains(summary, "7 valid hunts") || !strings.Contains(summary, "problems in") {
 		t.Errorf("summary = %q", summary)
 	}
 }
@@ -78,7 +79,7 @@ func TestValidateJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if len(got.Hunts) != 6 || got.Errors == nil || len(got.Errors) != 0 {
+	if len(got.Hunts) != 7 || got.Errors == nil || len(got.Errors) != 0 {
 		t.Fatalf("hunts %d errors %v", len(got.Hunts), got.Errors)
 	}
 	if got.SQLCheck != "lexical" { // no server: the output says only the lexer looked
@@ -402,5 +403,48 @@ func TestValidateSourcesAndBudget(t *testing.T) {
 		if exitCode(err) != exitError || !strings.Contains(out, want) {
 			t.Errorf("with the server, want %q: exit %d\n%s", want, exitCode(err), out)
 		}
+	}
+}
+
+// validate and exceptions: a warning (not a failure) for an exception that expires within 7
+// days and for one that expired; offline, an exception without until: is an error unless
+// --allow-permanent-exceptions; with the server, an IP range on a column that holds no address
+// is an error at the shared list's line.
+func TestValidateExceptions(t *testing.T) {
+	db := chtest.New(t)
+	if err := db.Conn.Exec(context.Background(), "CREATE TABLE auth (ts DateTime, user String, ip IPv4, port UInt16) ENGINE = MergeTree ORDER BY ts"); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	soon := time.Now().UTC().Add(72 * time.Hour).Format(time.RFC3339)
+	writeTestFile(t, filepath.Join(dir, "h.yaml"), "interval: 5m\nquery: SELECT user, ip, port FROM "+db.Name+".auth WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}\n"+
+		"exceptions:\n"+
+		"  - {match: {user: a}, until: "+soon+", owner: o, reason: r}\n"+
+		"  - {match: {user: b}, until: 2020-01-01, owner: o, reason: r}\n"+
+		"  - {match: {user: c}, until: 2099-01-01, owner: o, reason: r}\n")
+	out, err := runApp(t, "validate", dir)
+	h := filepath.Join(dir, "h.yaml")
+	for _, want := range []string{h + ":4:5: warning: exception exceptions#1 expires at " + soon, h + ":5:5: warning: exception exceptions#2 expired at 2020-01-01T00:00:00Z and no longer applies", ": 1 valid hunt, 0 problems"} {
+		if err != nil || !strings.Contains(out, want) {
+			t.Errorf("want %q: %v\n%s", want, err, out)
+		}
+	}
+	if strings.Contains(out, "exceptions#3") {
+		t.Errorf("an exception far from its until is warned about:\n%s", out)
+	}
+	writeTestFile(t, filepath.Join(dir, "h.yaml"), "interval: 5m\nquery: SELECT user, ip, port FROM "+db.Name+".auth WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}\n"+
+		"exceptions_from: [scanners]\n")
+	writeTestFile(t, filepath.Join(dir, "lists", "scanners.exceptions.yaml"), "name: scanners\nexceptions:\n  - owner: o\n    reason: r\n    match: {port: 10.0.0.0/8}\n")
+	out, err = runApp(t, "validate", dir)
+	if list := filepath.Join(dir, "lists", "scanners.exceptions.yaml"); exitCode(err) != exitError || !strings.Contains(out, list+":3:5: exception has no until") {
+		t.Errorf("an exception without until: exit %d\n%s", exitCode(err), out)
+	}
+	if out, err = runApp(t, "validate", "--allow-permanent-exceptions", dir); err != nil {
+		t.Errorf("allowed permanent exceptions: %v\n%s", err, out)
+	}
+	out, err = runApp(t, "validate", "--allow-permanent-exceptions", "--clickhouse-url", db.URL, dir)
+	if list := filepath.Join(dir, "lists", "scanners.exceptions.yaml"); exitCode(err) != exitError ||
+		!strings.Contains(out, list+":5:13: exception scanners#1: match.port gives an IP range, but the column is UInt16") {
+		t.Errorf("a range on a UInt16 column with the server: exit %d\n%s", exitCode(err), out)
 	}
 }

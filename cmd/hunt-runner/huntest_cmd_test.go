@@ -17,10 +17,11 @@ import (
 func TestExampleHuntTestsPass(t *testing.T) {
 	srv := chtest.Start(t)
 	out, err := runApp(t, "test", "--clickhouse-url", srv.URL, "../../examples/hunts")
-	if exitCode(err) != exitOK || !strings.Contains(out, "3 passed, 0 failed") {
+	if exitCode(err) != exitOK || !strings.Contains(out, "4 passed, 0 failed") {
 		t.Fatalf("exit %d (%v):\n%s", exitCode(err), err, out)
 	}
 	if !strings.Contains(out, "--- PASS: password-spray/one address failing for five users is a spray") ||
+		!strings.Contains(out, "--- PASS: password-spray/the corporate scanner is excepted") ||
 		!strings.Contains(out, "hunts with no test: brute-force") {
 		t.Fatalf("output:\n%s", out)
 	}
@@ -131,7 +132,7 @@ func TestHuntTestOnTheEmbeddedEngine(t *testing.T) {
 	cmd := exec.Command(bin, "test", "../../examples/hunts")
 	cmd.Env = append(os.Environ(), "CHDB_LIB_PATH="+lib, "HUNT_RUNNER_CLICKHOUSE_URL=")
 	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "3 passed, 0 failed") {
+	if err != nil || !strings.Contains(string(out), "4 passed, 0 failed") {
 		t.Fatalf("embedded: %v\n%s", err, out)
 	}
 }

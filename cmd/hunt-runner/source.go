@@ -90,6 +90,8 @@ func policyFlags() []cli.Flag {
 			Usage: "comma-separated dictionaries (db.name, as written in dictGet) hunts may read; none by default"},
 		&cli.BoolFlag{Name: "allow-system-tables", EnvVars: envFor("allow-system-tables"),
 			Usage: "let hunts read system.* and information_schema (they hold other users' queries and server state)"},
+		&cli.BoolFlag{Name: "allow-permanent-exceptions", EnvVars: envFor("allow-permanent-exceptions"),
+			Usage: "let a hunt's exceptions omit until: (by default every exception expires)"},
 		&cli.Uint64Flag{Name: "max-rows-read-default", EnvVars: envFor("max-rows-read-default"), Value: configsrc.MaxRowsReadDefault,
 			Usage: "read budget in rows (max_rows_to_read on the server) of a hunt that sets no max_rows_read; 0: none"},
 		&cli.Uint64Flag{Name: "max-rows-read-ceiling", EnvVars: envFor("max-rows-read-ceiling"), Value: configsrc.MaxRowsReadCeiling,
@@ -143,7 +145,8 @@ func huntPolicy(c *cli.Context) (configsrc.Policy, error) {
 		return configsrc.Policy{}, err
 	}
 	p := configsrc.Policy{AllowTableFunctions: fns, AllowFunctions: extra, AllowDictionaries: dicts,
-		AllowSystem: c.Bool("allow-system-tables"), CoordinationDatabase: chstore.DefaultDatabase, Budget: budget}
+		AllowSystem: c.Bool("allow-system-tables"), CoordinationDatabase: chstore.DefaultDatabase, Budget: budget,
+		AllowPermanentExceptions: c.Bool("allow-permanent-exceptions")}
 	if o, err := clickhouseOptions(c).WithDefaults(); err == nil {
 		p.CoordinationDatabase = o.Database
 	}

@@ -164,7 +164,7 @@ func Apply(ctx context.Context, conn driver.Conn, database string, t Topology, c
 	return rep, nil
 }
 
-// refreshViews drops the views of an earlier release (their definition lacks viewMarker), so
+// refreshViews drops the views of an earlier release (their definition lacks its viewMarkers entry), so
 // that the CREATE that follows makes the current ones. Views hold no data.
 func refreshViews(ctx context.Context, conn driver.Conn, database, onCluster string) ([]string, error) {
 	var did []string
@@ -173,13 +173,13 @@ func refreshViews(ctx context.Context, conn driver.Conn, database, onCluster str
 		if err := queryStrings(ctx, conn, &defs, "SELECT create_table_query FROM system.tables WHERE database = ? AND name = ?", database, v); err != nil {
 			return nil, fmt.Errorf("read view %s: %w", v, err)
 		}
-		if len(defs) == 0 || strings.Contains(defs[0], viewMarker) {
+		if len(defs) == 0 || strings.Contains(defs[0], viewMarkers[v]) {
 			continue
 		}
 		if err := conn.Exec(ctx, "DROP VIEW IF EXISTS "+QuoteIdent(database)+"."+QuoteIdent(v)+onCluster); err != nil {
 			return nil, fmt.Errorf("replace view %s: %w", v, err)
 		}
-		did = append(did, "replaced view "+v+" (backfill commits shown under their hunt)")
+		did = append(did, "replaced view "+v+" by the current definition")
 	}
 	return did, nil
 }

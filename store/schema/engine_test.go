@@ -128,6 +128,8 @@ func sample(t *testing.T, typ, col string, now time.Time) any {
 		return map[string]string{"env": "prod", "quote": "it's"}
 	case "Array(String)":
 		return []string{"T1110.003", "it's\x00"}
+	case "Map(String, UInt64)":
+		return map[string]uint64{"corp-scanners#1": 1<<63 + 7, "it's": 1}
 	}
 	t.Fatalf("no sample for column type %s; add one", typ)
 	return nil

@@ -81,6 +81,9 @@ var watermarkColumns = []column{
 	// The hunt's revision (hunt.Hunt.Revision: definition digest, @commit for git) this run
 	// ran; "" on rows written before revisions were recorded.
 	{"revision", "String"},
+	// Result rows each live exception removed from the run's findings, by exception id
+	// (hunt.Exception.ID); empty when none was live.
+	{"exception_hits", "Map(String, UInt64)"},
 }
 
 // tables is the single source of the schema; docs/contracts.md is its prose form.
@@ -150,7 +153,7 @@ var tables = []table{
 			{"status", "LowCardinality(String)"}, {"window_start", "DateTime('UTC')"}, {"window_end", "DateTime('UTC')"},
 			{"rows_written", "UInt64"}, {"started", "DateTime64(6, 'UTC')"}, {"finished", "DateTime64(6, 'UTC')"},
 			{"error", "String"}, {"findings_dropped", "UInt64"}, {"kind", "LowCardinality(String)"},
-			{"revision", "String"},
+			{"revision", "String"}, {"exception_hits", "Map(String, UInt64)"},
 		},
 		orderBy: "(hunt_id, fire, finished)", ttl: "toDateTime(finished) + INTERVAL 90 DAY",
 	},
@@ -311,13 +314,13 @@ func DDL(database string, t Topology, cluster string) []Statement {
 }
 
 // huntOfKey is SplitBackfillKey's hunt id in SQL. The views use it so that a backfill chunk's
-// commit shows under its hunt; viewMarker finds views created before it (refreshViews).
+// commit shows under its hunt; viewMarkers find views created before it (refreshViews).
 const huntOfKey = "splitByChar('#', hunt_id)[1]"
 
-// viewMarker is a fragment of every current view's definition that the views of earlier
-// releases lack: Apply replaces a view without it (views hold no data). The revision column
-// is the newest addition to both views.
-const viewMarker = "revision"
+// viewMarkers are, per view, a fragment of its current definition that the views of earlier
+// releases lack: Apply replaces a view without it (views hold no data). Each is the view's
+// newest column.
+var viewMarkers = map[string]string{ViewRuns: "exception_hits", ViewFindingsCommitted: "revision"}
 
 // runsView is the run log: hunt_run's rows of attempts that did not commit, and for every
 // commit row of hunt_watermark a succeeded row plus a gap row when gap_end > gap_start. A
@@ -331,7 +334,7 @@ const viewMarker = "revision"
 func runsView(db, onCluster string) string {
 	return "CREATE VIEW IF NOT EXISTS " + db + "." + QuoteIdent(ViewRuns) + onCluster + ` AS
 SELECT hunt_id, fire, run_id, owner, status, window_start, window_end, rows_written, findings_dropped,
-    kind, started, finished, error, revision
+    kind, started, finished, error, revision, exception_hits
 FROM ` + db + "." + QuoteIdent(TableRun) + `
 WHERE status NOT IN ('succeeded', 'gap')
 UNION ALL
@@ -357,7 +360,8 @@ func commitRuns(db, huntID, where string) string {
     updated AS finished,
     if(status = 'gap', concat('outage longer than max_catchup: [', toString(gap_start), ', ',
         toString(gap_end), ') skipped'), '') AS error,
-    revision
+    revision,
+    if(status = 'gap', CAST(map(), 'Map(String, UInt64)'), exception_hits) AS exception_hits
 FROM ` + db + "." + QuoteIdent(TableWatermark) + `
 ARRAY JOIN if(kind = 'imported', ['imported'], if(gap_end > gap_start, ['succeeded', 'gap'], ['succeeded'])) AS status
 WHERE run_id != toUUID('00000000-0000-0000-0000-000000000000') AND ` + where

@@ -62,11 +62,12 @@ CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_watermark`
     kind             LowCardinality(String),
     interval_seconds UInt32,
     revision         String,
+    exception_hits   Map(String, UInt64),
     PROJECTION latest (SELECT hunt_id, max(watermark) GROUP BY hunt_id)
 )
 ENGINE = MergeTree
 ORDER BY (hunt_id, watermark)
-TTL toDateTime(updated) + INTERVAL 91 DAY GROUP BY hunt_id SET watermark = argMax(watermark, watermark), claim_id = argMax(claim_id, watermark), updated = argMax(updated, watermark), run_id = argMax(run_id, watermark), run_owner = argMax(run_owner, watermark), run_start = argMax(run_start, watermark), run_rows = argMax(run_rows, watermark), run_started = argMax(run_started, watermark), gap_start = argMax(gap_start, watermark), gap_end = argMax(gap_end, watermark), findings_dropped = argMax(findings_dropped, watermark), kind = argMax(kind, watermark), interval_seconds = argMax(interval_seconds, watermark), revision = argMax(revision, watermark)
+TTL toDateTime(updated) + INTERVAL 91 DAY GROUP BY hunt_id SET watermark = argMax(watermark, watermark), claim_id = argMax(claim_id, watermark), updated = argMax(updated, watermark), run_id = argMax(run_id, watermark), run_owner = argMax(run_owner, watermark), run_start = argMax(run_start, watermark), run_rows = argMax(run_rows, watermark), run_started = argMax(run_started, watermark), gap_start = argMax(gap_start, watermark), gap_end = argMax(gap_end, watermark), findings_dropped = argMax(findings_dropped, watermark), kind = argMax(kind, watermark), interval_seconds = argMax(interval_seconds, watermark), revision = argMax(revision, watermark), exception_hits = argMax(exception_hits, watermark)
 COMMENT 'commits: one row per committed fire; newest by (watermark, updated)';
 
 -- table hunt_runner.hunt_state
@@ -102,7 +103,8 @@ CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_run`
     error            String,
     findings_dropped UInt64,
     kind             LowCardinality(String),
-    revision         String
+    revision         String,
+    exception_hits   Map(String, UInt64)
 )
 ENGINE = MergeTree
 ORDER BY (hunt_id, fire, finished)
@@ -270,7 +272,7 @@ COMMENT 'hunt revisions the server-side containment check accepted, per check sc
 -- table hunt_runner.hunt_runs
 CREATE VIEW IF NOT EXISTS `hunt_runner`.`hunt_runs` AS
 SELECT hunt_id, fire, run_id, owner, status, window_start, window_end, rows_written, findings_dropped,
-    kind, started, finished, error, revision
+    kind, started, finished, error, revision, exception_hits
 FROM `hunt_runner`.`hunt_run`
 WHERE status NOT IN ('succeeded', 'gap')
 UNION ALL
@@ -289,7 +291,8 @@ SELECT
     updated AS finished,
     if(status = 'gap', concat('outage longer than max_catchup: [', toString(gap_start), ', ',
         toString(gap_end), ') skipped'), '') AS error,
-    revision
+    revision,
+    if(status = 'gap', CAST(map(), 'Map(String, UInt64)'), exception_hits) AS exception_hits
 FROM `hunt_runner`.`hunt_watermark`
 ARRAY JOIN if(kind = 'imported', ['imported'], if(gap_end > gap_start, ['succeeded', 'gap'], ['succeeded'])) AS status
 WHERE run_id != toUUID('00000000-0000-0000-0000-000000000000') AND kind != 'backfill'
@@ -309,7 +312,8 @@ SELECT
     updated AS finished,
     if(status = 'gap', concat('outage longer than max_catchup: [', toString(gap_start), ', ',
         toString(gap_end), ') skipped'), '') AS error,
-    revision
+    revision,
+    if(status = 'gap', CAST(map(), 'Map(String, UInt64)'), exception_hits) AS exception_hits
 FROM `hunt_runner`.`hunt_watermark`
 ARRAY JOIN if(kind = 'imported', ['imported'], if(gap_end > gap_start, ['succeeded', 'gap'], ['succeeded'])) AS status
 WHERE run_id != toUUID('00000000-0000-0000-0000-000000000000') AND kind = 'backfill';
