@@ -217,35 +217,15 @@ func (s *Store) SnapshotOf(ctx context.Context, candidates func(now time.Time) [
 	ids = slices.Compact(ids)
 	var mu sync.Mutex
 	for _, batch := range idBatches(ids, snapshotBatchBytes) {
-		g.Go(func() error {
-			wms, err := selectRows[watermarkRow](ctx, s, snapshotWatermarksSQL(s.database, "ids"), clickhouse.Named("ids", batch))
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			rows.wms = append(rows.wms, wms...)
-			mu.Unlock()
-			return nil
+		param := clickhouse.Named("ids", batch)
+		gather(&g, &mu, &rows.wms, func() ([]watermarkRow, error) {
+			return selectRows[watermarkRow](ctx, s, snapshotWatermarksSQL(s.database, "ids"), param)
 		})
-		g.Go(func() error {
-			leases, err := selectRows[leaseRow](ctx, s, snapshotLeasesSQL(s.database, "ids"), clickhouse.Named("ids", batch))
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			rows.leases = append(rows.leases, leases...)
-			mu.Unlock()
-			return nil
+		gather(&g, &mu, &rows.leases, func() ([]leaseRow, error) {
+			return selectRows[leaseRow](ctx, s, snapshotLeasesSQL(s.database, "ids"), param)
 		})
-		g.Go(func() error {
-			states, err := selectRows[stateRow](ctx, s, snapshotStatesSQL(s.database, "ids"), clickhouse.Named("ids", batch))
-			if err != nil {
-				return err
-			}
-			mu.Lock()
-			rows.states = append(rows.states, states...)
-			mu.Unlock()
-			return nil
+		gather(&g, &mu, &rows.states, func() ([]stateRow, error) {
+			return selectRows[stateRow](ctx, s, snapshotStatesSQL(s.database, "ids"), param)
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -376,6 +356,21 @@ func (rows snapshotRows) assemble(now time.Time, read []string) Snapshot {
 		return a.ID < b.ID
 	})
 	return snap
+}
+
+// gather runs read in g and appends what it returns to dst under mu: the batches of one row
+// shape land in one slice.
+func gather[T any](g *errgroup.Group, mu *sync.Mutex, dst *[]T, read func() ([]T, error)) {
+	g.Go(func() error {
+		got, err := read()
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		*dst = append(*dst, got...)
+		mu.Unlock()
+		return nil
+	})
 }
 
 // serverClock reads the server's clock: every lease, backoff and pause comparison of a plan

@@ -162,6 +162,20 @@ func printExceptions(w io.Writer, h status.Hunt) {
 	}
 }
 
+// printHold prints a pause's or a snooze's line: who, since when, until when (forever when
+// until is "-") and why.
+func printHold(w io.Writer, head, by, since, until, forever, reason string) {
+	end := forever
+	if until != "-" {
+		end = "until " + until
+	}
+	fmt.Fprintf(w, "%s%s since %s, %s", head, by, since, end)
+	if reason != "" {
+		fmt.Fprintf(w, ": %s", oneLine(reason))
+	}
+	fmt.Fprintln(w)
+}
+
 // printStatus renders the report as an aligned table; times are shortened to the clock when
 // they fall on the report's day.
 func printStatus(w io.Writer, rep status.Report) {
@@ -229,26 +243,10 @@ func printStatus(w io.Writer, rep status.Report) {
 			fmt.Fprintf(w, "stale %s: its file has a problem, so runners keep its last good definition (the edit is not live): %s\n", h.HuntID, oneLine(h.FileProblem))
 		}
 		if p := h.Pause; p != nil {
-			until := "until resumed"
-			if p.Until != "" {
-				until = "until " + short(p.Until)
-			}
-			fmt.Fprintf(w, "paused %s: by %s since %s, %s", h.HuntID, p.By, short(p.Since), until)
-			if p.Reason != "" {
-				fmt.Fprintf(w, ": %s", strings.ReplaceAll(p.Reason, "\n", " "))
-			}
-			fmt.Fprintln(w)
+			printHold(w, "paused "+h.HuntID+": by ", p.By, short(p.Since), short(p.Until), "until resumed", p.Reason)
 		}
 		if z := h.Snooze; z != nil {
-			until := "until unsnoozed"
-			if z.Until != "" {
-				until = "until " + short(z.Until)
-			}
-			fmt.Fprintf(w, "snoozed %s: notifications muted by %s since %s, %s", h.HuntID, z.By, short(z.Since), until)
-			if z.Reason != "" {
-				fmt.Fprintf(w, ": %s", oneLine(z.Reason))
-			}
-			fmt.Fprintln(w)
+			printHold(w, "snoozed "+h.HuntID+": notifications muted by ", z.By, short(z.Since), short(z.Until), "until unsnoozed", z.Reason)
 		}
 		for _, b := range h.Backfills {
 			fmt.Fprintf(w, "backfill %s of %s: %d/%d chunks, [%s, %s) done to %s (requested by %s)\n",
