@@ -1,8 +1,9 @@
 // Package runner is hunt-runner's worker loop: every tick it reads ClickHouse's clock and the
 // coordination state of the hunts that can be due in one snapshot, plans the due fires with
-// schedule's predicate, claims
-// them in one batch through the lease protocol, runs the winners with bounded concurrency, and
-// commits each one with a compare-and-set (docs/runner.md has the operator's view).
+// schedule's predicate, claims them in one batch through the lease protocol (at most --cap
+// runs of the hunt set in flight across pods, when set), runs the winners with bounded
+// concurrency, and commits each one with a compare-and-set (docs/runner.md has the operator's
+// view).
 //
 // # A tick
 //
@@ -11,10 +12,12 @@
 //     and state (with the persisted retry_after of a failing hunt) of the hunts the runner's
 //     memory (memory.go) says may be owed and of those the small tables name. A hunt remembered
 //     as caught up is neither read nor planned until its next fire comes.
-//  2. Plan: schedule decides which fire each loaded hunt owes and whether it may be claimed now
-//     (no live lease that is not spent, not in backoff, not already held by this runner). Fires
-//     are ordered most overdue first, hunts that never ran before any other.
-//  3. Claim all planned fires in one batch ([Claimer.Claim], a constant number of round trips),
+//  2. Plan: schedule's due predicate (stated once, in schedule's package comment) decides which
+//     fire each owed hunt has and whether it may be claimed now; the runner adds only that a
+//     hunt it already holds is not claimed again. Fires are ordered most overdue first, hunts
+//     that never ran before any other.
+//  3. Claim all planned fires in one batch ([Claimer.Claim], or ClaimCapped under --cap; a
+//     constant number of round trips),
 //     at most as many as the run slots plus the queue target (queueTarget: what the slots finish
 //     during two claim cycles, within a third of a lease).
 //  4. Queue the winners; at most Options.Concurrency run at once. Each held lease is renewed
