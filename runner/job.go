@@ -388,14 +388,13 @@ func (r *Runner) record(ctx context.Context, log logger, span trace.Span, j *job
 			r.setState(ctx, log, store.State{HuntID: h.ID, Status: hunt.RunSucceeded, LastFire: j.fire,
 				Overran: overran, TooAggressive: aggressive})
 		}
-		r.planner.succeeded(h.ID)
 		log.Info("hunt run succeeded", "findings", rep.Rows, "findings_dropped", rep.Dropped,
 			"window_start", rep.WindowStart, "window_end", rep.WindowEnd, "duration_seconds", rep.Duration.Seconds())
 	case hunt.RunFailed:
 		// The count and the backoff are derived on the server from the hunt's newest state row;
 		// these are what this pod's snapshot expects them to be, for the log.
 		failures := j.state.ConsecutiveFailures + 1
-		d := r.planner.failed(h, failures, r.opts.Clock())
+		d := backoffDelay(r.opts.Tick, h.IntervalSeconds(), failures)
 		base, limit := backoffRule(r.opts.Tick, h.IntervalSeconds())
 		r.setState(ctx, log, store.State{HuntID: h.ID, Status: hunt.RunFailed, LastError: run.Error, LastFire: j.fire,
 			BackoffBase: base, BackoffCap: limit, TooAggressive: j.state.TooAggressive})

@@ -2,7 +2,6 @@ package runner
 
 import (
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/hunt-runner/hunt-runner/hunt"
@@ -23,7 +22,6 @@ type dueFire struct {
 // plan is the outcome of planning one tick.
 type plan struct {
 	Due      []dueFire        // most overdue first
-	Overruns []dueFire        // newly seen overruns (each (hunt, fire) once)
 	Behind   map[string]int64 // hunt id → seconds behind (0 or absent when caught up)
 	Leased   int              // hunts owed but leased by someone (peer or an earlier fire)
 	BackOff  int              // hunts owed but in backoff
@@ -33,18 +31,16 @@ type plan struct {
 
 // planner turns a snapshot into due fires. The due decision and its arithmetic are package
 // schedule's (the predicate the due SQL shares); the planner adds what only a runner knows:
-// which hunts it already holds, which fire to claim and in what order, and which overruns it
-// already counted. Backoff is not its own: a failed run persists retry_after in hunt_state and
+// which hunts it already holds, and which fire to claim and in what order. Overruns are counted
+// by the run that commits the fire (Runner.record), once for the cluster. Backoff is not its own: a failed run persists retry_after in hunt_state and
 // every pod reads it back in the snapshot. It does no I/O and reads no clock: server time comes
 // in the snapshot, so tests drive it deterministically.
 type planner struct {
-	mu          sync.Mutex // guards overrunSeen: plan is not tied to one goroutine
-	tick        time.Duration
-	overrunSeen map[string]int64 // hunt id → newest fire already counted as an overrun
+	tick time.Duration
 }
 
 func newPlanner(tick time.Duration) *planner {
-	return &planner{tick: tick, overrunSeen: map[string]int64{}}
+	return &planner{tick: tick}
 }
 
 // backoffRule is the backoff as hunt_state derives it (store.State): the n-th consecutive
@@ -69,16 +65,6 @@ func backoffDelay(tick time.Duration, interval int64, failures uint32) time.Dura
 	}
 	return d
 }
-
-// failed is the backoff after a hunt's failures-th consecutive failure. The caller persists it
-// as hunt_state.retry_after (server clock), which every pod, and the due count, honour. The
-// local clock argument is unused and kept for the caller's signature.
-func (p *planner) failed(h *hunt.Hunt, failures uint32, _ time.Time) time.Duration {
-	return backoffDelay(p.tick, h.IntervalSeconds(), failures)
-}
-
-// succeeded is a no-op: the success's hunt_state row clears retry_after for every pod.
-func (p *planner) succeeded(string) {}
 
 // scheduleRow is h as the predicate sees it: a loaded hunt is enabled.
 func scheduleRow(h *hunt.Hunt) schedule.Row {
@@ -110,8 +96,6 @@ func (p *planner) plan(snap store.Snapshot, set *hunt.Set, at time.Time, busy fu
 // Behind has no entry for them.
 func (p *planner) planOn(serverNow time.Time, state func(string) store.HuntState, set *hunt.Set, hunts []*hunt.Hunt,
 	at time.Time, busy func(string) bool) plan {
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	if at.IsZero() {
 		at = serverNow
 	}
@@ -150,21 +134,9 @@ func (p *planner) planOn(serverNow time.Time, state func(string) store.HuntState
 		}
 		if !st.LeaseFreeAt(nowMs) {
 			out.Leased++
-			// A prior fire still running while a newer one is owed is an overrun; a live lease on
-			// the very fire we owe is a healthy peer doing its job.
-			if hs.LeaseFire < df.Fire && !df.Requested && p.overrunSeen[h.ID] < df.Fire {
-				p.overrunSeen[h.ID] = df.Fire
-				out.Overruns = append(out.Overruns, df)
-			}
 			continue
 		}
 		out.BackOff++
-	}
-	// Forget state of hunts that are no longer loaded so removed hunts do not leak memory.
-	for id := range p.overrunSeen {
-		if h, ok := set.Get(id); !ok || !h.Enabled {
-			delete(p.overrunSeen, id)
-		}
 	}
 	sort.SliceStable(out.Due, func(i, j int) bool {
 		a, b := out.Due[i], out.Due[j]

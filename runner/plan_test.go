@@ -44,7 +44,6 @@ func TestPlanDue(t *testing.T) {
 		st        *store.HuntState
 		wantFire  int64 // 0 = not due
 		requested bool
-		overruns  int
 	}{
 		{name: "first run owes the latest fire", now: base + 50, wantFire: base + 46},
 		{name: "before this interval's offset the previous fire is owed", now: base + 30, wantFire: base - 14},
@@ -53,7 +52,7 @@ func TestPlanDue(t *testing.T) {
 		{name: "watermark at latest fire, tick before next offset", now: base + 100, st: &store.HuntState{Watermark: base + 46, HasWatermark: true}},
 		{name: "live lease on the same fire is a healthy peer", now: base + 50,
 			st: &store.HuntState{Watermark: base - 14, HasWatermark: true, HasLease: true, LeaseFire: base + 46, LeaseUntil: at(base + 60)}},
-		{name: "live lease on the previous fire is an overrun", now: base + 50, overruns: 1,
+		{name: "live lease on the previous fire holds the owed one", now: base + 50,
 			st: &store.HuntState{Watermark: base - 74, HasWatermark: true, HasLease: true, LeaseFire: base - 14, LeaseUntil: at(base + 60)}},
 		{name: "lease ending exactly now is free", now: base + 50, wantFire: base + 46,
 			st: &store.HuntState{Watermark: base - 14, HasWatermark: true, HasLease: true, LeaseFire: base - 14, LeaseUntil: at(base + 50)}},
@@ -69,7 +68,7 @@ func TestPlanDue(t *testing.T) {
 			st: &store.HuntState{Watermark: base + 46, HasWatermark: true, HasRequest: true, RequestedFire: base + 55}},
 		{name: "request with no watermark: the schedule's first run goes first", now: base + 50, wantFire: base + 46,
 			st: &store.HuntState{HasRequest: true, RequestedFire: base + 10}},
-		{name: "leased request is not an overrun", now: base + 50,
+		{name: "leased request is not claimed again", now: base + 50,
 			st: &store.HuntState{Watermark: base + 46, HasWatermark: true, HasRequest: true, RequestedFire: base + 49,
 				HasLease: true, LeaseFire: base + 49, LeaseUntil: at(base + 100)}}, // a peer runs the request
 	}
@@ -88,9 +87,6 @@ func TestPlanDue(t *testing.T) {
 				if len(p.Due) != 1 || p.Due[0].Fire != tc.wantFire || p.Due[0].Requested != tc.requested {
 					t.Fatalf("due %+v, want fire %d requested=%v", p.Due, tc.wantFire, tc.requested)
 				}
-			}
-			if len(p.Overruns) != tc.overruns {
-				t.Fatalf("overruns %d, want %d", len(p.Overruns), tc.overruns)
 			}
 		})
 	}
@@ -113,22 +109,6 @@ func TestPlanBetweenTicksRunsEveryFire(t *testing.T) {
 	want := []int64{base - 14, base + 46, base + 106}
 	if !reflect.DeepEqual(fires, want) {
 		t.Fatalf("fires %v, want %v", fires, want)
-	}
-}
-
-func TestPlanOverrunCountedOncePerFire(t *testing.T) {
-	h := testHunt("a", 60, 0)
-	p := newPlanner(5 * time.Second)
-	// Fire base is owed while fire base-60 still holds a long lease.
-	st := map[string]store.HuntState{"a": {Watermark: base - 120, HasWatermark: true,
-		HasLease: true, LeaseFire: base - 60, LeaseUntil: at(base + 1000)}}
-	var counts []int
-	for _, now := range []int64{base + 1, base + 6, base + 59, base + 61, base + 65} {
-		counts = append(counts, len(p.plan(snap(now, st), set(h), time.Unix(now, 0), nil).Overruns))
-	}
-	// Once for fire base, once more when fire base+60 becomes owed.
-	if want := []int{1, 0, 0, 1, 0}; !reflect.DeepEqual(counts, want) {
-		t.Fatalf("overruns per tick %v, want %v", counts, want)
 	}
 }
 
@@ -199,7 +179,7 @@ func TestPlanBackoff(t *testing.T) {
 	retry := at(now).Add(20 * time.Second)
 	inBackoff := map[string]store.HuntState{"a": {Watermark: base, HasWatermark: true, Status: "failed",
 		ConsecutiveFailures: 3, RetryAfter: retry, HasRetryAfter: true}}
-	if d := newPlanner(5*time.Second).failed(&hs.Hunts[0], 3, time.Time{}); d != 20*time.Second {
+	if d := backoffDelay(5*time.Second, hs.Hunts[0].IntervalSeconds(), 3); d != 20*time.Second {
 		t.Fatalf("third failure backs off %v, want 20s", d)
 	}
 	for _, tc := range []struct {
