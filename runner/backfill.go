@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"math"
 	"sort"
 	"time"
 
@@ -124,16 +125,11 @@ func stateOf(snap store.Snapshot, state func(string) store.HuntState, d dueFire)
 }
 
 // backfillWindow is a chunk's window: from where its claim's verify read saw the backfill's
-// progress (its range start before any chunk committed) to the chunk's end. No catch-up cap
-// applies: the chunk size is the operator's.
+// progress (its range start before any chunk committed) to the chunk's end. It is
+// schedule.RunSpan with the range's start as the first window's start and no catch-up cap:
+// the chunk size is the operator's.
 func backfillWindow(h *hunt.Hunt, b *backfillChunk, l lease.Lease, end int64) window {
-	start := b.From
-	if l.HasWatermark {
-		start = l.Watermark
-	}
-	start = min(start, end)
-	return window{Span: schedule.Span{Start: start, End: end},
-		DataStart: time.Unix(start, 0).UTC().Add(-h.Delay), DataEnd: time.Unix(end, 0).UTC().Add(-h.Delay)}
+	return dataWindow(h, schedule.RunSpan(l.Watermark, l.HasWatermark, end, end-b.From, math.MaxInt64))
 }
 
 // recordBackfill is record for a backfill chunk: the hunt's health (hunt_state) and overrun

@@ -22,12 +22,12 @@ func (w window) hasGap() bool { return w.HasGap() }
 // while the hunt's interval was inForce seconds (hunt_watermark.interval_seconds, carried by
 // the lease; 0 when unknown), with the catch-up cap of catchupCap.
 func runWindowAfter(h *hunt.Hunt, watermark int64, hasWatermark bool, inForce, fire int64) window {
-	s := schedule.RunSpan(watermark, hasWatermark, fire, h.IntervalSeconds(), catchupCap(h, inForce))
-	return window{
-		Span:      s,
-		DataStart: time.Unix(s.Start, 0).UTC().Add(-h.Delay),
-		DataEnd:   time.Unix(s.End, 0).UTC().Add(-h.Delay),
-	}
+	return dataWindow(h, schedule.RunSpan(watermark, hasWatermark, fire, h.IntervalSeconds(), catchupCap(h, inForce)))
+}
+
+// dataWindow is s with the data h reads for it: the span shifted back by the hunt's delay.
+func dataWindow(h *hunt.Hunt, s schedule.Span) window {
+	return window{Span: s, DataStart: time.Unix(s.Start, 0).UTC().Add(-h.Delay), DataEnd: time.Unix(s.End, 0).UTC().Add(-h.Delay)}
 }
 
 // catchupCap is the longest window, in seconds, of the run that follows a watermark committed
