@@ -1,13 +1,8 @@
 package runner
 
 import (
-	"context"
 	"math"
 	"sort"
-	"time"
-
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/lease"
@@ -130,41 +125,6 @@ func stateOf(snap store.Snapshot, state func(string) store.HuntState, d dueFire)
 // the chunk size is the operator's.
 func backfillWindow(h *hunt.Hunt, b *backfillChunk, l lease.Lease, end int64) window {
 	return dataWindow(h, schedule.RunSpan(l.Watermark, l.HasWatermark, end, end-b.From, math.MaxInt64))
-}
-
-// recordBackfill is record for a backfill chunk: the hunt's health (hunt_state) and overrun
-// count are left alone; a failure backs the key off instead.
-func (r *Runner) recordBackfill(ctx context.Context, log logger, span trace.Span, j *job, run store.Run, rep RunReport) {
-	h := j.hunt
-	switch rep.Status {
-	case hunt.RunSucceeded: // the commit spent the lease: nothing to release
-		if j.state.ConsecutiveFailures != 0 || j.state.HasRetryAfter {
-			r.setState(ctx, log, store.State{HuntID: j.key(), Status: hunt.RunSucceeded, LastFire: j.fire})
-		}
-		log.Info("backfill chunk succeeded", "backfill_id", j.backfill.ID, "findings", rep.Rows,
-			"window_start", rep.WindowStart, "window_end", rep.WindowEnd, "duration_seconds", rep.Duration.Seconds())
-	case hunt.RunFailed:
-		failures := j.state.ConsecutiveFailures + 1 // as this pod expects; the server derives it
-		d := backoffDelay(r.opts.Tick, h.IntervalSeconds(), failures)
-		base, limit := backoffRule(r.opts.Tick, h.IntervalSeconds())
-		r.setState(ctx, log, store.State{HuntID: j.key(), Status: hunt.RunFailed,
-			LastError: run.Error, LastFire: j.fire, BackoffBase: base, BackoffCap: limit})
-		r.release(ctx, log, j)
-		run.Finished = time.Now().UTC()
-		r.recordRun(ctx, log, run)
-		span.SetStatus(codes.Error, "failed")
-		span.RecordError(logSafe(rep.Err))
-		log.Error("backfill chunk failed", "backfill_id", j.backfill.ID, "error", rep.Err,
-			"consecutive_failures", failures, "backoff", d.String())
-	case hunt.RunLost:
-		run.Finished = time.Now().UTC()
-		r.recordRun(ctx, log, run)
-		span.SetStatus(codes.Error, "lost")
-		log.Warn("backfill chunk lost its lease; nothing committed", "backfill_id", j.backfill.ID, "error", rep.Err)
-	case hunt.RunCancelled:
-		span.SetStatus(codes.Error, "cancelled")
-		log.Warn("backfill chunk cancelled by shutdown; nothing committed, the lease will expire", "backfill_id", j.backfill.ID)
-	}
 }
 
 // liveFirst orders a queue so that live fires run before backfill chunks (stable otherwise).

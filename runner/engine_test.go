@@ -953,12 +953,14 @@ func (c *commitTimes) Advance(ctx context.Context, l lease.Lease, run store.Run)
 // landing after a peer's claim of the next fire would stand above that claim.
 func TestCommitWaitsForARenewalInFlight(t *testing.T) {
 	e := newEnv(t)
-	// A 2.5 s query against renewals every 2 s: the first renewal starts while the query runs
-	// and is held until a commit is sent, or for 2 s. With the commit waiting for it, it is
-	// held the 2 s; a commit sent while it is held releases it at once, and returns after it.
+	// A 3 s query (the engine's most per block) against renewals every 2.5 s: the first
+	// renewal starts while the query runs and is held until a commit is sent, or for 2 s. With
+	// the commit waiting for it, it is held the 2 s; a commit sent while it is held releases it
+	// at once, and returns after it. The 7.5 s lease leaves a loaded engine about 4 s for the
+	// renewal and the commit to answer.
 	h := hunt.Hunt{ID: "renewed", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)),
-		Query: "SELECT sleepEachRow(0.5) AS s, number FROM numbers(5) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}
-	r := e.runner("pod-a", testSet("x", h), func(o *Options) { o.Lease = 6 * time.Second })
+		Query: "SELECT sleepEachRow(0.5) AS s, number FROM numbers(6) WHERE {window_start:DateTime64(3)} < {window_end:DateTime64(3)}"}
+	r := e.runner("pod-a", testSet("x", h), func(o *Options) { o.Lease = 7500 * time.Millisecond })
 	commits := &commitTimes{StateStore: r.store, sent: make(chan struct{})}
 	renewals := &slowRenewals{Claimer: r.claimer, hold: 2 * time.Second, committed: commits.sent}
 	r.claimer, r.store = renewals, commits

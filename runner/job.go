@@ -354,71 +354,103 @@ func (r *Runner) landed(ctx context.Context, j *job, run store.Run, until time.T
 	return landed, err
 }
 
-// record writes what follows an outcome: the release of a failed attempt's lease, hunt state,
-// the audit row of an attempt that did not commit, and the log line.
+// record writes what follows an outcome: the release of a failed attempt's lease, the state
+// of the attempt's coordination key (the hunt's, or its backfill's: a chunk leaves the hunt's
+// health and overrun count alone), the audit row of an attempt that did not commit, and the
+// log line.
 func (r *Runner) record(ctx context.Context, log logger, span trace.Span, j *job, run store.Run, rep RunReport) {
-	if j.backfill != nil {
-		r.recordBackfill(ctx, log, span, j, run, rep)
-		return
-	}
 	h := j.hunt
+	what := "hunt run"
+	if j.backfill != nil {
+		what = "backfill chunk"
+		log = withBackfill{log, j.backfill.ID}
+	}
 	switch rep.Status {
 	case hunt.RunSucceeded: // the commit spent the lease: it frees the hunt without a release
-		if rep.GapEnd > rep.GapStart {
-			r.opts.Metrics.gap(ctx, h.ID)
-			log.Warn("gap: outage longer than max_catchup, skipped range recorded",
-				"gap_start", unixUTC(rep.GapStart), "gap_end", unixUTC(rep.GapEnd), "max_catchup_seconds", h.MaxCatchupSeconds())
+		if j.backfill != nil {
+			if j.state.ConsecutiveFailures != 0 || j.state.HasRetryAfter {
+				r.setState(ctx, log, store.State{HuntID: j.key(), Status: hunt.RunSucceeded, LastFire: j.fire})
+			}
+		} else {
+			r.recordLiveSuccess(ctx, log, j, rep)
 		}
-		// Overruns are counted here, by the one run that committed the fire, so the cluster
-		// counts each exactly once: the run overran when the hunt's next fire came due before
-		// it committed. A run longer than the interval itself can never keep up.
-		st := j.state
-		overran := !j.requested && schedule.LatestFire(r.opts.ScheduleClock(j.serverNow()).Unix(), h.IntervalSeconds(), h.OffsetSeconds()) > j.fire
-		aggressive := rep.Duration > h.Interval
-		if overran {
-			r.opts.Metrics.overrun(ctx, h.ID)
-			log.Warn("overrun: the next fire came due before this run committed", "overrun_count_before", st.OverrunCount,
-				"duration_seconds", rep.Duration.Seconds(), "interval_seconds", h.IntervalSeconds(), "too_aggressive", aggressive)
-		}
-		// hunt_state records health transitions: a healthy hunt staying healthy writes nothing
-		// (one round trip less per run); the commit row carries its progress. The overrun is
-		// counted by the server, once for this fire (store.State.Overran).
-		if overran || aggressive != st.TooAggressive || st.Status != hunt.RunSucceeded || st.ConsecutiveFailures != 0 ||
-			st.LastError != "" || st.HasRetryAfter {
-			r.setState(ctx, log, store.State{HuntID: h.ID, Status: hunt.RunSucceeded, LastFire: j.fire,
-				Overran: overran, TooAggressive: aggressive})
-		}
-		log.Info("hunt run succeeded", "findings", rep.Rows, "findings_dropped", rep.Dropped,
+		log.Info(what+" succeeded", "findings", rep.Rows, "findings_dropped", rep.Dropped,
 			"window_start", rep.WindowStart, "window_end", rep.WindowEnd, "duration_seconds", rep.Duration.Seconds())
 	case hunt.RunFailed:
-		// The count and the backoff are derived on the server from the hunt's newest state row;
+		// The count and the backoff are derived on the server from the key's newest state row;
 		// these are what this pod's snapshot expects them to be, for the log.
 		failures := j.state.ConsecutiveFailures + 1
 		d := backoffDelay(r.opts.Tick, h.IntervalSeconds(), failures)
 		base, limit := backoffRule(r.opts.Tick, h.IntervalSeconds())
-		r.setState(ctx, log, store.State{HuntID: h.ID, Status: hunt.RunFailed, LastError: run.Error, LastFire: j.fire,
+		r.setState(ctx, log, store.State{HuntID: j.key(), Status: hunt.RunFailed, LastError: run.Error, LastFire: j.fire,
 			BackoffBase: base, BackoffCap: limit, TooAggressive: j.state.TooAggressive})
 		r.release(ctx, log, j)
 		run.Finished = time.Now().UTC()
 		r.recordRun(ctx, log, run)
 		span.SetStatus(codes.Error, "failed")
 		span.RecordError(logSafe(rep.Err))
-		log.Error("hunt run failed", "error", rep.Err, "consecutive_failures", failures, "backoff", d.String())
-	case hunt.RunNoData, hunt.RunOverBudget:
+		log.Error(what+" failed", "error", rep.Err, "consecutive_failures", failures, "backoff", d.String())
+	case hunt.RunNoData, hunt.RunOverBudget: // live fires only: a backfill chunk over budget fails
 		r.recordBlind(ctx, log, span, j, run, rep)
 	case hunt.RunLost:
 		// Someone else owns the fire now: no commit, no release, only the audit row.
 		run.Finished = time.Now().UTC()
 		r.recordRun(ctx, log, run)
 		span.SetStatus(codes.Error, "lost")
-		log.Warn("hunt run lost its lease; nothing committed", "error", rep.Err)
+		log.Warn(what+" lost its lease; nothing committed", "error", rep.Err)
 	case hunt.RunCancelled:
 		span.SetStatus(codes.Error, "cancelled")
-		log.Warn("hunt run cancelled by shutdown; nothing committed, the lease will expire", "error", rep.Err)
+		log.Warn(what+" cancelled by shutdown; nothing committed, the lease will expire", "error", rep.Err)
 	case hunt.RunUnknown:
 		span.SetStatus(codes.Error, "unknown")
-		log.Error("hunt run's commit outcome stayed unknown; nothing more recorded (hunt_runs shows it if it landed)", "error", rep.Err)
+		log.Error(what+"'s commit outcome stayed unknown; nothing more recorded (hunt_runs shows it if it landed)", "error", rep.Err)
 	}
+}
+
+// recordLiveSuccess is what a live fire's commit adds: its gap's metric and log line, the
+// overrun count, and the hunt's health transition.
+func (r *Runner) recordLiveSuccess(ctx context.Context, log logger, j *job, rep RunReport) {
+	h := j.hunt
+	if rep.GapEnd > rep.GapStart {
+		r.opts.Metrics.gap(ctx, h.ID)
+		log.Warn("gap: outage longer than max_catchup, skipped range recorded",
+			"gap_start", unixUTC(rep.GapStart), "gap_end", unixUTC(rep.GapEnd), "max_catchup_seconds", h.MaxCatchupSeconds())
+	}
+	// Overruns are counted here, by the one run that committed the fire, so the cluster counts
+	// each exactly once: the run overran when the hunt's next fire came due before it
+	// committed. A run longer than the interval itself can never keep up.
+	st := j.state
+	overran := !j.requested && schedule.LatestFire(r.opts.ScheduleClock(j.serverNow()).Unix(), h.IntervalSeconds(), h.OffsetSeconds()) > j.fire
+	aggressive := rep.Duration > h.Interval
+	if overran {
+		r.opts.Metrics.overrun(ctx, h.ID)
+		log.Warn("overrun: the next fire came due before this run committed", "overrun_count_before", st.OverrunCount,
+			"duration_seconds", rep.Duration.Seconds(), "interval_seconds", h.IntervalSeconds(), "too_aggressive", aggressive)
+	}
+	// hunt_state records health transitions: a healthy hunt staying healthy writes nothing
+	// (one round trip less per run); the commit row carries its progress. The overrun is
+	// counted by the server, once for this fire (store.State.Overran).
+	if overran || aggressive != st.TooAggressive || st.Status != hunt.RunSucceeded || st.ConsecutiveFailures != 0 ||
+		st.LastError != "" || st.HasRetryAfter {
+		r.setState(ctx, log, store.State{HuntID: h.ID, Status: hunt.RunSucceeded, LastFire: j.fire,
+			Overran: overran, TooAggressive: aggressive})
+	}
+}
+
+// withBackfill adds a backfill's id to every line of a logger.
+type withBackfill struct {
+	logger
+	id string
+}
+
+func (l withBackfill) Info(msg string, args ...any) {
+	l.logger.Info(msg, append(args, "backfill_id", l.id)...)
+}
+func (l withBackfill) Warn(msg string, args ...any) {
+	l.logger.Warn(msg, append(args, "backfill_id", l.id)...)
+}
+func (l withBackfill) Error(msg string, args ...any) {
+	l.logger.Error(msg, append(args, "backfill_id", l.id)...)
 }
 
 func unixUTC(s int64) string { return time.Unix(s, 0).UTC().Format(time.RFC3339) }
