@@ -14,7 +14,7 @@ import (
 // table quotes (the target: 100,000 hunts within 60 s). Run the sizes side by side:
 // go test -run '^$' -bench Import -benchtime 1x ./legacy.
 func BenchmarkImport(b *testing.B) {
-	for _, n := range []int{1_000, 10_000} {
+	for _, n := range []int{1_000, 10_000, 100_000} {
 		b.Run(fmt.Sprintf("hunts=%d", n), func(b *testing.B) {
 			for b.Loop() {
 				b.StopTimer()
