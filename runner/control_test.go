@@ -252,7 +252,12 @@ func TestBackfillAcrossTwoRunners(t *testing.T) {
 	}
 	key := schema.BackfillKey(bf.ID, id)
 	hs := testSet("x", bf, live)
-	mod := func(o *Options) { o.Tick = 200 * time.Millisecond }
+	// On the server's clock, not the pinned one: the live hunt must owe a fire every 2 s
+	// for as long as the backfill runs, however slowly a loaded machine runs it.
+	mod := func(o *Options) {
+		o.Tick = 200 * time.Millisecond
+		o.ScheduleClock = func(server time.Time) time.Time { return server }
+	}
 	stop := e.startRunners(e.runner("pod-a", hs, mod), e.runner("pod-b", hs, mod))
 	defer stop()
 	e.waitFor("the backfill to finish", func() bool { wm, _ := e.watermarkOf(key); return wm == to })
@@ -421,10 +426,10 @@ func TestBackfillPausedAndBesideLiveFires(t *testing.T) {
 	if r.queue[0].backfill == nil {
 		t.Fatal("queued a live fire, want the first chunk")
 	}
-	// A run-now request makes the hunt's live fire owed while its chunk is held here.
-	var now uint32
-	e.scan(&now, "SELECT toUnixTimestamp(now())")
-	if err := wm.Request(e.ctx, bf.ID, int64(now)-1, "test"); err != nil {
+	// A run-now request makes the hunt's live fire owed while its chunk is held here. Its fire
+	// is on the runner's pinned schedule clock (e.now): one on the server's clock would lie in
+	// the runner's future on a machine slow enough to take a second to get here.
+	if err := wm.Request(e.ctx, bf.ID, e.now-1, "test"); err != nil {
 		t.Fatal(err)
 	}
 	e.tickUntil(r, "the live request", func() bool { return len(r.queue) == 2 })
