@@ -21,12 +21,12 @@ type dueFire struct {
 
 // plan is the outcome of planning one tick.
 type plan struct {
-	Due      []dueFire        // most overdue first
-	Behind   map[string]int64 // hunt id → seconds behind (0 or absent when caught up)
-	Leased   int              // hunts owed but leased by someone (peer or an earlier fire)
-	BackOff  int              // hunts owed but in backoff
-	Paused   int              // hunts owed but paused
-	Busy     int              // hunts owed but already held by this runner
+	Due     []dueFire        // most overdue first
+	Behind  map[string]int64 // hunt id → seconds behind (0 or absent when caught up)
+	Leased  int              // hunts owed but leased by someone (peer or an earlier fire)
+	BackOff int              // hunts owed but in backoff
+	Paused  int              // hunts owed but paused
+	Busy    int              // hunts owed but already held by this runner
 }
 
 // planner turns a snapshot into due fires. The due decision and its arithmetic are package
