@@ -45,7 +45,7 @@ func (d dueFire) key() string {
 	return d.Hunt.ID
 }
 
-// key is the lease key of a job (see dueFire.key); Runner.held is keyed by it, so a backfill
+// key is the lease key of a job (see dueFire.key); the executor holds jobs by it, so a backfill
 // chunk in flight never makes the hunt's live fires look busy.
 func (j *job) key() string {
 	if j.backfill != nil {
@@ -54,26 +54,13 @@ func (j *job) key() string {
 	return j.hunt.ID
 }
 
-// heldBackfills counts the backfill chunks this runner holds (r.mu held).
-func (r *Runner) heldBackfills() int {
-	n := 0
-	for _, j := range r.held {
-		if j.backfill != nil {
-			n++
-		}
-	}
-	return n
-}
-
 // planBackfills returns the next chunk of up to room backfills, oldest request first, for hunts
 // that are loaded and not paused, whose key is free, not in backoff and not held here.
 func (r *Runner) planBackfills(snap store.Snapshot, set *hunt.Set, room int) []dueFire {
 	if len(snap.Backfills) == 0 || room <= 0 {
 		return nil
 	}
-	r.mu.Lock()
-	room = min(room, backfillShare(r.opts.Concurrency)-r.heldBackfills())
-	r.mu.Unlock()
+	room = min(room, backfillShare(r.opts.Concurrency)-r.exec.heldBackfills())
 	nowMs := snap.Now.UnixMilli()
 	var out []dueFire
 	for _, b := range snap.Backfills {
@@ -81,7 +68,7 @@ func (r *Runner) planBackfills(snap store.Snapshot, set *hunt.Set, room int) []d
 			break
 		}
 		h := enabledHunt(set, b.HuntID)
-		if h == nil || snap.Hunts[b.HuntID].PausedAt(snap.Now) || r.isHeld(b.Key()) {
+		if h == nil || snap.Hunts[b.HuntID].PausedAt(snap.Now) || r.exec.isHeld(b.Key()) {
 			continue
 		}
 		st := b.Progress.ScheduleState()

@@ -113,7 +113,7 @@ SELECT id, 'succeeded', 0, '', wm, now64(6) FROM (` + rows + `)`)
 		}
 	}
 	for i := range 3 {
-		r.hb.last = time.Now() // the heartbeat is beside the tick, once per 30 s: not part of it
+		r.hb.skip() // the heartbeat is beside the tick, once per 30 s: not part of it
 		before := chtest.Queries(b, e.db.URL)
 		start := time.Now()
 		if err := r.tick(e.ctx); err != nil {
@@ -123,12 +123,12 @@ SELECT id, 'succeeded', 0, '', wm, now64(6) FROM (` + rows + `)`)
 		if trips := chtest.Queries(b, e.db.URL) - before; i == 0 || trips < f.trips {
 			f.trips = trips // the fewest: a connection the pool opens is counted too
 		}
-		if len(r.queue) != benchDue {
-			b.Fatalf("queued %d of %d", len(r.queue), benchDue)
+		if len(r.exec.queue) != benchDue {
+			b.Fatalf("queued %d of %d", len(r.exec.queue), benchDue)
 		}
 		// Hand the fires back, so the next tick finds the same hunts due.
 		var ls []lease.Lease
-		for _, j := range r.queue {
+		for _, j := range r.exec.queue {
 			j.endRenewal()
 			ls = append(ls, j.currentLease())
 			if latest := schedule.LatestFire(e.now, 3600, j.hunt.OffsetSeconds()); j.fire != latest {
@@ -136,9 +136,9 @@ SELECT id, 'succeeded', 0, '', wm, now64(6) FROM (` + rows + `)`)
 			}
 		}
 		r.releaseAll(ls)
-		r.mu.Lock()
-		r.queue, r.held = nil, map[string]*job{}
-		r.mu.Unlock()
+		r.exec.mu.Lock()
+		r.exec.queue, r.exec.held = nil, map[string]*job{}
+		r.exec.mu.Unlock()
 	}
 	f.tick, f.read, f.full = median(ticks), median(reads), median(fulls)
 	return f

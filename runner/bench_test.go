@@ -44,10 +44,10 @@ func BenchmarkTick(b *testing.B) {
 				}
 				b.StopTimer()
 				trips += chtest.Queries(b, e.db.URL) - before
-				if len(r.queue) != n {
-					b.Fatalf("queued %d of %d", len(r.queue), n)
+				if len(r.exec.queue) != n {
+					b.Fatalf("queued %d of %d", len(r.exec.queue), n)
 				}
-				for _, j := range r.queue {
+				for _, j := range r.exec.queue {
 					j.stopRenewal()
 				}
 				b.StartTimer()

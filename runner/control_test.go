@@ -54,9 +54,9 @@ func (e *env) tickUntil(r envRunner, what string, cond func() bool) {
 		if err := r.tick(e.ctx); err != nil {
 			e.t.Fatalf("tick: %v", err)
 		}
-		r.wg.Wait()
-		r.mu.Lock()
-		defer r.mu.Unlock()
+		r.exec.wg.Wait()
+		r.exec.mu.Lock()
+		defer r.exec.mu.Unlock()
 		return cond()
 	})
 }
@@ -133,12 +133,12 @@ func TestPauseInFlightFinishesAndResumeRecordsGap(t *testing.T) {
 	busy := hunt.Hunt{ID: "busy", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)), Query: eventsQuery}
 	r := e.runner("pod-a", testSet("x", busy), nil)
 	release := holdRuns(t, r.Runner)
-	e.tickUntil(r, "the fire to be won", func() bool { return len(r.queue) == 1 })
+	e.tickUntil(r, "the fire to be won", func() bool { return len(r.exec.queue) == 1 })
 	if err := wm.Pause(e.ctx, store.Pause{HuntID: busy.ID, By: "test"}); err != nil {
 		t.Fatal(err)
 	}
 	release()
-	r.wg.Wait()
+	r.exec.wg.Wait()
 	if runs := e.runs(busy.ID); len(runs) != 1 || runs[0].Status != hunt.RunSucceeded {
 		t.Fatalf("runs %+v: the fire won before the pause must finish", runs)
 	}
@@ -322,15 +322,15 @@ func TestBackfillCancel(t *testing.T) {
 		t.Fatalf("chunks %+v, want 2", cs)
 	}
 	release := holdRuns(t, r.Runner)
-	e.tickUntil(r, "the third chunk to be won", func() bool { return len(r.queue) == 1 })
-	if r.queue[0].backfill == nil {
+	e.tickUntil(r, "the third chunk to be won", func() bool { return len(r.exec.queue) == 1 })
+	if r.exec.queue[0].backfill == nil {
 		t.Fatal("queued a live fire, want the third chunk")
 	}
 	if err := wm.CancelBackfill(e.ctx, id, "test"); err != nil {
 		t.Fatal(err)
 	}
 	release()
-	r.wg.Wait()
+	r.exec.wg.Wait()
 	e.tickAndWait(r)
 	e.tickAndWait(r)
 	cs := e.chunks(bf.ID)
@@ -361,13 +361,13 @@ func TestBackfillBelowLiveFires(t *testing.T) {
 	a := e.runner("pod-a", testSet("x", append(append([]hunt.Hunt{}, hunts...), lives...)...),
 		func(o *Options) { o.Concurrency, o.MaxQueued = 4, 4 })
 	holdRuns(t, a.Runner)
-	e.tickUntil(a, "two live fires and a chunk", func() bool { return len(a.queue) >= 3 })
+	e.tickUntil(a, "two live fires and a chunk", func() bool { return len(a.exec.queue) >= 3 })
 	var kinds []string
-	for _, j := range a.queue {
+	for _, j := range a.exec.queue {
 		kinds = append(kinds, j.key())
 		j.stopRenewal()
 	}
-	if len(kinds) != 3 || a.queue[0].backfill != nil || a.queue[1].backfill != nil || a.queue[2].backfill == nil {
+	if len(kinds) != 3 || a.exec.queue[0].backfill != nil || a.exec.queue[1].backfill != nil || a.exec.queue[2].backfill == nil {
 		t.Fatalf("queue %v, want the two live fires then one backfill chunk", kinds)
 	}
 	// One slot and one queued, both taken by live fires: no chunk is claimed.
@@ -376,18 +376,18 @@ func TestBackfillBelowLiveFires(t *testing.T) {
 	b := e.runner("pod-b", testSet("y", append(append([]hunt.Hunt{}, hunts...), l2, l3)...),
 		func(o *Options) { o.Concurrency, o.MaxQueued = 1, 1 })
 	holdRuns(t, b.Runner)
-	e.tickUntil(b, "the two live fires", func() bool { return len(b.queue) >= 2 })
+	e.tickUntil(b, "the two live fires", func() bool { return len(b.exec.queue) >= 2 })
 	if err := b.tick(e.ctx); err != nil { // no capacity left: claims nothing
 		t.Fatal(err)
 	}
-	for _, j := range b.queue {
+	for _, j := range b.exec.queue {
 		j.stopRenewal()
 		if j.backfill != nil {
 			t.Errorf("claimed backfill chunk %s with no capacity left after live fires", j.key())
 		}
 	}
-	if len(b.queue) != 2 {
-		t.Errorf("queued %d, want the two live fires", len(b.queue))
+	if len(b.exec.queue) != 2 {
+		t.Errorf("queued %d, want the two live fires", len(b.exec.queue))
 	}
 }
 
@@ -409,21 +409,21 @@ func TestBackfillPausedAndBesideLiveFires(t *testing.T) {
 	r := e.runner("pod-a", hs, nil)
 	holdRuns(t, r.Runner)
 	defer func() {
-		for _, j := range r.queue {
+		for _, j := range r.exec.queue {
 			j.stopRenewal()
 		}
 	}()
 	if err := r.tick(e.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if len(r.queue) != 0 {
-		t.Fatalf("queued %d: a paused hunt's backfill was claimed", len(r.queue))
+	if len(r.exec.queue) != 0 {
+		t.Fatalf("queued %d: a paused hunt's backfill was claimed", len(r.exec.queue))
 	}
 	if err := wm.Resume(e.ctx, bf.ID, "test"); err != nil {
 		t.Fatal(err)
 	}
-	e.tickUntil(r, "the first chunk after resume", func() bool { return len(r.queue) == 1 })
-	if r.queue[0].backfill == nil {
+	e.tickUntil(r, "the first chunk after resume", func() bool { return len(r.exec.queue) == 1 })
+	if r.exec.queue[0].backfill == nil {
 		t.Fatal("queued a live fire, want the first chunk")
 	}
 	// A run-now request makes the hunt's live fire owed while its chunk is held here. Its fire
@@ -432,9 +432,9 @@ func TestBackfillPausedAndBesideLiveFires(t *testing.T) {
 	if err := wm.Request(e.ctx, bf.ID, e.now-1, "test"); err != nil {
 		t.Fatal(err)
 	}
-	e.tickUntil(r, "the live request", func() bool { return len(r.queue) == 2 })
-	if len(r.queue) != 2 || r.queue[0].backfill != nil || r.queue[0].hunt.ID != bf.ID || r.queue[1].backfill == nil {
-		t.Fatalf("queue of %d: want the live request first, then the chunk claimed before it", len(r.queue))
+	e.tickUntil(r, "the live request", func() bool { return len(r.exec.queue) == 2 })
+	if len(r.exec.queue) != 2 || r.exec.queue[0].backfill != nil || r.exec.queue[0].hunt.ID != bf.ID || r.exec.queue[1].backfill == nil {
+		t.Fatalf("queue of %d: want the live request first, then the chunk claimed before it", len(r.exec.queue))
 	}
 }
 

@@ -5,6 +5,14 @@
 // concurrency, and commits each one with a compare-and-set (docs/runner.md has the operator's
 // view).
 //
+// # Parts
+//
+// A Runner composes parts that each own their state: the planner (plan.go) and the memory of
+// earlier ticks (memory.go), ownership of hunt ids (ownership.go), the claim protocol (the
+// Claimer), the executor with the run slots and queue (executor.go), one job per won fire
+// (job.go), the committer (commit.go), the heartbeater and the publication check. The tick
+// (runner.go) composes them; nothing else holds the runner's state.
+//
 // # A tick
 //
 //  1. Snapshot (store.Store.SnapshotOf: a constant number of round trips): server now, every

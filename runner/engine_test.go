@@ -132,7 +132,7 @@ func (e *env) tickAndWait(r envRunner) {
 	if err := r.tick(e.ctx); err != nil {
 		e.t.Fatalf("tick: %v", err)
 	}
-	r.wg.Wait()
+	r.exec.wg.Wait()
 }
 
 // latest is h's latest fire on the pinned schedule.
@@ -399,14 +399,14 @@ func TestRunnerLostLeaseCommitsNothing(t *testing.T) {
 	if err := r.tick(e.ctx); err != nil {
 		t.Fatal(err)
 	}
-	if len(r.queue) != 1 {
-		t.Fatalf("queued %d, want the one won fire", len(r.queue))
+	if len(r.exec.queue) != 1 {
+		t.Fatalf("queued %d, want the one won fire", len(r.exec.queue))
 	}
-	fire := r.queue[0].fire
+	fire := r.exec.queue[0].fire
 	// A peer's newer claim on the same fire.
 	e.exec("INSERT INTO hunt_lease SELECT 'slow', toDateTime(?, 'UTC'), 'thief', ?, now64(6) + 1, now64(3) + 60", fire, uuid.New())
 	release()
-	r.wg.Wait()
+	r.exec.wg.Wait()
 	runs := e.runs("slow")
 	if len(runs) != 1 || runs[0].Status != hunt.RunLost {
 		t.Fatalf("runs %+v, want one lost", runs)
@@ -489,7 +489,7 @@ func tickStatements(t testing.TB, e *env, n int) []string {
 	}
 	r := e.runner("pod-a", testSet("x", hunts...), func(o *Options) { o.MaxQueued = n })
 	holdRuns(t, r.Runner)
-	r.hb.last = time.Now() // the heartbeat is beside the tick, once per 30 s: not a round trip of it
+	r.hb.skip() // the heartbeat is beside the tick, once per 30 s: not a round trip of it
 	var mark uint64
 	if log := e.srv.StatementLog(t); len(log) > 0 {
 		mark = log[len(log)-1].Seq
@@ -498,10 +498,10 @@ func tickStatements(t testing.TB, e *env, n int) []string {
 		t.Fatal(err)
 	}
 	sent := e.srv.StatementsSince(t, mark)
-	if len(r.queue) != n {
-		t.Fatalf("won %d of %d", len(r.queue), n)
+	if len(r.exec.queue) != n {
+		t.Fatalf("won %d of %d", len(r.exec.queue), n)
 	}
-	for _, j := range r.queue {
+	for _, j := range r.exec.queue {
 		j.stopRenewal()
 	}
 	var out []string
@@ -517,6 +517,15 @@ func tickStatements(t testing.TB, e *env, n int) []string {
 // isHandshake reports whether sql is what clickhouse-go sends when it opens a connection.
 func isHandshake(sql string) bool {
 	return strings.HasPrefix(strings.TrimSpace(sql), "SELECT displayName(), version()")
+}
+
+// useClaimer and useStore put c and s in place of the runner's claim protocol and store in
+// every part that uses them (a test wraps them to observe or delay calls).
+func (r *Runner) useClaimer(c Claimer) { r.claimer, r.commits.claimer = c, c }
+
+func (r *Runner) useStore(s StateStore) {
+	r.store, r.commits.store, r.owners.store = s, s, s
+	r.hb.store, _ = s.(Heartbeater)
 }
 
 // testLogger sends the runner's log to the test log (shown on failure or with -v).
@@ -676,7 +685,7 @@ func TestRunnerShutdownGrace(t *testing.T) {
 
 // metricsInFlight counts runs executing now (tests only).
 func (r *Runner) metricsInFlight() int {
-	_, _, _, running, _ := r.snapshotState()
+	running, _ := r.exec.counts()
 	return running
 }
 
@@ -738,17 +747,17 @@ func TestWindowStartsAtTheVerifiedWatermark(t *testing.T) {
 	b := e.runner("pod-b", testSet("x", h), nil)
 	a := e.runner("pod-a", testSet("x", h), nil)
 	var once sync.Once
-	a.claimer = pausedClaimer{Claimer: a.claimer, during: func() {
+	a.useClaimer(pausedClaimer{Claimer: a.claimer, during: func() {
 		once.Do(func() {
 			// B, running as the schedule stood at f1: claim f1, run [w0, f1), commit.
 			res, err := b.coord.Claim(e.ctx, []lease.Fire{{HuntID: "paused", Fire: f1}})
 			if err != nil || len(res.Won) != 1 {
 				t.Fatalf("peer claim: %+v, %v", res, err)
 			}
-			b.enqueue([]*job{b.newJob(dueFire{Hunt: &b.source().Hunts[0], Fire: f1}, res.Won[0], store.HuntState{}, time.Now(), time.Now())})
-			b.wg.Wait()
+			b.exec.enqueue([]*job{b.newJob(dueFire{Hunt: &b.source().Hunts[0], Fire: f1}, res.Won[0], store.HuntState{}, time.Now(), time.Now())})
+			b.exec.wg.Wait()
 		})
-	}}
+	}})
 	// A's claim may itself be acknowledged too late on a loaded machine (it is then lost and
 	// its provisional row expires): tick until A has committed f2.
 	for deadline := time.Now().Add(time.Minute); e.count("SELECT count() FROM hunt_watermark WHERE hunt_id = 'paused' AND toInt64(watermark) = ?", f2) == 0; {
@@ -974,7 +983,8 @@ func TestCommitWaitsForARenewalInFlight(t *testing.T) {
 	r := e.runner("pod-a", testSet("x", h), func(o *Options) { o.Lease = 7500 * time.Millisecond })
 	commits := &commitTimes{StateStore: r.store, sent: make(chan struct{})}
 	renewals := &slowRenewals{Claimer: r.claimer, hold: 2 * time.Second, committed: commits.sent}
-	r.claimer, r.store = renewals, commits
+	r.useClaimer(renewals)
+	r.useStore(commits)
 	e.tickAndWait(r)
 	if runs := e.runs(h.ID); len(runs) != 1 || runs[0].Status != hunt.RunSucceeded {
 		t.Fatalf("runs %+v, want one success", runs)

@@ -2,6 +2,8 @@ package runner
 
 import (
 	"context"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/hunt-runner/hunt-runner/hunt"
@@ -20,51 +22,71 @@ type Heartbeater interface {
 	Heartbeat(ctx context.Context, h store.Heartbeat) error
 }
 
-// heartbeatState is the runner's own bookkeeping of its beats (r.mu held).
-type heartbeatState struct {
+// heartbeater writes the runner's heartbeat beside the tick. Safe for concurrent use; the
+// tick calls beat, and a drain waits for the beat in flight.
+type heartbeater struct {
+	store   Heartbeater // nil: the store records no heartbeats
+	opts    *Options
+	log     *slog.Logger
+	metrics *Metrics
+
+	wg       sync.WaitGroup // the beat in flight
+	mu       sync.Mutex
 	started  time.Time // first tick that read ClickHouse
 	last     time.Time // local time of the last beat started
 	inFlight bool
 }
 
-// heartbeat starts a beat when HeartbeatEvery has passed since the last one. The insert runs
+func newHeartbeater(s StateStore, o *Options) *heartbeater {
+	hb, _ := s.(Heartbeater)
+	return &heartbeater{store: hb, opts: o, log: o.Logger, metrics: o.Metrics}
+}
+
+// beat starts a beat when HeartbeatEvery has passed since the last one. The insert runs
 // beside the tick, never in it: a slow or failing ClickHouse must not delay claims, and a
 // failure is only counted and logged at debug (the next beat retries; status shows the gap).
 // At most one beat is in flight; it ends with ctx or after max(HeartbeatEvery, 5s), when the
 // next beat is due anyway.
-func (r *Runner) heartbeat(ctx context.Context, set *hunt.Set) {
-	hb, ok := r.store.(Heartbeater)
-	if !ok {
+func (b *heartbeater) beat(ctx context.Context, set *hunt.Set) {
+	if b.store == nil {
 		return
 	}
 	now := time.Now()
-	r.mu.Lock()
-	if r.hb.started.IsZero() {
-		r.hb.started = now
+	b.mu.Lock()
+	if b.started.IsZero() {
+		b.started = now
 	}
-	if r.hb.inFlight || (!r.hb.last.IsZero() && now.Sub(r.hb.last) < r.opts.HeartbeatEvery) {
-		r.mu.Unlock()
+	if b.inFlight || (!b.last.IsZero() && now.Sub(b.last) < b.opts.HeartbeatEvery) {
+		b.mu.Unlock()
 		return
 	}
-	r.hb.inFlight, r.hb.last = true, now
-	beat := store.Heartbeat{Owner: r.opts.Owner, Version: r.opts.Version, HuntSet: r.opts.HuntSet,
-		SetHash: set.Hash, Hunts: len(set.Enabled()), Started: r.hb.started, Beat: now}
-	r.wg.Add(1) // a drain waits for it, so nothing writes after Start returns
-	r.mu.Unlock()
-	if r.opts.HuntFiles != nil {
-		beat.HuntFiles = r.opts.HuntFiles()
+	b.inFlight, b.last = true, now
+	beat := store.Heartbeat{Owner: b.opts.Owner, Version: b.opts.Version, HuntSet: b.opts.HuntSet,
+		SetHash: set.Hash, Hunts: len(set.Enabled()), Started: b.started, Beat: now}
+	b.wg.Add(1)
+	b.mu.Unlock()
+	if b.opts.HuntFiles != nil {
+		beat.HuntFiles = b.opts.HuntFiles()
 	}
 	go func() {
-		defer r.wg.Done()
-		bctx, cancel := context.WithTimeout(ctx, max(r.opts.HeartbeatEvery, 5*time.Second))
-		err := hb.Heartbeat(bctx, beat)
+		defer b.wg.Done()
+		bctx, cancel := context.WithTimeout(ctx, max(b.opts.HeartbeatEvery, 5*time.Second))
+		err := b.store.Heartbeat(bctx, beat)
 		cancel()
-		r.mu.Lock()
-		r.hb.inFlight = false
-		r.mu.Unlock()
+		b.mu.Lock()
+		b.inFlight = false
+		b.mu.Unlock()
 		if err != nil && ctx.Err() == nil {
-			r.opts.Metrics.clickhouseError(ctx, stageHeartbeat)
-			r.log.Debug("heartbeat failed; the next one retries", "error", err)
+			b.metrics.clickhouseError(ctx, stageHeartbeat)
+			b.log.Debug("heartbeat failed; the next one retries", "error", err)
 		}
 	}()
+}
+
+// skip counts a beat as just sent, so the next one is HeartbeatEvery away (tests that count a
+// tick's statements leave the beat out).
+func (b *heartbeater) skip() {
+	b.mu.Lock()
+	b.last = time.Now()
+	b.mu.Unlock()
 }

@@ -76,7 +76,7 @@ func TestReadyWindow(t *testing.T) {
 // The queue sizes itself to what the slots finish during two claim cycles, within bounds,
 // unless MaxQueued fixes it.
 func TestQueueTarget(t *testing.T) {
-	r := &Runner{opts: Options{Concurrency: 4, Lease: 5 * time.Minute}}
+	r := &Runner{exec: newExecutor(Options{Concurrency: 4, Lease: 5 * time.Minute}, nil, nil)}
 	for _, tc := range []struct {
 		run, tick time.Duration
 		want      int
@@ -87,17 +87,17 @@ func TestQueueTarget(t *testing.T) {
 		{time.Millisecond, 10 * time.Second, 128}, // at most thirty-two per slot
 		{200 * time.Millisecond, 800 * time.Millisecond, 32},
 	} {
-		r.runAvg, r.tickAvg = tc.run, tc.tick
-		if got := r.queueTarget(); got != tc.want {
+		r.exec.runAvg, r.exec.tickAvg = tc.run, tc.tick
+		if got := r.exec.queueTarget(); got != tc.want {
 			t.Errorf("run %s, claim cycle %s: queue %d, want %d", tc.run, tc.tick, got, tc.want)
 		}
 	}
-	r.opts.Lease, r.runAvg, r.tickAvg = 3*time.Second, 100*time.Millisecond, 10*time.Second
-	if got := r.queueTarget(); got != 40 { // a third of the lease: ten runs per slot
+	r.exec.lease, r.exec.runAvg, r.exec.tickAvg = 3*time.Second, 100*time.Millisecond, 10*time.Second
+	if got := r.exec.queueTarget(); got != 40 { // a third of the lease: ten runs per slot
 		t.Errorf("short lease: queue %d, want 40", got)
 	}
-	r.opts.MaxQueued = 3
-	if got := r.queueTarget(); got != 3 {
+	r.exec.maxQueued = 3
+	if got := r.exec.queueTarget(); got != 3 {
 		t.Errorf("MaxQueued 3: queue %d", got)
 	}
 }
@@ -107,11 +107,11 @@ func TestQueueTarget(t *testing.T) {
 // and starts the queue.
 func holdRuns(t testing.TB, r *Runner) func() {
 	t.Helper()
-	if err := r.sem.Acquire(context.Background(), int64(r.opts.Concurrency)); err != nil {
+	if err := r.exec.sem.Acquire(context.Background(), int64(r.opts.Concurrency)); err != nil {
 		t.Fatal(err)
 	}
 	return func() {
-		r.sem.Release(int64(r.opts.Concurrency))
-		r.dispatch()
+		r.exec.sem.Release(int64(r.opts.Concurrency))
+		r.exec.dispatch()
 	}
 }

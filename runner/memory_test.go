@@ -44,7 +44,7 @@ func TestStaleMemoryReadsAndSkips(t *testing.T) {
 		t.Fatalf("pod-a committed %d, want %d", wm, e.latest(h))
 	}
 	claims := &countingClaimer{Claimer: b.claimer}
-	b.claimer = claims
+	b.useClaimer(claims)
 	e.tickAndWait(b)
 	if n := claims.fires.Load(); n != 0 {
 		t.Fatalf("pod-b tried to claim %d fires, one a peer had committed: its memory was trusted", n)

@@ -179,14 +179,16 @@ func NewMetrics(meter metric.Meter, settle time.Duration, opts ...MetricsOption)
 		o.ObserveInt64(loaded, int64(n))
 		o.ObserveInt64(omitted, int64(left))
 		for _, r := range runners {
-			b, setHash, pubHash, running, q := r.snapshotState()
+			b, setHash := r.planner.last()
+			pubHash := r.pub.published()
+			running, q := r.exec.counts()
 			most := int64(0)
 			for _, s := range b {
 				most = max(most, s)
 			}
 			// The plan holds only the hunts it planned; an itemised hunt it left out is caught up.
 			for _, id := range m.perHunt.itemisedIDs() {
-				if s, ok := r.behindOf(id); ok {
+				if s, ok := r.planner.behindOf(id); ok {
 					o.ObserveInt64(behind, s, metric.WithAttributes(attribute.String("hunt_id", id)))
 				}
 			}
@@ -202,7 +204,7 @@ func NewMetrics(meter metric.Meter, settle time.Duration, opts ...MetricsOption)
 			o.ObserveInt64(inFlight, int64(running))
 			o.ObserveInt64(queued, int64(q))
 			bySet := map[string]int64{}
-			for id, set := range r.foreignHunts() {
+			for id, set := range r.owners.foreignHunts() {
 				bySet[set]++
 				if m.perHunt.itemised(id) {
 					o.ObserveInt64(foreign, 1, metric.WithAttributes(attribute.String("hunt_id", id), attribute.String("hunt_set", set)))

@@ -63,12 +63,13 @@ func loadedMetrics(b *testing.B, n, perHunt int) func() string {
 		b.Fatal(err)
 	}
 	set := &hunt.Set{Hash: fmt.Sprintf("set-%d", n), Hunts: make([]hunt.Hunt, n)}
-	r := &Runner{behind: make(map[string]int64, n), setHash: set.Hash, foreign: map[string]string{}}
+	r := metricsRunner(nil, "", "", nil)
+	behind := make(map[string]int64, n)
 	health := make(map[string]HuntHealth, n)
 	for i := range set.Hunts {
 		id := fmt.Sprintf("hunt-%06d", i)
 		set.Hunts[i] = hunt.Hunt{ID: id, Interval: 3600}
-		r.behind[id] = int64(i % 7)
+		behind[id] = int64(i % 7)
 		h := HuntHealth{Interval: 3600, LastSuccess: time.Unix(1_700_000_000, 0)}
 		if i%10 == 0 {
 			h.ConsecutiveFailures = uint32(1 + i%5)
@@ -78,6 +79,7 @@ func loadedMetrics(b *testing.B, n, perHunt int) func() string {
 		}
 		health[id] = h
 	}
+	r.planner.remember(plan{Behind: behind}, set)
 	m.observe(r)
 	m.huntsLoaded(r, set)
 	m.SetHuntHealth(health)

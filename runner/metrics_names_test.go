@@ -27,7 +27,7 @@ var (
 
 // recordEverything records once with every instrument, hunt "h" and "n" in the health map.
 func recordEverything(ctx context.Context, m *Metrics) {
-	r := &Runner{behind: map[string]int64{"h": 1, "n": 7}, setHash: "a", pubHash: "b", foreign: map[string]string{"f": "other"}}
+	r := metricsRunner(map[string]int64{"h": 1, "n": 7}, "a", "b", map[string]string{"f": "other"})
 	m.observe(r)
 	m.huntsLoaded(r, &hunt.Set{Hash: "a", Hunts: []hunt.Hunt{{ID: "f"}, {ID: "h"}, {ID: "n"}}})
 	m.runDone(ctx, "h", hunt.KindScheduled, hunt.RunSucceeded, time.Second, 3)
@@ -136,7 +136,7 @@ func TestPerHuntMetricNames(t *testing.T) {
 func TestPerHuntCapIsStickyAndCounted(t *testing.T) {
 	ctx := context.Background()
 	m, scrape := newTestMetrics(t, WithPerHunt(2))
-	r := &Runner{behind: map[string]int64{}, foreign: map[string]string{}}
+	r := metricsRunner(nil, "", "", nil)
 	m.observe(r)
 	m.huntsLoaded(r, &hunt.Set{Hash: "1", Hunts: []hunt.Hunt{{ID: "b"}, {ID: "c"}, {ID: "d"}}})
 	m.huntsLoaded(r, &hunt.Set{Hash: "2", Hunts: []hunt.Hunt{{ID: "a"}, {ID: "b"}, {ID: "c"}, {ID: "d"}, {ID: "e"}}})
@@ -195,7 +195,7 @@ func TestNoSeriesFoldedAtTheCap(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := &Runner{behind: map[string]int64{}, foreign: map[string]string{}}
+		r := metricsRunner(nil, "", "", nil)
 		m.observe(r)
 		m.huntsLoaded(r, &hunt.Set{Hash: "all", Hunts: hunts})
 		for _, h := range hunts {
@@ -285,4 +285,18 @@ func TestCountersInitialised(t *testing.T) {
 	if t.Failed() {
 		t.Log(body)
 	}
+}
+
+// metricsRunner is a runner with only what metrics read: the last plan (behind, of a set of
+// hash setHash, none if ""), the published hash and the hunts other sets publish.
+func metricsRunner(behind map[string]int64, setHash, pubHash string, foreign map[string]string) *Runner {
+	r := &Runner{planner: newPlanner(time.Second), owners: &ownership{foreign: map[string]string{}},
+		exec: newExecutor(Options{Concurrency: 1}, nil, nil), pub: &publication{hash: pubHash}}
+	if foreign != nil {
+		r.owners.foreign = foreign
+	}
+	if setHash != "" {
+		r.planner.remember(plan{Behind: behind}, &hunt.Set{Hash: setHash})
+	}
+	return r
 }

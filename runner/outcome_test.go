@@ -145,7 +145,7 @@ func TestLateStateRowKeepsTheNextFiresFailure(t *testing.T) {
 			if err := a.tick(e.ctx); err != nil {
 				t.Error(err)
 			}
-			a.wg.Wait()
+			a.exec.wg.Wait()
 			wm, _ := e.watermarkOf(h.ID)
 			return wm == fire
 		})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 
 	"github.com/hunt-runner/hunt-runner/hunt"
 )
@@ -15,11 +16,21 @@ import (
 // runner of team-b loading a file with team-a's id would take fires of team-a's hunt and commit
 // its own findings under it. An id no set publishes, or that its set retired, is free.
 
+// ownership keeps the tick from claiming hunts another set publishes. Safe for concurrent use:
+// the tick filters, the hunt_runner_hunt_foreign gauge reads.
+type ownership struct {
+	store StateStore
+	opts  *Options
+
+	mu      sync.Mutex
+	foreign map[string]string // hunt id → the other hunt set publishing it
+}
+
 // foreignOwners reads which of ids are live in another set's publication, and their set
 // (store.Store.ForeignPublishers). It is one read of the rows of ids only, made on every tick
 // that claims, so a claim is always checked against the publications of that moment.
-func (r *Runner) foreignOwners(ctx context.Context, ids []string) (map[string]string, error) {
-	out, err := r.store.ForeignPublishers(ctx, r.opts.HuntSet, ids)
+func (o *ownership) foreignOwners(ctx context.Context, ids []string) (map[string]string, error) {
+	out, err := o.store.ForeignPublishers(ctx, o.opts.HuntSet, ids)
 	if err != nil {
 		return nil, fmt.Errorf("read the hunt sets publishing the due hunts: %w", err)
 	}
@@ -29,37 +40,37 @@ func (r *Runner) foreignOwners(ctx context.Context, ids []string) (map[string]st
 // ownDue drops the fires of hunts another set publishes, logging each such hunt once (again
 // only if its owner changes) and exporting them as hunt_runner_hunt_foreign. When the owners
 // cannot be read nothing is claimed this tick: claiming unchecked is what must never happen.
-func (r *Runner) ownDue(ctx context.Context, loaded *hunt.Set, due []dueFire) ([]dueFire, error) {
+func (o *ownership) ownDue(ctx context.Context, loaded *hunt.Set, due []dueFire) ([]dueFire, error) {
 	ids := make([]string, 0, len(due))
 	for _, d := range due {
 		ids = append(ids, d.Hunt.ID)
 	}
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
-	foreign, err := r.foreignOwners(ctx, ids)
+	foreign, err := o.foreignOwners(ctx, ids)
 	if err != nil {
-		r.opts.Metrics.clickhouseError(ctx, stageOwnership)
+		o.opts.Metrics.clickhouseError(ctx, stageOwnership)
 		return nil, err
 	}
-	r.mu.Lock()
+	o.mu.Lock()
 	for _, id := range ids {
 		set, isForeign := foreign[id]
-		if isForeign && r.foreign[id] != set {
-			r.log.Warn("hunt not run: another hunt set publishes it; rename it in this set, or retire it from its set first",
-				"hunt_id", id, "published_by", set, "hunt_set", r.opts.HuntSet)
+		if isForeign && o.foreign[id] != set {
+			o.opts.Logger.Warn("hunt not run: another hunt set publishes it; rename it in this set, or retire it from its set first",
+				"hunt_id", id, "published_by", set, "hunt_set", o.opts.HuntSet)
 		}
 		if isForeign {
-			r.foreign[id] = set
+			o.foreign[id] = set
 		} else {
-			delete(r.foreign, id)
+			delete(o.foreign, id)
 		}
 	}
-	for id := range r.foreign {
+	for id := range o.foreign {
 		if enabledHunt(loaded, id) == nil { // no longer loaded: nothing left to refuse
-			delete(r.foreign, id)
+			delete(o.foreign, id)
 		}
 	}
-	r.mu.Unlock()
+	o.mu.Unlock()
 	if len(foreign) == 0 {
 		return due, nil
 	}
@@ -67,8 +78,8 @@ func (r *Runner) ownDue(ctx context.Context, loaded *hunt.Set, due []dueFire) ([
 }
 
 // foreignHunts is what the hunt_runner_hunt_foreign gauge reads.
-func (r *Runner) foreignHunts() map[string]string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return maps.Clone(r.foreign)
+func (o *ownership) foreignHunts() map[string]string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.foreign)
 }

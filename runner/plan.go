@@ -2,6 +2,7 @@ package runner
 
 import (
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/hunt-runner/hunt-runner/hunt"
@@ -35,12 +36,51 @@ type plan struct {
 // by the run that commits the fire (Runner.record), once for the cluster. Backoff is not its own: a failed run persists retry_after in hunt_state and
 // every pod reads it back in the snapshot. It does no I/O and reads no clock: server time comes
 // in the snapshot, so tests drive it deterministically.
+//
+// It also keeps what the last plan left behind, which metrics read between ticks: mu guards
+// that, and only that.
 type planner struct {
 	tick time.Duration
+
+	mu     sync.Mutex
+	behind map[string]int64 // from the last plan: the hunts it planned (the others caught up)
+	set    *hunt.Set        // the set last planned
 }
 
 func newPlanner(tick time.Duration) *planner {
-	return &planner{tick: tick}
+	return &planner{tick: tick, behind: map[string]int64{}}
+}
+
+// remember keeps p's view of how far behind each hunt of set is, for metrics.
+func (pl *planner) remember(p plan, set *hunt.Set) {
+	pl.mu.Lock()
+	pl.behind, pl.set = p.Behind, set
+	pl.mu.Unlock()
+}
+
+// last is the last plan's behind map (not to be modified) and the hash of its set.
+func (pl *planner) last() (behind map[string]int64, setHash string) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.set != nil {
+		setHash = pl.set.Hash
+	}
+	return pl.behind, setHash
+}
+
+// behindOf is how far behind the last plan left hunt id, and whether the runner plans it at
+// all: a planned hunt the plan left out was caught up.
+func (pl *planner) behindOf(id string) (int64, bool) {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if s, ok := pl.behind[id]; ok {
+		return s, true
+	}
+	if pl.set == nil {
+		return 0, false
+	}
+	h, ok := pl.set.Get(id)
+	return 0, ok && planned(h)
 }
 
 // backoffRule is the backoff as hunt_state derives it (store.State): the n-th consecutive

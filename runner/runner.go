@@ -14,7 +14,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/hunt-runner/hunt-runner/chstore"
 	"github.com/hunt-runner/hunt-runner/hunt"
@@ -202,7 +201,15 @@ const (
 	CapDefault         = 0 // no cap on the set's runs in flight
 )
 
-// Runner is the worker loop. Create it with New and run it with Start.
+// Runner is the worker loop. Create it with New and run it with Start, once.
+//
+// It is made of parts that each own their state: the planner (due fires from a snapshot,
+// and what the last plan left behind), ownership (hunts another set publishes), the claim
+// protocol (Claimer), the executor (run slots and the queue of won fires), the commit path
+// (commit.go: the compare-and-set, the outcome record, the grouped state writes), the
+// heartbeater and the publication check. tick composes them once per tick on Start's
+// goroutine; runs, renewals, heartbeats and metrics work beside it, each through the part it
+// uses. Its methods are safe for concurrent use.
 type Runner struct {
 	huntConn driver.Conn // the hunts' SELECTs; everything on hunt-runner's tables goes through store
 	claimer  Claimer
@@ -210,33 +217,22 @@ type Runner struct {
 	source   Source
 	opts     Options
 	log      *slog.Logger
-	planner  *planner
-	memory   *memory             // what the last ticks read of each hunt (tick's goroutine only)
-	states   *group[store.State] // hunt_state writes of concurrent runs, grouped
-	sem      *semaphore.Weighted
 
-	mu       sync.Mutex
-	queue    []*job           // won, waiting for a run slot, most overdue first
-	held     map[string]*job  // hunt id → job (queued or running)
-	lastOK   time.Time        // local time of the last successful snapshot
-	behind   map[string]int64 // from the last plan: the hunts it planned (the others caught up)
-	planSet  *hunt.Set        // the set last planned
-	setHash  string           // hash of the set last planned
-	pubHash  string           // hash materialise published, "" unknown
-	stopping bool
-	wg       sync.WaitGroup
-	runCtx   context.Context
-	backlog  bool          // the last tick left due fires unclaimed for lack of capacity
-	capLost  bool          // the last claim released fires over the cap: the next tick is jittered
-	wake     chan struct{} // finished runs ask for an early tick while backlog is set
-	runAvg   time.Duration // moving average of a run, start to commit
-	tickAvg  time.Duration // moving average of a tick that claimed (snapshot + claim)
+	planner *planner
+	owners  *ownership
+	exec    *executor
+	hb      *heartbeater
+	pub     *publication
+	commits *committer
+	memory  *memory         // what the last ticks read of each hunt (tick's goroutine only)
+	runCtx  context.Context // what runs hang off: it outlives Start's by the grace period
 
-	foreign      map[string]string // hunt id → the other hunt set publishing it (ownership.go)
-	hb           heartbeatState
-	ticks        int
-	mismatchLogd string // the published hash already logged as a mismatch
-	outage       bool
+	// The tick loop's own state: tick's goroutine only, but for what mu guards.
+	outage  bool // the last snapshot failed
+	capLost bool // the last claim released fires over the cap: the next tick is jittered
+	mu      sync.Mutex
+	lastOK  time.Time // local time of the last successful snapshot (Ready reads it)
+	ticks   int
 }
 
 // New validates the options and returns a Runner.
@@ -256,13 +252,13 @@ func New(conn driver.Conn, claimer Claimer, store StateStore, source Source, opt
 		log:     opts.Logger,
 		planner: newPlanner(opts.Tick),
 		memory:  newMemory(),
-		sem:     semaphore.NewWeighted(int64(opts.Concurrency)),
-		held:    map[string]*job{},
-		wake:    make(chan struct{}, 1),
-		behind:  map[string]int64{},
-		foreign: map[string]string{},
+		runCtx:  context.Background(),
 	}
-	r.states = newGroup(store.SetStates)
+	r.owners = &ownership{store: store, opts: &r.opts, foreign: map[string]string{}}
+	r.exec = newExecutor(opts, r.execute, r.releaseAll)
+	r.hb = newHeartbeater(store, &r.opts)
+	r.pub = &publication{opts: &r.opts, log: opts.Logger}
+	r.commits = &committer{store: store, claimer: claimer, states: newGroup(store.SetStates), opts: &r.opts, log: opts.Logger}
 	if opts.Metrics != nil {
 		opts.Metrics.observe(r)
 	}
@@ -304,9 +300,7 @@ func (r *Runner) Start(ctx context.Context) error {
 	// Runs outlive ctx by up to the grace period, so they hang off their own context.
 	runCtx, cancelRuns := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRuns()
-	r.mu.Lock()
 	r.runCtx = runCtx
-	r.mu.Unlock()
 
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -317,7 +311,7 @@ func (r *Runner) Start(ctx context.Context) error {
 			r.drain(cancelRuns)
 			return nil
 		case <-timer.C:
-		case <-r.wake:
+		case <-r.exec.wake:
 			if !timer.Stop() {
 				select {
 				case <-timer.C:
@@ -331,14 +325,12 @@ func (r *Runner) Start(ctx context.Context) error {
 			continue
 		}
 		failures = 0
-		r.mu.Lock()
 		next := r.opts.Tick
 		if r.capLost {
 			// Claimers that released each other's claims over the cap must not meet again on
 			// the next tick: pods started together tick in step.
 			next = lease.Jitter(next)
 		}
-		r.mu.Unlock()
 		timer.Reset(next)
 	}
 }
@@ -363,15 +355,7 @@ func (r *Runner) outageDelay(failures int) time.Duration {
 // drain stops claiming, releases leases won but not started, waits up to Grace for running
 // hunts and cancels whatever is still running after that.
 func (r *Runner) drain(cancelRuns context.CancelFunc) {
-	r.mu.Lock()
-	r.stopping = true
-	queued := r.queue
-	r.queue = nil
-	for _, j := range queued {
-		delete(r.held, j.key())
-	}
-	running := len(r.held)
-	r.mu.Unlock()
+	queued, running := r.exec.stop()
 	r.log.Info("runner stopping", "running", running, "queued_released", len(queued), "grace", r.opts.Grace.String())
 	ls := make([]lease.Lease, 0, len(queued))
 	for _, j := range queued {
@@ -380,7 +364,7 @@ func (r *Runner) drain(cancelRuns context.CancelFunc) {
 	}
 	r.releaseAll(ls)
 	done := make(chan struct{})
-	go func() { r.wg.Wait(); close(done) }()
+	go func() { r.exec.wg.Wait(); r.hb.wg.Wait(); close(done) }()
 	grace := time.NewTimer(r.opts.Grace)
 	defer grace.Stop()
 	select {
@@ -413,54 +397,45 @@ func (r *Runner) tick(ctx context.Context) error {
 		r.opts.Metrics.clickhouseError(ctx, stageSnapshot)
 		span.RecordError(err)
 		span.SetStatus(codes.Error, "snapshot")
-		r.mu.Lock()
 		first := !r.outage
 		r.outage = true
-		r.mu.Unlock()
 		if first {
 			r.log.Error("ClickHouse unavailable: claims paused", "error", err)
 		}
 		return fmt.Errorf("snapshot: %w", err)
 	}
-	r.mu.Lock()
 	if r.outage {
 		r.log.Info("ClickHouse reachable again: claims resume")
 	}
+	r.mu.Lock()
 	r.outage = false
 	r.lastOK = r.opts.Clock()
-	stopping := r.stopping
 	r.ticks++
 	check := r.ticks%r.opts.CheckEvery == 1 || r.opts.CheckEvery == 1
 	r.mu.Unlock()
-	if stopping {
+	if r.exec.isStopping() {
 		return nil
 	}
-	r.heartbeat(ctx, set)
+	r.hb.beat(ctx, set)
 
 	at := r.opts.ScheduleClock(snap.Now)
 	r.memory.learn(snap, set, at)
 	state := r.memory.view(snap)
-	p := r.planner.planOn(snap.Now, state, set, r.memory.attention(snap, set), at, r.isHeld)
-	r.mu.Lock()
-	r.behind = p.Behind
-	r.planSet, r.setHash = set, set.Hash
-	r.mu.Unlock()
+	p := r.planner.planOn(snap.Now, state, set, r.memory.attention(snap, set), at, r.exec.isHeld)
+	r.planner.remember(p, set)
 	r.opts.Metrics.huntsLoaded(r, set)
 	span.SetAttributes(attribute.Int("hunts", len(set.Enabled())), attribute.Int("due", len(p.Due)),
 		attribute.Int("leased", p.Leased), attribute.Int("backoff", p.BackOff))
 	if check {
-		r.checkPublished(ctx, set)
+		r.pub.check(ctx, set)
 	}
-	r.mu.Lock()
-	capacity := r.opts.Concurrency + r.queueTarget() - len(r.held)
-	r.backlog = len(p.Due) > max(capacity, 0)
-	r.mu.Unlock()
+	capacity := r.exec.capacity(len(p.Due))
 	if len(p.Due) > capacity {
 		p.Due = p.Due[:max(capacity, 0)] // most overdue first: the rest waits for a slot
 	}
 	p.Due = append(p.Due, r.planBackfills(snap, set, capacity-len(p.Due))...) // below live fires
 	if len(p.Due) > 0 {
-		if p.Due, err = r.ownDue(ctx, set, p.Due); err != nil {
+		if p.Due, err = r.owners.ownDue(ctx, set, p.Due); err != nil {
 			span.RecordError(err)
 			r.log.Warn("claims skipped this tick: who publishes the due hunts could not be read", "error", err)
 			return nil
@@ -491,9 +466,7 @@ func (r *Runner) tick(ctx context.Context) error {
 	}
 	cancelClaim()
 	r.opts.Metrics.capDeferredFires(ctx, capStageClaim, res.OverCap)
-	r.mu.Lock()
 	r.capLost = res.OverCap > 0
-	r.mu.Unlock()
 	if ctx.Err() != nil {
 		r.releaseAll(res.Won)
 		return nil
@@ -516,9 +489,7 @@ func (r *Runner) tick(ctx context.Context) error {
 		attribute.Int("already_run", len(res.AlreadyRun)))
 	r.log.Debug("tick claimed", "due", len(p.Due), "won", len(res.Won), "lost", len(res.Lost),
 		"already_run", len(res.AlreadyRun), "failed", len(res.Failed))
-	r.mu.Lock()
-	r.tickAvg = ewma(r.tickAvg, time.Since(began))
-	r.mu.Unlock()
+	r.exec.claimed(time.Since(began))
 	if len(res.Won) == 0 {
 		return nil
 	}
@@ -536,7 +507,7 @@ func (r *Runner) tick(ctx context.Context) error {
 		d := byKey[f]
 		jobs = append(jobs, r.newJob(d, l, stateOf(snap, state, d), snap.Now, snapLocal))
 	}
-	r.enqueue(jobs)
+	r.exec.enqueue(jobs)
 	return nil
 }
 
@@ -579,62 +550,14 @@ func capScope(set *hunt.Set) []string {
 	return out
 }
 
-// checkPublished compares the loaded set's hash with the one materialise published and reads
-// the replica delay. Both are best effort: a failure is logged and counted, never fatal.
-func (r *Runner) checkPublished(ctx context.Context, set *hunt.Set) {
-	if r.opts.PublishedHash != nil {
-		pub, err := r.opts.PublishedHash(ctx)
-		if err != nil {
-			r.opts.Metrics.clickhouseError(ctx, stagePublishedHash)
-			r.log.Warn("reading the published set hash failed", "error", err)
-		} else {
-			r.mu.Lock()
-			r.pubHash = pub
-			logIt := pub != set.Hash && r.mismatchLogd != pub+"/"+set.Hash
-			if logIt {
-				r.mismatchLogd = pub + "/" + set.Hash
-			}
-			r.mu.Unlock()
-			if logIt {
-				r.log.Warn("loaded hunt set differs from the one materialise published: the due backlog "+
-					"(autoscaling) counts the published schedule; run `hunt-runner materialise`",
-					"loaded_hash", set.Hash, "published_hash", pub)
-			}
+// releaseAll hands back leases that will not be run (shutdown), so peers need not wait for
+// them to expire.
+func (r *Runner) releaseAll(ls []lease.Lease) {
+	for _, l := range ls {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := r.claimer.Release(ctx, l); err != nil {
+			r.log.Warn("release of an unstarted lease failed; it will expire", "hunt_id", l.HuntID, "fire", l.Fire, "error", err)
 		}
+		cancel()
 	}
-	if r.opts.ReplicaDelay != nil {
-		d, err := r.opts.ReplicaDelay(ctx)
-		if err != nil {
-			r.opts.Metrics.clickhouseError(ctx, stageReplicaDelay)
-			r.log.Warn("reading the replica delay failed", "error", err)
-			return
-		}
-		r.opts.Metrics.setReplicaDelay(d)
-		if r.opts.Settle > 0 && d > r.opts.Settle/2 {
-			r.log.Warn("replica delay exceeds settle/2: the one-winner guarantee of the lease protocol no longer holds "+
-				"(outputs stay idempotent); raise --settle", "replica_delay", d, "settle", r.opts.Settle)
-		}
-	}
-}
-
-// snapshotState is what metrics read between ticks.
-func (r *Runner) snapshotState() (behind map[string]int64, setHash, pubHash string, inFlight, queued int) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.behind, r.setHash, r.pubHash, len(r.held) - len(r.queue), len(r.queue)
-}
-
-// behindOf is how far behind the last plan left hunt id, and whether the runner plans it at
-// all: a planned hunt the plan left out was caught up.
-func (r *Runner) behindOf(id string) (int64, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if s, ok := r.behind[id]; ok {
-		return s, true
-	}
-	if r.planSet == nil {
-		return 0, false
-	}
-	h, ok := r.planSet.Get(id)
-	return 0, ok && planned(h)
 }

@@ -9,12 +9,9 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hunt-runner/hunt-runner/hunt"
 	"github.com/hunt-runner/hunt-runner/internal/attrib"
-	"github.com/hunt-runner/hunt-runner/store"
 )
 
 // silentSources checks h's declared sources before its run over w, in one statement on the
@@ -98,44 +95,4 @@ func noDataMessage(silent []hunt.Source) string {
 		fmt.Fprintf(&b, "source %s has no row with %s within max_silence %s of the window's end", s.Table, s.TimeColumn, s.MaxSilence)
 	}
 	return b.String()
-}
-
-// recordBlind records the outcomes of a hunt that could not look: no_data (committed while a
-// declared source was silent) and over_budget (stopped by its read budget). Both are states of
-// the hunt in hunt_state, shown until a run succeeds again, and neither counts as a failure.
-func (r *Runner) recordBlind(ctx context.Context, log logger, span trace.Span, j *job, run store.Run, rep RunReport) {
-	h := j.hunt
-	st := j.state
-	switch {
-	case rep.Status == hunt.RunNoData:
-		// The commit spent the lease. A hunt staying no_data for the same sources writes nothing.
-		if st.Status != hunt.RunNoData || st.LastError != run.Error || st.ConsecutiveFailures != 0 || st.HasRetryAfter {
-			r.setState(ctx, log, store.State{HuntID: h.ID, Status: hunt.RunNoData, LastError: run.Error, LastFire: j.fire,
-				TooAggressive: st.TooAggressive})
-		}
-		log.Warn("hunt run committed with a silent source: state no_data until it speaks again", "findings", rep.Rows,
-			"window_start", rep.WindowStart, "window_end", rep.WindowEnd, "reason", run.Error)
-	case h.OnBudget == hunt.OnBudgetSkip:
-		// Committed as a recorded gap: the hunt moves on; its next fire is due as usual.
-		r.setState(ctx, log, store.State{HuntID: h.ID, Status: hunt.RunOverBudget, LastError: run.Error, LastFire: j.fire,
-			TooAggressive: st.TooAggressive})
-		run.Finished = time.Now().UTC()
-		r.recordRun(ctx, log, run)
-		r.opts.Metrics.gap(ctx, h.ID)
-		span.SetStatus(codes.Error, "over_budget")
-		log.Warn("hunt run stopped by its read budget; on_budget: skip recorded the window as a gap", "error", rep.Err,
-			"max_rows_read", h.MaxRowsRead, "max_bytes_read", h.MaxBytesRead,
-			"gap_start", unixUTC(run.WindowStart), "gap_end", unixUTC(run.WindowEnd))
-	default:
-		// The window stays owed. Running it again at once would read as much again: the hunt is
-		// held off one interval (its next fire), then tried once more.
-		r.setState(ctx, log, store.State{HuntID: h.ID, Status: hunt.RunOverBudget, LastError: run.Error, LastFire: j.fire,
-			TooAggressive: st.TooAggressive, Hold: h.Interval})
-		r.release(ctx, log, j)
-		run.Finished = time.Now().UTC()
-		r.recordRun(ctx, log, run)
-		span.SetStatus(codes.Error, "over_budget")
-		log.Error("hunt run stopped by its read budget; nothing committed, retried after one interval", "error", rep.Err,
-			"max_rows_read", h.MaxRowsRead, "max_bytes_read", h.MaxBytesRead, "hold", h.Interval.String())
-	}
 }
