@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/notify"
@@ -55,12 +57,17 @@ func TestValidateNotifyConfig(t *testing.T) {
 func TestFindingsAndNotifyCommands(t *testing.T) {
 	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
+	// One fire for both tables, taken once: a finding is committed only when the watermark
+	// holds its exact (hunt, fire, run), so a now() in each INSERT made the two rows name
+	// different seconds whenever a loaded machine let a second boundary pass between them.
+	// The fire is on the local clock, as the command's --since window is.
+	fire := fmt.Sprintf("toDateTime(%d, 'UTC')", time.Now().Add(-time.Minute).Unix())
 	for _, q := range []string{
 		"INSERT INTO " + db.Name + ".hunt_findings (hunt_id, fire, finding_id, finding, severity, labels, run_id, found) VALUES " +
-			"('brute', now() - 60, 1, '{\"host\":\"committed\"}', 'high', map(), toUUID('11111111-1111-1111-1111-111111111111'), now64(6))," +
-			"('brute', now() - 60, 2, '{\"host\":\"orphan\"}', 'high', map(), toUUID('22222222-2222-2222-2222-222222222222'), now64(6))",
+			"('brute', " + fire + ", 1, '{\"host\":\"committed\"}', 'high', map(), toUUID('11111111-1111-1111-1111-111111111111'), now64(6))," +
+			"('brute', " + fire + ", 2, '{\"host\":\"orphan\"}', 'high', map(), toUUID('22222222-2222-2222-2222-222222222222'), now64(6))",
 		"INSERT INTO " + db.Name + ".hunt_watermark (hunt_id, watermark, claim_id, updated, run_id, run_rows) VALUES " +
-			"('brute', now() - 60, generateUUIDv4(), now64(6), toUUID('11111111-1111-1111-1111-111111111111'), 1)",
+			"('brute', " + fire + ", generateUUIDv4(), now64(6), toUUID('11111111-1111-1111-1111-111111111111'), 1)",
 	} {
 		if err := db.Conn.Exec(ctx, q); err != nil {
 			t.Fatal(err)
