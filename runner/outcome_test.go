@@ -83,8 +83,8 @@ func TestAmbiguousCommitEndsAsItsRow(t *testing.T) {
 // A commit that lands but is answered 9 s late, with its read-backs held too: however the
 // attempts and the lease's trusted deadline fall, the run is one success, recorded once, never
 // a lost run beside its commit. (Which path settles it depends on timing; the guard for the
-// trust running out first, the read-back in Runner.landed, is caught by the e2e test
-// TestRunnersThroughAmbiguousAnswers at load average 8 and above.)
+// trust running out first, the read-back in committer.landed, is caught deterministically by
+// TestCommitAnsweredOnlyAfterTheTrustedDeadline.)
 func TestCommitSettledPastTheTrustedDeadline(t *testing.T) {
 	e := newPrivateEnv(t)
 	h := hunt.Hunt{ID: "late", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)), Query: eventsQuery, MaxFindings: hunt.MaxFindingsCeiling}
