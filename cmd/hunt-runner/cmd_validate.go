@@ -215,7 +215,7 @@ func sqlCheck(c *cli.Context) (level, note string) {
 	case !c.Bool("offline-parser"):
 		return checkLexical, lexical + ", --offline-parser=false): " + noServer
 	case !embeddedBuilt:
-		return checkLexical, lexical + "; this build has no embedded engine, -tags nochdb): " + noServer +
+		return checkLexical, lexical + ", and this build has no embedded engine: -tags nochdb): " + noServer +
 			", or use a build with the engine (make dev) to have ClickHouse's parser check each query offline"
 	case c.String("chdb-lib") == "":
 		return checkLexical, lexical + ", no embedded engine): " + noServer +
@@ -292,17 +292,19 @@ func checkHuntSQL(c *cli.Context, conn driver.Conn, level string, h hunt.Hunt, p
 // offlineEngine is the embedded engine validate parses with when no server is given, started
 // on first use and kept until the process ends (closeOfflineEngine): chDB holds one engine per
 // process and cannot start another after Close, so a process that validates more than once
-// (the tests, which run the app in-process) parses every time with the first one.
+// (the tests, which run the app in-process) parses every time with the first one. Another
+// library is started, and so refused: a missing one as missing, any other as a second engine.
 var offlineEngine struct {
 	sync.Mutex
 	srv embeddedEngine
+	lib string
 }
 
 func offlineEngineURL(c *cli.Context, log *slog.Logger) (string, error) {
 	offlineEngine.Lock()
 	defer offlineEngine.Unlock()
-	if offlineEngine.srv == nil {
-		srv, err := startEmbedded(c.Context, c.String("chdb-lib"), "127.0.0.1:0", "", log)
+	if lib := c.String("chdb-lib"); offlineEngine.srv == nil || lib != offlineEngine.lib {
+		srv, err := startEmbedded(c.Context, lib, "127.0.0.1:0", "", log)
 		if err != nil {
 			// The operator named a library: a broken one must not quietly make CI lexical.
 			code := exitError
@@ -311,7 +313,7 @@ func offlineEngineURL(c *cli.Context, log *slog.Logger) (string, error) {
 			}
 			return "", cli.Exit(fmt.Sprintf("validate: %v (or --offline-parser=false for the lexical check only)", err), code)
 		}
-		offlineEngine.srv = srv
+		offlineEngine.srv, offlineEngine.lib = srv, lib
 	}
 	return offlineEngine.srv.URL(), nil
 }
