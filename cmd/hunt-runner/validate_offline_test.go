@@ -107,6 +107,12 @@ func TestValidateOfflineWithoutTheEngine(t *testing.T) {
 		!strings.Contains(out, "set CHDB_LIB_PATH to libchdb.so (make chdb)") {
 		t.Errorf("no library: %v\n%s", err, out)
 	}
+	// No hunt reached a SQL check: no note about one.
+	bad := t.TempDir()
+	writeTestFile(t, filepath.Join(bad, "bad.yaml"), "interval: nope\n")
+	if out, _ := runApp(t, "validate", bad); strings.Contains(out, "note:") {
+		t.Errorf("a note about the SQL check, with no hunt checked:\n%s", out)
+	}
 	missing := filepath.Join(t.TempDir(), "libchdb.so")
 	_, err = runApp(t, "validate", "--chdb-lib", missing, dir)
 	if exitCode(err) != exitUsage || !strings.Contains(err.Error(), missing) || !strings.Contains(err.Error(), "--offline-parser=false") {
