@@ -691,9 +691,12 @@ func serverRefusal(err error, head int, query string) error {
 			}
 		}
 	}
-	e.Msg = "the server's parser says: " + versionRe.ReplaceAllString(msg, "")
+	e.Msg = serverParserSays + versionRe.ReplaceAllString(msg, "")
 	return e
 }
+
+// serverParserSays opens a syntax error's refusal (CheckWithParser names another parser).
+const serverParserSays = "the server's parser says: "
 
 var exceptionCodeRe = regexp.MustCompile(`\bcode: [0-9]+\b`)
 

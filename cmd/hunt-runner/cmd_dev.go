@@ -34,7 +34,7 @@ func devCommand() *cli.Command {
 			"hunts (default examples/hunts, reloaded on change), materialises them and runs them, printing\n" +
 			"every run and its findings. Ctrl-C stops it. Nothing here is meant for production.",
 		Flags: concat(sourceFlags(), statusAuthFlags(), []cli.Flag{
-			&cli.StringFlag{Name: "chdb-lib", EnvVars: []string{"CHDB_LIB_PATH"}, Usage: "path of libchdb.so (make chdb)"},
+			chdbLibFlag(),
 			&cli.StringFlag{Name: "clickhouse-listen", Value: "127.0.0.1:8123", Usage: "where the embedded ClickHouse serves its HTTP interface"},
 			&cli.StringFlag{Name: "data", Usage: "chDB data directory, kept across runs (default: a temporary directory)"},
 			&cli.StringFlag{Name: "database", Value: chstore.DefaultDatabase, Usage: "coordination database"},

@@ -42,7 +42,7 @@ func testCommand() *cli.Command {
 			&cli.BoolFlag{Name: "require-tests", EnvVars: envFor("require-tests"),
 				Usage: "fail when any hunt lacks a test that expects findings and one that expects none (expect: [])"},
 			&cli.StringFlag{Name: "hunts-dir", EnvVars: envFor("hunts-dir"), Usage: "directory of the hunts the tests name (default: each PATH)"},
-			&cli.StringFlag{Name: "chdb-lib", EnvVars: []string{"CHDB_LIB_PATH"}, Usage: "path of libchdb.so, the embedded engine (make chdb)"},
+			chdbLibFlag(),
 			spreadFlag(), workloadPreviewFlag(),
 		}, policyFlags(), interactiveClickhouseFlags()),
 		Action: testAction,

@@ -33,12 +33,10 @@ func exitCode(err error) int {
 }
 
 // TestValidateCorpus: one line per problem, in the golden order and wording, paths under DIR,
-// a summary, exit 1.
+// a note naming the level of the SQL check, a summary, exit 1; at the lexical level and at the
+// parser level alike (the corpus's problems are all found before the parser).
 func TestValidateCorpus(t *testing.T) {
-	out, err := runApp(t, "validate", corpusDir)
-	if exitCode(err) != exitError {
-		t.Fatalf("exit %d (%v), want %d", exitCode(err), err, exitError)
-	}
+	chtest.LibPath(t)
 	golden, err := os.ReadFile("../../configsrc/testdata/corpus.problems.golden")
 	if err != nil {
 		t.Fatal(err)
@@ -47,18 +45,27 @@ func TestValidateCorpus(t *testing.T) {
 	for _, l := range strings.Split(strings.TrimSpace(string(golden)), "\n") {
 		want = append(want, filepath.Join(corpusDir, l))
 	}
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if note := lines[len(lines)-2]; !strings.HasPrefix(note, "note: only a lexical check of the SQL ran (no server)") {
-		t.Errorf("validate without a server does not say the SQL was only checked offline: %q", note)
-	} else {
-		lines = append(lines[:len(lines)-2], lines[len(lines)-1])
-	}
-	if got := strings.Join(lines[:len(lines)-1], "\n"); got != strings.Join(want, "\n") {
-		t.Errorf("problem lines differ:\n%s\n--- want\n%s", got, strings.Join(want, "\n"))
-	}
-	summary := lines[len(lines)-1]
-	if !strings.Contains(summary, "7 valid hunts") || !strings.Contains(summary, "problems in") {
-		t.Errorf("summary = %q", summary)
+	for _, level := range []struct{ flag, note string }{
+		{"--offline-parser=false", "note: only a lexical check of the SQL ran (no server, --offline-parser=false)"},
+		{"--offline-parser=true", "note: ClickHouse's parser (embedded engine "},
+	} {
+		out, err := runApp(t, "validate", level.flag, corpusDir)
+		if exitCode(err) != exitError {
+			t.Fatalf("%s: exit %d (%v), want %d", level.flag, exitCode(err), err, exitError)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if note := lines[len(lines)-2]; !strings.HasPrefix(note, level.note) {
+			t.Errorf("%s: validate without a server does not say how far it checked the SQL: %q", level.flag, note)
+		} else {
+			lines = append(lines[:len(lines)-2], lines[len(lines)-1])
+		}
+		if got := strings.Join(lines[:len(lines)-1], "\n"); got != strings.Join(want, "\n") {
+			t.Errorf("%s: problem lines differ:\n%s\n--- want\n%s", level.flag, got, strings.Join(want, "\n"))
+		}
+		summary := lines[len(lines)-1]
+		if !strings.Contains(summary, "7 valid hunts") || !strings.Contains(summary, "problems in") {
+			t.Errorf("%s: summary = %q", level.flag, summary)
+		}
 	}
 }
 
@@ -71,7 +78,7 @@ type validateJSON struct {
 
 func TestValidateJSON(t *testing.T) {
 	dir := filepath.Join(corpusDir, "good")
-	out, err := runApp(t, "validate", "--json", "--spread-fraction", "0.5", dir)
+	out, err := runApp(t, "validate", "--json", "--offline-parser=false", "--spread-fraction", "0.5", dir)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -82,7 +89,7 @@ func TestValidateJSON(t *testing.T) {
 	if len(got.Hunts) != 7 || got.Errors == nil || len(got.Errors) != 0 {
 		t.Fatalf("hunts %d errors %v", len(got.Hunts), got.Errors)
 	}
-	if got.SQLCheck != "lexical" { // no server: the output says only the lexer looked
+	if got.SQLCheck != "lexical" { // no server, no parser: the output says only the lexer looked
 		t.Errorf("sql_check = %q, want lexical", got.SQLCheck)
 	}
 	for _, h := range got.Hunts {
@@ -173,9 +180,9 @@ func TestValidateWithServer(t *testing.T) {
 	}
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "typo.yaml"), []byte("interval: 5m\nquery: |\n  SELECT count() + FROM sample.auth_events\n  WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}\n"), 0o644)
-	out, err = runApp(t, "validate", dir)
+	out, err = runApp(t, "validate", "--offline-parser=false", dir)
 	if err != nil {
-		t.Fatalf("offline check should pass the syntax error only the server sees: %v\n%s", err, out)
+		t.Fatalf("the lexical check should pass the syntax error only a parser sees: %v\n%s", err, out)
 	}
 	out, err = runApp(t, "validate", "--clickhouse-url", db.URL, dir)
 	// "+ FROM" makes FROM a column and sample its alias; the server fails at the '.', line 3,
@@ -256,6 +263,7 @@ func TestValidateHostileCorpus(t *testing.T) {
 	writeTestFile(t, filepath.Join(dir, "good.yaml"), "interval: 5m\nquery: SELECT 1 FROM sample.auth_events WHERE {window}\n")
 	for _, args := range [][]string{
 		{"validate", dir},
+		{"validate", "--offline-parser=false", dir},
 		{"validate", "--json", dir},
 		{"validate", "--clickhouse-url", db.URL, "--resolve-names=false", dir},
 	} {
@@ -272,7 +280,7 @@ func TestValidateHostileCorpus(t *testing.T) {
 			}
 		}
 		if !strings.Contains(out, "leak.yaml") || !strings.Contains(out, "symlink resolves outside the hunts directory") ||
-			!strings.Contains(out, "1 valid hunt") && args[1] != "--json" {
+			!strings.Contains(out, "1 valid hunt") && !slices.Contains(args, "--json") {
 			t.Errorf("%v: output:\n%s", args, out)
 		}
 	}
@@ -308,6 +316,7 @@ func TestValidatePolicyFlags(t *testing.T) {
 	widen := []string{"--allow-table-functions", "zeros", "--allow-system-tables", "--allow-functions", "throwIf", "--allow-dictionaries", "geo.country"}
 	for _, args := range [][]string{
 		slices.Concat([]string{"validate"}, widen, []string{dir}),
+		slices.Concat([]string{"validate", "--offline-parser=false"}, widen, []string{dir}),
 		slices.Concat([]string{"validate", "--clickhouse-url", db.URL, "--resolve-names=false"}, widen, []string{dir}),
 	} {
 		if out, err := runApp(t, args...); err != nil {

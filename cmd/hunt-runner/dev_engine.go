@@ -14,6 +14,9 @@ import (
 	"github.com/hunt-runner/hunt-runner/internal/chlocal"
 )
 
+// embeddedBuilt: this build can start the embedded engine (validate parses offline with it).
+const embeddedBuilt = true
+
 // startEmbedded starts chDB in this process for `hunt-runner dev`. It is the only link from the
 // binary to chlocal (and purego, which makes a binary dynamically linked): release builds use
 // -tags nochdb (dev_engine_nochdb.go) so the image's binary is fully static.

@@ -9,6 +9,9 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
+// embeddedBuilt: this build has no embedded engine, so validate without a server is lexical.
+const embeddedBuilt = false
+
 // startEmbedded: release builds (-tags nochdb, the container image) carry no embedded engine,
 // so that the binary is fully static; `hunt-runner dev`, and `test` without --clickhouse-url,
 // are for a source checkout's build.

@@ -126,6 +126,12 @@ func durationFlag(f *cli.DurationFlag) cli.Flag {
 		Required: f.Required, Category: f.Category, Value: &v, DefaultText: def}
 }
 
+// chdbLibFlag names the embedded engine's library, for the commands that can start it (dev,
+// test and validate without a server).
+func chdbLibFlag() cli.Flag {
+	return &cli.StringFlag{Name: "chdb-lib", EnvVars: []string{"CHDB_LIB_PATH"}, Usage: "path of libchdb.so, the embedded engine (make chdb)"}
+}
+
 // clickhouseFlags are shared by every command that talks to ClickHouse.
 func clickhouseFlags() []cli.Flag { return clickhouseFlagsWith(30 * time.Second) }
 

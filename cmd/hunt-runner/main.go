@@ -96,6 +96,7 @@ func run(args []string) int {
 	// under, and long-running commands (run, shim, dev) drain on that.
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	defer closeOfflineEngine()
 	app := newApp()
 	if err := app.RunContext(ctx, args); err != nil {
 		var ec cli.ExitCoder
