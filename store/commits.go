@@ -103,14 +103,14 @@ func (s *Store) commitSQL() string {
 SELECT c.hunt_id, toDateTime(c.wm, 'UTC'), l.claim_id, now64(6),
     c.run_id, c.owner, toDateTime(c.ws, 'UTC'), c.rows,
     fromUnixTimestamp64Micro(c.started, 'UTC'), toDateTime(c.gs, 'UTC'), toDateTime(c.ge, 'UTC'),
-    c.dropped, c.kind, c.interval, c.revision, mapFromArrays(c.hit_ids, c.hit_counts)
+    c.dropped, c.kind, c.interval_seconds, c.revision, mapFromArrays(c.hit_ids, c.hit_counts)
 FROM (SELECT arrayJoin(arrayEnumerate({ids:Array(String)})) AS i,
         {ids:Array(String)}[i] AS hunt_id, toUUID({claims:Array(String)}[i]) AS claim, {fires:Array(Int64)}[i] AS fire,
         {has_prev:Array(Bool)}[i] AS has_prev, {prevs:Array(Int64)}[i] AS prev, {wms:Array(Int64)}[i] AS wm,
         toUUID({runs:Array(String)}[i]) AS run_id, {owners:Array(String)}[i] AS owner, {ws:Array(Int64)}[i] AS ws,
         {rows:Array(UInt64)}[i] AS rows, {started:Array(Int64)}[i] AS started, {gs:Array(Int64)}[i] AS gs,
         {ge:Array(Int64)}[i] AS ge, {dropped:Array(UInt64)}[i] AS dropped, {kinds:Array(String)}[i] AS kind,
-        {intervals:Array(UInt32)}[i] AS interval, {revisions:Array(String)}[i] AS revision,
+        {intervals:Array(UInt32)}[i] AS interval_seconds, {revisions:Array(String)}[i] AS revision,
         {hit_ids:Array(Array(String))}[i] AS hit_ids, {hit_counts:Array(Array(UInt64))}[i] AS hit_counts) AS c
 JOIN (` + NewestLeaseSQL(s.database, "ids") + `) AS l ON l.hunt_id = c.hunt_id
 LEFT JOIN (` + newestWatermarkSQL(s.database, "ids") + `) AS w ON w.hunt_id = c.hunt_id
