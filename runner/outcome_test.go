@@ -14,7 +14,7 @@ import (
 )
 
 // matchCommitReadBack is Advance's read-back by run id (Store.Committed).
-const matchCommitReadBack = `count\(\) FROM \S*hunt_watermark\S* WHERE hunt_id = \{h:String\} AND run_id`
+const matchCommitReadBack = `FROM \S*hunt_watermark\S* WHERE hunt_id IN \{ids:Array\(String\)\} AND run_id IN`
 
 // A commit whose answer leaves its outcome unknown, or that the server refused before
 // executing it, ends the way the row says: one commit, recorded succeeded and nothing else (no
