@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -185,7 +186,7 @@ func (c *serverChecker) queryVerdicts(ctx context.Context, queries []string, ref
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			v := c.checkBatch(ctx, batch, ref)
+			v := c.checkBatch(ctx, batch, ref, checkBatchHints)
 			mu.Lock()
 			defer mu.Unlock()
 			for i, q := range batch {
@@ -224,18 +225,19 @@ const batchItemOverhead = 64
 // checkBatch returns the verdict of each query as checkQueryWithServer would give it alone. The
 // server parses them in one statement (batchStatement); a query whose place in the tree is its
 // own and reads as the wrapper around a hunt's subtree is judged there (judgeHunt: the same
-// subtree, the same verdict), any other alone. A batch that fails to parse, or whose tree does
-// not split into one place per query between its markers, is cut in two and each half asked
-// again, down to single queries asked alone: one bad query never refuses its neighbours, and
-// every refusal the server's parser makes is placed as alone. A failure to reach the server is
-// every query's, as it would be alone.
-func (c *serverChecker) checkBatch(ctx context.Context, queries []string, ref *astNode) []error {
+// subtree, the same verdict), any other alone. A batch that fails to parse has the query its
+// error is placed in asked alone and the others again without it, up to hints times; a batch
+// that still fails, or whose tree does not split into one place per query between its markers,
+// is cut in two and each half asked again, down to single queries asked alone. So one bad query
+// never refuses its neighbours, and every refusal the server's parser makes is placed as alone.
+// A failure to reach the server is every query's, as it would be alone.
+func (c *serverChecker) checkBatch(ctx context.Context, queries []string, ref *astNode, hints int) []error {
 	out := make([]error, len(queries))
 	if len(queries) == 1 {
 		_, out[0] = checkQueryWithServer(ctx, c.conn, queries[0], c.policy, ref)
 		return out
 	}
-	stmt, marker := batchStatement(queries)
+	stmt, marker, ends := batchStatement(queries)
 	tree, err := explain(ctx, c.conn, stmt)
 	var places []*astNode
 	if err == nil {
@@ -248,8 +250,13 @@ func (c *serverChecker) checkBatch(ctx context.Context, queries []string, ref *a
 		return out
 	}
 	if places == nil {
+		if k := culprit(err, ends); k >= 0 && hints > 0 {
+			_, alone := checkQueryWithServer(ctx, c.conn, queries[k], c.policy, ref)
+			rest := slices.Concat(queries[:k], queries[k+1:])
+			return slices.Insert(c.checkBatch(ctx, rest, ref, hints-1), k, alone)
+		}
 		half := len(queries) / 2
-		return append(c.checkBatch(ctx, queries[:half], ref), c.checkBatch(ctx, queries[half:], ref)...)
+		return append(c.checkBatch(ctx, queries[:half], ref, hints), c.checkBatch(ctx, queries[half:], ref, hints)...)
 	}
 	for i, q := range queries {
 		if places[i].label == "Subquery" && len(places[i].kids) == 1 {
@@ -263,22 +270,51 @@ func (c *serverChecker) checkBatch(ctx context.Context, queries []string, ref *a
 	return out
 }
 
+// checkBatchHints is how many queries a batch's parse errors may name and have taken out before
+// the rest is cut in two: taking out the one query an error is in costs one request more, where
+// cutting in two costs about two for each halving; but a batch of many bad queries, or one whose
+// error lands past the query that left a bracket or comment open, is better cut in two.
+const checkBatchHints = 4
+
+// culprit is the index of the query holding the position a batch's parse error names (ends are
+// the offsets in the statement where each query's part ends), or -1.
+func culprit(err error, ends []int) int {
+	if err == nil || !isServerException(err) {
+		return -1
+	}
+	m := failedAtRe.FindStringSubmatch(serverMessage(err))
+	if m == nil {
+		return -1
+	}
+	pos, convErr := strconv.Atoi(m[1])
+	off := pos - 1 - len(explainPrefix) // the position counts from 1, in what was sent
+	if convErr != nil || off < 0 {
+		return -1
+	}
+	if k, _ := slices.BinarySearch(ends, off+1); k < len(ends) {
+		return k
+	}
+	return -1
+}
+
 // batchStatement is one SELECT of every query's statement (FindingsQuery) as a scalar subquery,
 // each between two markers: string literals holding a random nonce, which no hunt can know and
 // so none can forge. Whatever a query's text does to the brackets, strings or comments around
 // it, the server's tree has each marker in its place only if the text between two markers was
 // read as one expression of its own; marker(i) names the literal before query i (and
-// marker(len(queries)) the last).
-func batchStatement(queries []string) (stmt string, marker func(int) string) {
+// marker(len(queries)) the last), and ends[i] is the offset where query i's part ends.
+func batchStatement(queries []string) (stmt string, marker func(int) string, ends []int) {
 	nonce := rand.Text()
 	marker = func(i int) string { return "'hr_check_" + nonce + "_" + strconv.Itoa(i) + "'" }
 	var b strings.Builder
 	b.WriteString("SELECT ")
+	ends = make([]int, len(queries))
 	for i, q := range queries {
 		b.WriteString(marker(i) + ", (\n" + FindingsQuery(q) + "\n), ")
+		ends[i] = b.Len()
 	}
 	b.WriteString(marker(len(queries)))
-	return b.String(), marker
+	return b.String(), marker, ends
 }
 
 // splitBatch returns each query's place in the tree of a batchStatement of n queries (the node
