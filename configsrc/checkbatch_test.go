@@ -17,6 +17,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/hunt-runner/hunt-runner/hunt"
+	"github.com/hunt-runner/hunt-runner/internal/chlocal/ctl"
 	"github.com/hunt-runner/hunt-runner/internal/chtest"
 	"github.com/hunt-runner/hunt-runner/store"
 )
@@ -417,5 +418,36 @@ func TestBatchParseErrorTakesOneQueryOut(t *testing.T) {
 			t.Errorf("%q: %d EXPLAINs, want at most %d", tc.bad, n, tc.requests)
 		}
 		t.Logf("%q: %d EXPLAINs", tc.bad, conn.explains.Load())
+	}
+}
+
+// TestBatchServerExceptionIsNotTheHunts: a batch the server answers with an exception of its own
+// (memory, here injected once) is no verdict on its hunts: it is asked again in parts, and every
+// hunt is accepted. A late answer (held a second) changes nothing either.
+func TestBatchServerExceptionIsNotTheHunts(t *testing.T) {
+	srv := chtest.Start(t)
+	db := srv.NewDB(t)
+	ctx := context.Background()
+	const w = " WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}"
+	var hunts []hunt.Hunt
+	for i := range 6 {
+		h := hunt.Hunt{ID: fmt.Sprintf("h%d", i), Query: fmt.Sprintf("SELECT user, %d AS n FROM sample.auth_events%s", i, w)}
+		h.Hash = h.ComputeHash()
+		hunts = append(hunts, h)
+	}
+	srv.SetFaults(t,
+		ctl.FaultRule{Name: "batch-oom", Kind: ctl.KindRead, Match: `hr_check_`, Times: 1, Effect: ctl.FailBefore, Code: 241,
+			Message: "Code: 241. DB::Exception: Memory limit (total) exceeded. (MEMORY_LIMIT_EXCEEDED)"},
+		ctl.FaultRule{Name: "batch-late", Kind: ctl.KindRead, Match: `hr_check_`, Every: 2, Times: 1, Effect: ctl.DelayAnswer, Delay: time.Second})
+	got := (&serverChecker{conn: db.Conn}).verdicts(ctx, hunts, nil, nil, slog.New(slog.DiscardHandler))
+	for _, h := range hunts {
+		if got[h.Hash] != nil {
+			t.Errorf("%s: %v", h.ID, got[h.Hash])
+		}
+	}
+	for _, r := range srv.FaultStats(t) {
+		if r.Fired != 1 {
+			t.Errorf("rule %s fired %d times, want 1", r.Name, r.Fired)
+		}
 	}
 }
