@@ -14,19 +14,27 @@ import (
 )
 
 // BenchmarkStartupCheck measures the server check of a start-up's hunts on the engine, side by
-// side: cold (nothing cached: every hunt parsed, CheckConcurrencyDefault at a time) and warm (a
+// side: cold (nothing cached: every hunt parsed), one statement per hunt ("cold-single", the
+// check before batching) and CheckBatchDefault hunts per statement ("cold"), and warm (a
 // restart with every revision already accepted under the same scope: one read of hunt_check).
-// ready_s is the time the check of the whole set takes; heap_MiB the heap in use after it,
-// with the hunts held. The warm 100,000 is seeded through RecordChecked rather than checked.
+// ready_s is the time the check of the whole set takes, ms/hunt that over the hunts and
+// s/100k its projection to 100,000 (linear: the cost is per request and per hunt parsed);
+// heap_MiB the heap in use after it, with the hunts held. The warm 100,000 is seeded through
+// RecordChecked rather than checked.
 // go test -run '^$' -bench StartupCheck -benchtime 1x ./configsrc
 func BenchmarkStartupCheck(b *testing.B) {
 	for _, tc := range []struct {
-		n    int
-		warm bool
-	}{{1_000, false}, {1_000, true}, {10_000, true}, {100_000, true}} {
+		n      int
+		warm   bool
+		single bool
+	}{{1_000, false, true}, {1_000, false, false}, {10_000, false, true}, {10_000, false, false},
+		{1_000, true, false}, {10_000, true, false}, {100_000, true, false}} {
 		name := fmt.Sprintf("hunts=%d/cold", tc.n)
-		if tc.warm {
+		switch {
+		case tc.warm:
 			name = fmt.Sprintf("hunts=%d/warm", tc.n)
+		case tc.single:
+			name = fmt.Sprintf("hunts=%d/cold-single", tc.n)
 		}
 		b.Run(name, func(b *testing.B) {
 			db := chtest.NewWithSchema(b)
@@ -41,6 +49,9 @@ func BenchmarkStartupCheck(b *testing.B) {
 				hunts[i], hashes[i] = h, h.Hash
 			}
 			c := &serverChecker{conn: db.Conn}
+			if tc.single {
+				c.batch = 1
+			}
 			if tc.warm {
 				var version string
 				if err := db.Conn.QueryRow(ctx, "SELECT version()").Scan(&version); err != nil {
@@ -72,6 +83,8 @@ func BenchmarkStartupCheck(b *testing.B) {
 				var ms runtime.MemStats
 				runtime.ReadMemStats(&ms)
 				b.ReportMetric(took.Seconds(), "ready_s")
+				b.ReportMetric(took.Seconds()*1000/float64(tc.n), "ms/hunt")
+				b.ReportMetric(took.Seconds()*100_000/float64(tc.n), "s/100k")
 				b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap_MiB")
 				runtime.KeepAlive(hunts)
 				b.StartTimer()

@@ -64,13 +64,22 @@ func CheckWithServer(ctx context.Context, conn driver.Conn, h hunt.Hunt, p Polic
 
 // checkExceptionsWithServer is CheckWithServer's check of h's where: expressions.
 func checkExceptionsWithServer(ctx context.Context, conn driver.Conn, h hunt.Hunt, p Policy, ref *astNode) error {
+	return exceptionsVerdict(h, func(query string) error {
+		var err error
+		ref, err = checkQueryWithServer(ctx, conn, query, p, ref)
+		return err
+	})
+}
+
+// exceptionsVerdict is the verdict on h's where: expressions, given check, the verdict on one
+// statement (each where: is checked as the WHERE of a query over h's, whereCheckQuery): the
+// first refusal, named after its exception and placed at its item.
+func exceptionsVerdict(h hunt.Hunt, check func(query string) error) error {
 	for _, e := range h.Exceptions {
 		if e.Where == "" {
 			continue
 		}
-		w := h
-		w.Query, w.Exceptions = whereCheckQuery(h.Query, e.Where), nil
-		err := checkWithServer(ctx, conn, w, p, ref)
+		err := check(whereCheckQuery(h.Query, e.Where))
 		var re *RefusedError
 		if errors.As(err, &re) {
 			return &RefusedError{Msg: fmt.Sprintf("exception %s: where: %s", e.ID, strings.TrimPrefix(re.Msg, ErrQueryRefused.Error()+": ")), File: e.File, FileLine: e.Line, FileColumn: e.Col}
@@ -85,36 +94,51 @@ func checkExceptionsWithServer(ctx context.Context, conn driver.Conn, h hunt.Hun
 // checkWithServer is CheckWithServer against ref, the server's tree of the wrapper
 // (referenceTree), asked once for a whole load; nil asks for it.
 func checkWithServer(ctx context.Context, conn driver.Conn, h hunt.Hunt, p Policy, ref *astNode) error {
-	if err := identifiersReadable(h.Query); err != nil {
+	ref, err := checkQueryWithServer(ctx, conn, h.Query, p, ref)
+	if err != nil {
 		return err
 	}
-	stmt := FindingsQuery(h.Query)
+	return checkExceptionsWithServer(ctx, conn, h, p, ref)
+}
+
+// checkQueryWithServer is the check of one query (a hunt's, or a where:'s check query) in its
+// own statement, and returns the reference tree, asked only once the statement parsed when ref
+// is nil, so that a syntax error costs one request.
+func checkQueryWithServer(ctx context.Context, conn driver.Conn, query string, p Policy, ref *astNode) (*astNode, error) {
+	if err := identifiersReadable(query); err != nil {
+		return ref, err
+	}
+	stmt := FindingsQuery(query)
 	tree, err := explain(ctx, conn, stmt)
 	if err != nil {
 		if !isServerException(err) {
-			return fmt.Errorf("ask the server to parse the query: %w", err) // not a verdict: retried on the next reload
+			return ref, fmt.Errorf("ask the server to parse the query: %w", err) // not a verdict: retried on the next reload
 		}
-		return serverRefusal(err, len(explainPrefix)+findingsHeadLen(), h.Query)
+		return ref, serverRefusal(err, len(explainPrefix)+findingsHeadLen(), query)
 	}
 	if ref == nil {
 		if ref, err = referenceTree(ctx, conn); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	sub, err := matchWrapper(ref, tree)
 	if err != nil {
-		return err
+		return ref, err
 	}
+	return ref, judgeHunt(ctx, conn, stmt, sub, p)
+}
+
+// judgeHunt is the verdict on the hunt's subtree sub of statement stmt, which matched the
+// wrapper: the allowlist walk, then the SETTINGS as the server formats them.
+func judgeHunt(ctx context.Context, conn driver.Conn, stmt string, sub *astNode, p Policy) error {
 	sets, err := walkHunt(sub, p)
 	if err != nil {
 		return err
 	}
 	if sets > 0 {
-		if err := checkServerSettings(ctx, conn, stmt, sets); err != nil {
-			return err
-		}
+		return checkServerSettings(ctx, conn, stmt, sets)
 	}
-	return checkExceptionsWithServer(ctx, conn, h, p, ref)
+	return nil
 }
 
 // huntSubtree matches a statement's tree against the wrapper's and returns the hunt's part.
@@ -175,7 +199,25 @@ func (n *astNode) name() string {
 	return rest
 }
 
-var childrenRe = regexp.MustCompile(` \(children ([0-9]+)\)$`)
+// childrenSuffix starts what the server ends a node's line with when the node has children:
+// " (children N)". It is cut by hand, not by a regexp, since a load's check reads a line for
+// every node of every hunt.
+const childrenSuffix = " (children "
+
+// cutChildren splits a line's label from the children count it ends with, if any.
+func cutChildren(line string) (label string, declared int) {
+	rest, ok := strings.CutSuffix(line, ")")
+	i := strings.LastIndex(rest, childrenSuffix)
+	if !ok || i < 0 {
+		return line, 0
+	}
+	digits := rest[i+len(childrenSuffix):]
+	if digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return line, 0
+	}
+	declared, _ = strconv.Atoi(digits)
+	return line[:i], declared
+}
 
 // explain runs EXPLAIN AST and reads the tree, checking that every node has the children the
 // server says it has; output that does not read as one consistent tree is refused.
@@ -210,11 +252,8 @@ func parseAST(lines []string) (*astNode, error) {
 		if label == "" || strings.TrimSpace(label) != label {
 			return nil, errUnreadable
 		}
-		n := &astNode{label: label}
-		if m := childrenRe.FindStringSubmatchIndex(label); m != nil {
-			n.declared, _ = strconv.Atoi(label[m[2]:m[3]])
-			n.label = label[:m[0]]
-		}
+		n := &astNode{}
+		n.label, n.declared = cutChildren(label)
 		switch {
 		case depth == 0 && root == nil:
 			root = n
