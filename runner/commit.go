@@ -19,18 +19,79 @@ import (
 // committer is the commit path of a finished run: the compare-and-set that commits it (with
 // the read-back that settles an unknown answer), and the record of every outcome (the lease's
 // release, hunt_state through the grouped writes, the hunt_run row, the log line). It holds
-// no state of its own beyond the group of hunt_state writes; it is safe for concurrent use by
-// every run.
+// no state of its own beyond its two groups of writes; it is safe for concurrent use by every
+// run.
 type committer struct {
 	store   StateStore
 	claimer Claimer
 	states  *group[store.State] // hunt_state writes of concurrent runs, grouped
+	commits *group[commitAttempt]
 	opts    *Options
 	log     *slog.Logger
 }
 
+func newCommitter(s StateStore, c Claimer, o *Options) *committer {
+	cm := &committer{store: s, claimer: c, opts: o, log: o.Logger}
+	cm.states = newGroup(together(s.SetStates), refusedWhole)
+	cm.commits = newGroup(cm.advance, func(err error) bool {
+		// A fence's verdict, or a trust that ran out, is the row's own, not the statement's.
+		return refusedWhole(err) && !errors.Is(err, store.ErrFenced) && !errors.Is(err, lease.ErrLost)
+	})
+	return cm
+}
+
+// commitAttempt is one attempt of a run's commit in the commit group, and where the batch it
+// went out in records when it was sent and its execution bound.
+type commitAttempt struct {
+	job   *job
+	run   store.Run
+	sent  *time.Time
+	bound *time.Duration
+}
+
+// advance sends the attempts of one batch as one compare-and-set (store.Store.AdvanceAll).
+// An attempt whose lease is past its trusted deadline is not sent (a peer may hold the
+// lease); the batch's deadline is the earliest trust of those sent, so none is written after
+// its own, and the statement's execution bound (store.CommitBound) follows from it.
+func (c *committer) advance(ctx context.Context, items []commitAttempt) []error {
+	errs := make([]error, len(items))
+	var send []int
+	var batch []store.Commit
+	var deadline time.Time
+	for i, it := range items {
+		if !it.job.trusted() {
+			it.job.markLost("the lease is past its trusted deadline")
+			errs[i] = fmt.Errorf("%w: past the trusted deadline", lease.ErrLost)
+			continue
+		}
+		l := it.job.currentLease()
+		if !l.Trusted.IsZero() && (deadline.IsZero() || l.Trusted.Before(deadline)) {
+			deadline = l.Trusted
+		}
+		send = append(send, i)
+		batch = append(batch, store.Commit{Lease: l, Run: it.run})
+	}
+	if len(batch) == 0 {
+		return errs
+	}
+	ctx, cancel := context.WithTimeout(ctx, min(c.opts.Lease/3, 10*time.Second))
+	defer cancel()
+	if !deadline.IsZero() {
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	sent, bound := time.Now(), store.CommitBound(ctx)
+	res := c.store.AdvanceAll(ctx, batch)
+	for k, i := range send {
+		*items[i].sent, *items[i].bound = sent, bound
+		errs[i] = res[k]
+	}
+	return errs
+}
+
 // commit decides the run's outcome and, for a run that succeeded, commits it: one
-// compare-and-set insert that moves the watermark and is the run's audit row (Advance). Every
+// compare-and-set insert that moves the watermark and is the run's audit row (AdvanceAll, in a
+// batch with the commits of the runs that finished meanwhile: the commit group). Every
 // attempt, retries included, is made only while the lease is still trusted.
 func (c *committer) commit(ctx context.Context, log logger, j *job, run store.Run, runErr error) (hunt.RunStatus, error) {
 	switch {
@@ -62,21 +123,22 @@ func (c *committer) commit(ctx context.Context, log logger, j *job, run store.Ru
 		if d := time.Until(runningUntil); d > 0 && !lease.Sleep(ctx, d) {
 			return ctx.Err()
 		}
-		if !j.trusted() {
-			// Renewals failed for longer than the lease can be trusted: a peer may hold it.
-			j.markLost("the lease is past its trusted deadline")
-			return fmt.Errorf("%w: past the trusted deadline", lease.ErrLost)
+		if !runningUntil.IsZero() {
+			// An earlier attempt's outcome is unknown and it can no longer be running: its row
+			// decides. Sending again would put the commit in another batch, whose deduplication
+			// token differs (store.Store.AdvanceAll), so it goes out only if that row is absent.
+			landed, err := c.store.Committed(ctx, j.currentLease().HuntID, run.RunID)
+			if err != nil {
+				return fmt.Errorf("%w: read-back before a retry: %w", store.ErrUnknown, err)
+			}
+			if landed {
+				return nil
+			}
 		}
-		l := j.currentLease()
-		if !l.Trusted.IsZero() {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithDeadline(ctx, l.Trusted)
-			defer cancel()
-		}
-		sent := time.Now()
-		bound := store.CommitBound(ctx)
-		err := c.store.Advance(ctx, l, run)
-		if err != nil && !lease.Refused(err) {
+		var sent time.Time
+		var bound time.Duration
+		err := c.commits.write(ctx, commitAttempt{job: j, run: run, sent: &sent, bound: &bound})
+		if !sent.IsZero() && err != nil && !lease.Refused(err) {
 			runningUntil = sent.Add(bound)
 		}
 		return err

@@ -39,10 +39,11 @@
 // The window starts at the watermark the claim's verify read saw (Lease.Watermark), not at the
 // tick's snapshot. The hunt's SELECT (configsrc.FindingsQuery) runs on the hunts connection;
 // the runner keeps at most the hunt's max_findings distinct rows, in a deterministic order, and
-// stores them under the attempt's run id (store.Store.InsertFindings). The commit is one compare-and-set insert
-// (store.Store.Advance): it lands only while the lease is this claim's and live and the
-// watermark is still where the window starts, and the row is the run's record; each attempt of
-// it is made only while the lease is trusted. Findings become visible through
+// stores them under the attempt's run id (store.Store.InsertFindings). The commit is one
+// compare-and-set insert, shared with the commits of runs that finished meanwhile
+// (store.Store.AdvanceAll): each row lands only while its lease is this claim's and live and
+// its watermark is still where the window starts, and the row is the run's record; each
+// attempt is made only while the lease is trusted. Findings become visible through
 // hunt_findings_committed exactly when the commit lands, and the commit spends the lease: the
 // hunt is free for its next fire without a release (renewals end before it). A failure
 // records the error and a retry_after in hunt_state (every pod honours it) and releases the

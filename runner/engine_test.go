@@ -959,14 +959,14 @@ type commitTimes struct {
 	sent  chan struct{}
 }
 
-func (c *commitTimes) Advance(ctx context.Context, l lease.Lease, run store.Run) error {
+func (c *commitTimes) AdvanceAll(ctx context.Context, commits []store.Commit) []error {
 	c.mu.Lock()
 	if len(c.times) == 0 {
 		close(c.sent)
 	}
 	c.times = append(c.times, time.Now())
 	c.mu.Unlock()
-	return c.StateStore.Advance(ctx, l, run)
+	return c.StateStore.AdvanceAll(ctx, commits)
 }
 
 // No renewal is in flight when a commit is sent: the commit spends the lease, and a renewal

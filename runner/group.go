@@ -2,9 +2,25 @@ package runner
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
+
+// refusedWhole is the split of a write that succeeds or fails whole: a final error.
+func refusedWhole(err error) bool { return !retryable(err) }
+
+// together gives every row of a batch the one error of a write that succeeds or fails whole.
+func together[T any](write func(context.Context, []T) error) func(context.Context, []T) []error {
+	return func(ctx context.Context, items []T) []error {
+		err := write(ctx, items)
+		errs := make([]error, len(items))
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+}
 
 const (
 	// maxGroup bounds the rows of one grouped write (its parameters travel in the request URL).
@@ -17,11 +33,16 @@ const (
 
 // group turns writes that arrive while one is in flight into the next single write (a group
 // commit): under load n rows cost one statement instead of n. On a busy runner every run that
-// overran writes hunt_state, which was one statement in seven per fire. Batches are written
-// oldest first, one at a time; a writer waits for the batches before its own and its own. A
-// batch the server refuses is written again row by row, so one bad row fails only its writer.
+// overran writes hunt_state, which was one statement in seven per fire, and every run commits.
+// Batches are written oldest first, one at a time; a writer waits for the batches before its
+// own and its own. flush gives each row its own error. A batch whose every row failed with an
+// error split says the statement failed as a whole for (a final refusal: nothing applied) is
+// written again row by row, so one bad row fails only its writer; a batch whose outcome is
+// unknown never is, since sending its rows again while they may still be running is what the
+// commit path must never do.
 type group[T any] struct {
-	flush func(context.Context, []T) error
+	flush func(context.Context, []T) []error
+	split func(error) bool
 
 	mu       sync.Mutex
 	cond     *sync.Cond
@@ -35,8 +56,8 @@ type groupBatch[T any] struct {
 	done  bool
 }
 
-func newGroup[T any](flush func(context.Context, []T) error) *group[T] {
-	g := &group[T]{flush: flush}
+func newGroup[T any](flush func(context.Context, []T) []error, split func(error) bool) *group[T] {
+	g := &group[T]{flush: flush, split: split}
 	g.cond = sync.NewCond(&g.mu)
 	return g
 }
@@ -71,24 +92,20 @@ func (g *group[T]) write(ctx context.Context, item T) error {
 	return b.errs[i]
 }
 
-// write1 writes one batch and returns an error per item: the batch's, or, when a batch of
-// several rows fails, each row's own, written alone.
+// write1 writes one batch and returns an error per item: each row's, or, when every row of a
+// batch of several failed finally, each row's own, written alone.
 func (g *group[T]) write1(ctx context.Context, items []T) []error {
-	errs := make([]error, len(items))
-	err := g.flushTimed(ctx, items)
-	if err == nil || len(items) == 1 {
-		for i := range errs {
-			errs[i] = err
-		}
+	errs := g.flushTimed(ctx, items)
+	if len(items) == 1 || slices.ContainsFunc(errs, func(err error) bool { return err == nil || !g.split(err) }) {
 		return errs
 	}
 	for i := range items {
-		errs[i] = g.flushTimed(ctx, items[i:i+1])
+		errs[i] = g.flushTimed(ctx, items[i:i+1])[0]
 	}
 	return errs
 }
 
-func (g *group[T]) flushTimed(ctx context.Context, items []T) error {
+func (g *group[T]) flushTimed(ctx context.Context, items []T) []error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), groupTimeout)
 	defer cancel()
 	return g.flush(ctx, items)

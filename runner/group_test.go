@@ -20,7 +20,7 @@ func TestGroupBatchesWritesInFlight(t *testing.T) {
 	var batches [][]int
 	landed := map[int]int{}
 	boom := errors.New("boom")
-	g := newGroup(func(_ context.Context, items []int) error {
+	g := newGroup(together(func(_ context.Context, items []int) error {
 		mu.Lock()
 		batches = append(batches, slices.Clone(items))
 		first := len(batches) == 1
@@ -37,7 +37,7 @@ func TestGroupBatchesWritesInFlight(t *testing.T) {
 		}
 		mu.Unlock()
 		return nil
-	})
+	}), refusedWhole)
 	const n = 2*maxGroup + 10
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -96,13 +96,13 @@ func TestGroupBatchesWritesInFlight(t *testing.T) {
 // it: that writer may have spent its own time waiting for the write before.
 func TestGroupWriteOutlivesTheWritersContext(t *testing.T) {
 	var flushErr error
-	g := newGroup(func(ctx context.Context, _ []int) error {
+	g := newGroup(together(func(ctx context.Context, _ []int) error {
 		flushErr = ctx.Err()
 		if _, ok := ctx.Deadline(); !ok {
 			return errors.New("no deadline")
 		}
 		return ctx.Err()
-	})
+	}), refusedWhole)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := g.write(ctx, 1); err != nil || flushErr != nil {

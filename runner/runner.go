@@ -37,7 +37,7 @@ type StateStore interface {
 	// SnapshotOf reads the clock, the small tables in full and the rows of the hunts
 	// candidates names (see memory).
 	SnapshotOf(ctx context.Context, candidates func(now time.Time) []string) (store.Snapshot, error)
-	Advance(ctx context.Context, l lease.Lease, run store.Run) error           // commits run.WindowEnd and the run's rows
+	AdvanceAll(ctx context.Context, commits []store.Commit) []error            // commits each run's WindowEnd and rows, one outcome each
 	Committed(ctx context.Context, huntID string, run uuid.UUID) (bool, error) // the run's commit row is there
 	RecordRun(ctx context.Context, r store.Run) error
 	Recorded(ctx context.Context, r store.Run) (bool, error) // RecordRun's row is there
@@ -258,7 +258,7 @@ func New(conn driver.Conn, claimer Claimer, store StateStore, source Source, opt
 	r.exec = newExecutor(opts, r.execute, r.releaseAll)
 	r.hb = newHeartbeater(store, &r.opts)
 	r.pub = &publication{opts: &r.opts, log: opts.Logger}
-	r.commits = &committer{store: store, claimer: claimer, states: newGroup(store.SetStates), opts: &r.opts, log: opts.Logger}
+	r.commits = newCommitter(store, claimer, &r.opts)
 	if opts.Metrics != nil {
 		opts.Metrics.observe(r)
 	}
