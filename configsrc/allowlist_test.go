@@ -115,7 +115,7 @@ func TestDefaultFunctionsExist(t *testing.T) {
 func TestAllowlist(t *testing.T) {
 	db := chtest.New(t)
 	ctx := context.Background()
-	const w = " WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}"
+	const w = windowClause
 	base := Policy{CoordinationDatabase: "hunt_runner"}
 	merge := Policy{CoordinationDatabase: "hunt_runner", AllowTableFunctions: []string{"merge"}}
 	mergeCurrent := Policy{CoordinationDatabase: "hunt_runner", AllowTableFunctions: []string{"merge"}, AllowFunctions: []string{"currentDatabase"}}

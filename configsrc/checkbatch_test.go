@@ -171,7 +171,7 @@ func sameVerdict(a, b error) bool {
 // where: expressions refused and allowed, and queries aimed at the batch statement itself.
 func batchPool(t *testing.T) []hunt.Hunt {
 	t.Helper()
-	const w = " WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}"
+	const w = windowClause
 	head, tail, _ := strings.Cut(FindingsQuery("\x00"), "\x00")
 	var hunts []hunt.Hunt
 	add := func(h hunt.Hunt) {
@@ -306,11 +306,8 @@ func TestBatchVerdictsAreSingleVerdicts(t *testing.T) {
 func TestBatchMarkersHoldAgainstShiftedHunts(t *testing.T) {
 	db := chtest.New(t)
 	ctx := context.Background()
-	ref, err := referenceTree(ctx, db.Conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const w = " WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}"
+	ref := mustReferenceTree(t, ctx, db.Conn)
+	const w = windowClause
 	head, tail, _ := strings.Cut(FindingsQuery("\x00"), "\x00")
 	good := "SELECT user FROM sample.auth_events" + w
 	queries := []string{
@@ -360,10 +357,7 @@ func TestBatchServerUnreachableIsNoVerdict(t *testing.T) {
 	srv := chtest.Start(t)
 	db := srv.NewDB(t)
 	ctx := context.Background()
-	ref, err := referenceTree(ctx, db.Conn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ref := mustReferenceTree(t, ctx, db.Conn)
 	srv.Stop()
 	defer srv.Start() // for the database's cleanup
 	conn := &countingConn{Conn: db.Conn}
@@ -389,11 +383,8 @@ func TestBatchServerUnreachableIsNoVerdict(t *testing.T) {
 func TestBatchParseErrorTakesOneQueryOut(t *testing.T) {
 	db := chtest.New(t)
 	ctx := context.Background()
-	ref, err := referenceTree(ctx, db.Conn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const w = " WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}"
+	ref := mustReferenceTree(t, ctx, db.Conn)
+	const w = windowClause
 	for _, tc := range []struct {
 		bad      []string // from query 12 on
 		requests int64
@@ -428,7 +419,7 @@ func TestBatchServerExceptionIsNotTheHunts(t *testing.T) {
 	srv := chtest.Start(t)
 	db := srv.NewDB(t)
 	ctx := context.Background()
-	const w = " WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}"
+	const w = windowClause
 	var hunts []hunt.Hunt
 	for i := range 6 {
 		h := hunt.Hunt{ID: fmt.Sprintf("h%d", i), Query: fmt.Sprintf("SELECT user, %d AS n FROM sample.auth_events%s", i, w)}
@@ -450,4 +441,17 @@ func TestBatchServerExceptionIsNotTheHunts(t *testing.T) {
 			t.Errorf("rule %s fired %d times, want 1", r.Name, r.Fired)
 		}
 	}
+}
+
+// windowClause is the time filter a test hunt's query needs to pass the check.
+const windowClause = " WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}"
+
+// mustReferenceTree is the wrapper's reference tree as the server parses it (referenceTree).
+func mustReferenceTree(t *testing.T, ctx context.Context, conn driver.Conn) *astNode {
+	t.Helper()
+	ref, err := referenceTree(ctx, conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref
 }

@@ -80,7 +80,7 @@ func TestResolveNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	ev := db.Name + ".ev"
-	const w = " WHERE ts >= {window_start:DateTime64(3)} AND ts < {window_end:DateTime64(3)}"
+	const w = windowClause
 	for _, tc := range []struct{ query, want string }{
 		{"SELECT user, count() AS c FROM " + ev + w + " GROUP BY user HAVING c > 1 ORDER BY c", ""},
 		{"SELECT e.user, ev.tags, n.k, arrayMap(x -> upper(x), tags) AS up FROM " + ev + " AS e" + w, ""},
