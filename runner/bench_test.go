@@ -189,41 +189,49 @@ const trivialQuery = "SELECT 1 AS x WHERE {window_start:DateTime64(3)} < {window
 func BenchmarkThroughput(b *testing.B) {
 	const window = 20 * time.Second
 	e := newPrivateEnv(b)
-	var runnerRate, engineRate float64
+	var runnerRate, engineRate, batchedRate float64
 	var behind int
 	for b.Loop() {
-		engineRate = engineLimit(b, e, DefaultConcurrency, window)
+		engineRate = engineLimit(b, e, "limit", DefaultConcurrency, 1, window)
+		batchedRate = engineLimit(b, e, "batched", DefaultConcurrency, limitBatch, window)
 		runnerRate = runnerThroughput(b, e, 150, func(i int) int64 { return 1 }, window)
 		behind = huntsBehind(b, e, 150, func(i int) int64 { return int64(5 + i%5) }, 2*window)
 	}
 	b.ReportMetric(engineRate, "engine-fires/s")
+	b.ReportMetric(batchedRate, "engine-batch8-fires/s")
+	b.ReportMetric(batchedRate/engineRate, "x-engine-batch8")
 	b.ReportMetric(runnerRate, "runner-fires/s")
 	b.ReportMetric(runnerRate/engineRate, "runner/engine")
+	b.ReportMetric(runnerRate/batchedRate, "runner/engine-batch8")
 	b.ReportMetric(float64(behind), "hunts-behind-2-intervals")
 }
 
+// limitBatch is how many fires one goroutine of the batched engine limit commits together.
+const limitBatch = 8
+
 // engineLimit issues a fire's statements back to back from n goroutines for d and returns
 // the fires per second: the hunt query, the findings insert and the real commit
-// (store.Store.Advance: the compare-and-set and its read-back), under leases written
-// before the clock starts.
-func engineLimit(b *testing.B, e *env, n int, d time.Duration) float64 {
+// (store.Store.AdvanceAll: the compare-and-set and its read-back) of every batch fires, under
+// leases written before the clock starts (hunts named after name).
+func engineLimit(b *testing.B, e *env, name string, n, batch int, d time.Duration) float64 {
 	r := benchRunner(b, e, 0)
-	h := &hunt.Hunt{ID: "limit", Interval: 1 * time.Second, Query: trivialQuery}
+	h := &hunt.Hunt{ID: name, Interval: 1 * time.Second, Query: trivialQuery}
 	wm := store.New(e.db.Conn, e.db.Name)
 	const perGoroutine = 2_000 // more fires than a goroutine commits in d (about 500 at 100 fires/s)
 	claim := uuid.New()
 	e.exec(fmt.Sprintf(`INSERT INTO hunt_lease (hunt_id, fire, owner, claim_id, claimed, lease_until)
-SELECT concat('limit-', toString(intDiv(number, %[1]d)), '-', toString(number %% %[1]d)), toDateTime(%[2]d, 'UTC'),
+SELECT concat('%[5]s-', toString(intDiv(number, %[1]d)), '-', toString(number %% %[1]d)), toDateTime(%[2]d, 'UTC'),
        'limit', toUUID('%[3]s'), now64(6), now64(3) + INTERVAL 1 HOUR
-FROM numbers(%[4]d)`, perGoroutine, e.now, claim, n*perGoroutine))
+FROM numbers(%[4]d)`, perGoroutine, e.now, claim, n*perGoroutine, name))
 	ctx, cancel := context.WithTimeout(e.ctx, d)
 	defer cancel()
 	var done atomic.Int64
 	var wg sync.WaitGroup
 	for g := range n {
 		wg.Go(func() {
+			var commits []store.Commit
 			for i := 0; ctx.Err() == nil && i < perGoroutine; i++ {
-				l := lease.Lease{HuntID: fmt.Sprintf("limit-%d-%d", g, i), Fire: e.now, ClaimID: claim}
+				l := lease.Lease{HuntID: fmt.Sprintf("%s-%d-%d", name, g, i), Fire: e.now, ClaimID: claim}
 				run := store.Run{HuntID: l.HuntID, Fire: e.now, RunID: uuid.New(), Owner: "limit",
 					WindowStart: e.now - 1, WindowEnd: e.now, Started: time.Now()}
 				w := window{Span: schedule.Span{Start: e.now - 1, End: e.now}, DataStart: time.Unix(e.now-1, 0), DataEnd: time.Unix(e.now, 0)}
@@ -231,12 +239,18 @@ FROM numbers(%[4]d)`, perGoroutine, e.now, claim, n*perGoroutine))
 				if err == nil {
 					err = r.storeFindings(ctx, h, e.now, run.RunID, f.docs, attrib.Live)
 				}
-				if err == nil {
-					err = wm.Advance(ctx, l, run)
+				if err != nil {
+					continue
 				}
-				if err == nil {
-					done.Add(1)
+				if commits = append(commits, store.Commit{Lease: l, Run: run}); len(commits) < batch {
+					continue
 				}
+				for _, err := range wm.AdvanceAll(ctx, commits) {
+					if err == nil {
+						done.Add(1)
+					}
+				}
+				commits = commits[:0]
 			}
 		})
 	}

@@ -205,7 +205,7 @@ func (c *committer) record(ctx context.Context, log logger, span trace.Span, j *
 				c.setState(ctx, log, store.State{HuntID: j.key(), Status: hunt.RunSucceeded, LastFire: j.fire})
 			}
 		} else {
-			c.recordLiveSuccess(ctx, log, j, rep)
+			c.recordLiveSuccess(ctx, log, j, run, rep)
 		}
 		log.Info(what+" succeeded", "findings", rep.Rows, "findings_dropped", rep.Dropped,
 			"window_start", rep.WindowStart, "window_end", rep.WindowEnd, "duration_seconds", rep.Duration.Seconds())
@@ -240,33 +240,40 @@ func (c *committer) record(ctx context.Context, log logger, span trace.Span, j *
 	}
 }
 
-// recordLiveSuccess is what a live fire's commit adds: its gap's metric and log line, the
-// overrun count, and the hunt's health transition.
-func (c *committer) recordLiveSuccess(ctx context.Context, log logger, j *job, rep RunReport) {
+// overran reports whether the hunt's next fire is already due as j's commit is about to be
+// sent: the run overran (a live fire only; a requested one is off the schedule). The commit
+// row carries it (store.Run.Overran), so that the cluster counts each fire's overrun exactly
+// once and an overrunning hunt writes nothing more per fire.
+func (c *committer) overran(j *job) bool {
+	h := j.hunt
+	return j.backfill == nil && !j.requested &&
+		schedule.LatestFire(c.opts.ScheduleClock(j.serverNow()).Unix(), h.IntervalSeconds(), h.OffsetSeconds()) > j.fire
+}
+
+// recordLiveSuccess is what a live fire's commit adds: its gap's and its overrun's metrics and
+// log lines, and the hunt's health transition.
+func (c *committer) recordLiveSuccess(ctx context.Context, log logger, j *job, run store.Run, rep RunReport) {
 	h := j.hunt
 	if rep.GapEnd > rep.GapStart {
 		c.opts.Metrics.gap(ctx, h.ID)
 		log.Warn("gap: outage longer than max_catchup, skipped range recorded",
 			"gap_start", unixUTC(rep.GapStart), "gap_end", unixUTC(rep.GapEnd), "max_catchup_seconds", h.MaxCatchupSeconds())
 	}
-	// Overruns are counted here, by the one run that committed the fire, so the cluster counts
-	// each exactly once: the run overran when the hunt's next fire came due before it
-	// committed. A run longer than the interval itself can never keep up.
+	// A run longer than the interval itself can never keep up.
 	st := j.state
-	overran := !j.requested && schedule.LatestFire(c.opts.ScheduleClock(j.serverNow()).Unix(), h.IntervalSeconds(), h.OffsetSeconds()) > j.fire
 	aggressive := rep.Duration > h.Interval
-	if overran {
+	if run.Overran {
 		c.opts.Metrics.overrun(ctx, h.ID)
-		log.Warn("overrun: the next fire came due before this run committed", "overrun_count_before", st.OverrunCount,
+		log.Warn("overrun: the next fire came due before this run committed",
 			"duration_seconds", rep.Duration.Seconds(), "interval_seconds", h.IntervalSeconds(), "too_aggressive", aggressive)
 	}
 	// hunt_state records health transitions: a healthy hunt staying healthy writes nothing
-	// (one round trip less per run); the commit row carries its progress. The overrun is
-	// counted by the server, once for this fire (store.State.Overran).
-	if overran || aggressive != st.TooAggressive || st.Status != hunt.RunSucceeded || st.ConsecutiveFailures != 0 ||
+	// (one round trip less per run), overrunning or not, and a hunt without a row is healthy,
+	// so its first success writes none either; the commit row carries its progress and its
+	// overrun. (A late row of an older fire cannot land past this commit: store.SetStates.)
+	if aggressive != st.TooAggressive || (st.Status != "" && st.Status != hunt.RunSucceeded) || st.ConsecutiveFailures != 0 ||
 		st.LastError != "" || st.HasRetryAfter {
-		c.setState(ctx, log, store.State{HuntID: h.ID, Status: hunt.RunSucceeded, LastFire: j.fire,
-			Overran: overran, TooAggressive: aggressive})
+		c.setState(ctx, log, store.State{HuntID: h.ID, Status: hunt.RunSucceeded, LastFire: j.fire, TooAggressive: aggressive})
 	}
 }
 

@@ -198,6 +198,7 @@ func (r *Runner) execute(j *job) {
 	// itself only while its lease is still trusted (renewals have ended by then).
 	commitCtx, cancel := context.WithTimeout(trace.ContextWithSpan(r.runCtx, span), r.commits.commitBudget())
 	defer cancel()
+	run.Overran = err == nil && r.commits.overran(j)
 	run.Status, err = r.commits.commit(commitCtx, log, j, run, err)
 	if run.Status == hunt.RunSucceeded && len(res.silent) > 0 {
 		run.Status = hunt.RunNoData // committed: nothing is examined twice, but the hunt is blind

@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"context"
 	"fmt"
 	"regexp"
 	"sync"
@@ -188,5 +189,62 @@ func TestLateStateRowKeepsTheNextFiresFailure(t *testing.T) {
 	st := snap.Hunts[h.ID]
 	if st.Status != hunt.RunFailed || st.LastFire != fire+60 || st.ConsecutiveFailures == 0 || !st.HasRetryAfter {
 		t.Fatalf("state %+v after A's late row of fire N, want fire N+1's failure with its backoff", st)
+	}
+}
+
+// findingsHook calls during as a run stores its findings (after its query, before its commit).
+type findingsHook struct {
+	StateStore
+	during func()
+}
+
+func (f findingsHook) InsertFindings(ctx context.Context, fs store.Findings) error {
+	f.during()
+	return f.StateStore.InsertFindings(ctx, fs)
+}
+
+// An overrun is its fire's own fact, on its commit row: it counts once (store.OverrunCounts),
+// and a healthy hunt that overruns writes no hunt_state row for it. The next fire came due
+// while the run was storing its findings.
+func TestOverrunRidesOnTheCommitRow(t *testing.T) {
+	e := newEnv(t)
+	h := hunt.Hunt{ID: "over", Interval: 60 * time.Second, Offset: sec(e.mid(60)), Query: eventsQuery}
+	var sched atomic.Int64
+	sched.Store(e.now)
+	r := e.runner("pod-a", testSet("x", h), func(o *Options) {
+		o.Lease = time.Minute
+		o.ScheduleClock = func(time.Time) time.Time { return time.Unix(sched.Load(), 0) }
+	})
+	var overrun atomic.Bool
+	r.useStore(findingsHook{StateStore: r.store, during: func() {
+		if overrun.Load() {
+			sched.Add(h.IntervalSeconds())
+		}
+	}})
+	e.tickAndWait(r)
+	overran := e.latest(h) + h.IntervalSeconds() // the next fire, whose run the one after overtakes
+	states := func() uint64 { return e.count("SELECT count() FROM hunt_state WHERE hunt_id = ?", h.ID) }
+	before := states()
+	if before != 0 {
+		t.Fatalf("%d hunt_state rows after the first success, want none: a hunt without a row is healthy", before)
+	}
+	sched.Add(h.IntervalSeconds())
+	overrun.Store(true)
+	e.tickAndWait(r)
+	if n := e.count("SELECT count() FROM hunt_watermark WHERE hunt_id = ? AND overran = 1 AND watermark = toDateTime(?, 'UTC')", h.ID, overran); n != 1 {
+		t.Fatalf("%d commit rows of fire %d marked overran, want 1", n, overran)
+	}
+	if n := e.count("SELECT count() FROM hunt_watermark WHERE hunt_id = ? AND overran = 1", h.ID); n != 1 {
+		t.Fatalf("%d overran commit rows, want 1: the first fire did not overrun", n)
+	}
+	if got := states(); got != before {
+		t.Fatalf("%d hunt_state rows after the overrun, want %d: a healthy hunt overrunning writes none", got, before)
+	}
+	counts, err := store.New(e.db.Conn, e.db.Name).OverrunCounts(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts[h.ID] != 1 {
+		t.Fatalf("overrun count %d, want 1", counts[h.ID])
 	}
 }

@@ -14,6 +14,7 @@ type Reader interface {
 	Snapshot(ctx context.Context) (store.Snapshot, error)
 	PublishedHunts(ctx context.Context) ([]store.PublishedHunt, error)
 	RunSummaries(ctx context.Context, within time.Duration) (map[string]store.RunSummary, error)
+	OverrunCounts(ctx context.Context) (map[string]uint64, error)
 	RunRecords(ctx context.Context, huntID string, limit int) ([]store.RunRecord, error)
 	OwnerActivities(ctx context.Context, within time.Duration) ([]store.OwnerActivity, error)
 	LatestFindings(ctx context.Context, huntID string, limit int) ([]store.LatestFinding, error)

@@ -176,6 +176,15 @@ func Read(ctx context.Context, st Reader, entries []hunt.Hunt) (Report, error) {
 	if err != nil {
 		return Report{}, fmt.Errorf("status: %w", err)
 	}
+	overruns, err := st.OverrunCounts(ctx)
+	if err != nil {
+		return Report{}, fmt.Errorf("status: %w", err)
+	}
+	for id, n := range overruns {
+		r := runs[id]
+		r.Overruns = n
+		runs[id] = r
+	}
 	pauses := pausesOf(snap)
 	snoozes, err := st.Snoozes(ctx)
 	if err != nil {
@@ -229,7 +238,7 @@ func build(snap store.Snapshot, e hunt.Hunt, unpublished bool, pub publishedEntr
 	now := snap.Now.Unix()
 	hs := Hunt{HuntID: e.ID, Severity: e.Severity, Labels: e.Labels, Description: e.Description, Query: e.Query,
 		Revision: e.Revision(), IntervalSeconds: e.IntervalSeconds(), OffsetSeconds: e.OffsetSeconds(), Enabled: e.Enabled,
-		Unpublished: unpublished, ConsecutiveFailures: st.ConsecutiveFailures, OverrunCount: st.OverrunCount,
+		Unpublished: unpublished, ConsecutiveFailures: st.ConsecutiveFailures, OverrunCount: st.OverrunCount + lr.Overruns,
 		TooAggressive: st.TooAggressive, Gaps: lr.Gaps, FindingsLastDay: lr.FindingsLastDay,
 		FindingsDroppedLastDay: lr.DroppedLastDay, Paused: pause != nil, Pause: pause, Backfills: backfillsOf(snap, e.ID),
 		Exceptions: exceptionsOf(e, lr.ExceptionHits, snap.Now)}

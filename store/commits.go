@@ -94,16 +94,18 @@ func (s *Store) AdvanceAll(ctx context.Context, commits []Commit) []error {
 
 // commitSQL is the compare-and-set of a batch: the commits, one row each from the zipped
 // parameter arrays (c), joined to the newest lease and the newest watermark of exactly their
-// hunts. The watermark side is the per-hunt max, which the table's projection answers without
+// hunts. A run id is fresh for each run (the runner's uuid.New), so "no row of this run yet"
+// needs no pairing with its hunt: the cheaper plain NOT IN is the same set. The watermark side
+// is the per-hunt max, which the table's projection answers without
 // reading a hunt's every commit (it is newestCommitSQL's watermark: the newest row's is the
 // greatest).
 func (s *Store) commitSQL() string {
 	return `INSERT INTO ` + s.table(schema.TableWatermark) + ` (hunt_id, watermark, claim_id, updated,
-    run_id, run_owner, run_start, run_rows, run_started, gap_start, gap_end, findings_dropped, kind, interval_seconds, revision, exception_hits)
+    run_id, run_owner, run_start, run_rows, run_started, gap_start, gap_end, findings_dropped, kind, interval_seconds, revision, exception_hits, overran)
 SELECT c.hunt_id, toDateTime(c.wm, 'UTC'), l.claim_id, now64(6),
     c.run_id, c.owner, toDateTime(c.ws, 'UTC'), c.rows,
     fromUnixTimestamp64Micro(c.started, 'UTC'), toDateTime(c.gs, 'UTC'), toDateTime(c.ge, 'UTC'),
-    c.dropped, c.kind, c.interval_seconds, c.revision, mapFromArrays(c.hit_ids, c.hit_counts)
+    c.dropped, c.kind, c.interval_seconds, c.revision, mapFromArrays(c.hit_ids, c.hit_counts), c.overran
 FROM (SELECT arrayJoin(arrayEnumerate({ids:Array(String)})) AS i,
         {ids:Array(String)}[i] AS hunt_id, toUUID({claims:Array(String)}[i]) AS claim, {fires:Array(Int64)}[i] AS fire,
         {has_prev:Array(Bool)}[i] AS has_prev, {prevs:Array(Int64)}[i] AS prev, {wms:Array(Int64)}[i] AS wm,
@@ -111,14 +113,15 @@ FROM (SELECT arrayJoin(arrayEnumerate({ids:Array(String)})) AS i,
         {rows:Array(UInt64)}[i] AS rows, {started:Array(Int64)}[i] AS started, {gs:Array(Int64)}[i] AS gs,
         {ge:Array(Int64)}[i] AS ge, {dropped:Array(UInt64)}[i] AS dropped, {kinds:Array(String)}[i] AS kind,
         {intervals:Array(UInt32)}[i] AS interval_seconds, {revisions:Array(String)}[i] AS revision,
-        {hit_ids:Array(Array(String))}[i] AS hit_ids, {hit_counts:Array(Array(UInt64))}[i] AS hit_counts) AS c
+        {hit_ids:Array(Array(String))}[i] AS hit_ids, {hit_counts:Array(Array(UInt64))}[i] AS hit_counts,
+        toUInt8({overran:Array(Bool)}[i]) AS overran) AS c
 JOIN (` + NewestLeaseSQL(s.database, "ids") + `) AS l ON l.hunt_id = c.hunt_id
 LEFT JOIN (` + newestWatermarkSQL(s.database, "ids") + `) AS w ON w.hunt_id = c.hunt_id
 WHERE l.claim_id = c.claim AND toInt64(l.fire) = c.fire
   AND l.until > now64(3) + toIntervalMillisecond({bound_ms:Int64})
   AND (w.hunt_id != '') = c.has_prev AND (NOT c.has_prev OR toInt64(w.watermark) = c.prev)
   AND c.wm > c.prev
-  AND (c.hunt_id, c.run_id) NOT IN (SELECT hunt_id, run_id FROM ` + s.table(schema.TableWatermark) + ` WHERE hunt_id IN {ids:Array(String)})`
+  AND c.run_id NOT IN (SELECT run_id FROM ` + s.table(schema.TableWatermark) + ` WHERE hunt_id IN {ids:Array(String)})`
 }
 
 // batchParams are a batch's commits as the statement's parameter arrays, one element per
@@ -135,7 +138,7 @@ func commitParams(commits []Commit) batchParams {
 		hunts, claims, runs, owners, kinds, revisions = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		fires, prevs, wms, ws, started, gs, ge        = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
 		rows, dropped                                 = make([]uint64, n), make([]uint64, n)
-		hasPrev                                       = make([]bool, n)
+		hasPrev, overran                              = make([]bool, n), make([]bool, n)
 		intervals                                     = make([]uint32, n)
 		hitIDs, hitCounts                             = make([][]string, n), make([][]uint64, n)
 		token                                         = make([]any, n)
@@ -150,6 +153,7 @@ func commitParams(commits []Commit) batchParams {
 		rows[i], started[i], gs[i], ge[i], dropped[i] = run.RowsWritten, run.Started.UnixMicro(), run.GapStart, run.GapEnd, run.FindingsDropped
 		kinds[i], intervals[i], revisions[i] = cmp.Or(run.Kind, hunt.KindScheduled).String(), uint32(run.Interval), run.Revision
 		hitIDs[i], hitCounts[i] = hitArrays(run.ExceptionHits)
+		overran[i] = run.Overran
 		token[i] = runs[i]
 	}
 	return batchParams{hunts: hunts, runs: runs, token: token, named: []any{
@@ -159,7 +163,7 @@ func commitParams(commits []Commit) batchParams {
 		clickhouse.Named("rows", rows), clickhouse.Named("started", started), clickhouse.Named("gs", gs),
 		clickhouse.Named("ge", ge), clickhouse.Named("dropped", dropped), clickhouse.Named("kinds", kinds),
 		clickhouse.Named("intervals", intervals), clickhouse.Named("revisions", revisions),
-		clickhouse.Named("hit_ids", hitIDs), clickhouse.Named("hit_counts", hitCounts),
+		clickhouse.Named("hit_ids", hitIDs), clickhouse.Named("hit_counts", hitCounts), clickhouse.Named("overran", overran),
 	}}
 }
 

@@ -283,3 +283,32 @@ func insertTokens(t *testing.T, trips []ctl.Statement) []string {
 	}
 	return out
 }
+
+// A fire's overrun rides on its commit row: OverrunCounts counts the rows that overran, once
+// per fire (a retry of a landed commit writes no second row), on top of nothing else.
+func TestOverrunsCountedOnCommitRows(t *testing.T) {
+	db := chtest.NewWithSchema(t)
+	ctx := context.Background()
+	s := New(db.Conn, db.Name)
+	const start = int64(1_700_000_000)
+	wm, has := start, false
+	for i, over := range []bool{true, false, true} {
+		fire := start + 60*int64(i+1)
+		l := batchLease(t, db, "h", fire, time.Hour, wm, has)
+		run := Run{HuntID: "h", Fire: fire, RunID: uuid.New(), Owner: "pod-a", WindowStart: wm, WindowEnd: fire,
+			Started: time.Now(), Overran: over}
+		for range 2 { // the second is a retry after a lost answer: it must find the row, not add one
+			if err := s.Advance(ctx, l, run); err != nil {
+				t.Fatal(err)
+			}
+		}
+		wm, has = fire, true
+	}
+	got, err := s.OverrunCounts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got["h"] != 2 {
+		t.Fatalf("overrun counts %v, want h: 2 (two of three fires overran)", got)
+	}
+}

@@ -41,6 +41,9 @@ type Run struct {
 	Revision string
 	// ExceptionHits counts, per exception id, the result rows a live exception removed.
 	ExceptionHits map[string]uint64
+	// Overran marks a live run whose hunt's next fire was already due when its commit was
+	// sent (hunt_watermark.overran; Overruns counts them).
+	Overran bool
 }
 
 // hitArrays are the keys and values of a run's exception hits, bound as two arrays (the

@@ -494,7 +494,7 @@ func TestSetStatesOneInsert(t *testing.T) {
 	ctx := context.Background()
 	s := New(db.Conn, db.Name)
 	sts := []State{
-		{HuntID: "a", Status: "succeeded", LastFire: 1700000000, Overran: true, TooAggressive: true},
+		{HuntID: "a", Status: "succeeded", LastFire: 1700000000, TooAggressive: true},
 		{HuntID: "b", Status: "failed", LastError: "x'\n\\y", LastFire: 1700000060, BackoffBase: time.Hour, BackoffCap: 2 * time.Hour},
 		{HuntID: "c", Status: "succeeded", LastFire: 1700000120},
 	}
@@ -511,15 +511,12 @@ func TestSetStatesOneInsert(t *testing.T) {
 	}
 	for _, st := range sts {
 		h := snap.Hunts[st.HuntID]
-		failures, overruns := uint32(0), uint64(0)
+		failures := uint32(0)
 		if st.Status == "failed" {
 			failures = 1
 		}
-		if st.Overran {
-			overruns = 1
-		}
 		if h.Status != st.Status || h.LastFire != st.LastFire || h.ConsecutiveFailures != failures ||
-			h.LastError != st.LastError || h.OverrunCount != overruns || h.TooAggressive != st.TooAggressive {
+			h.LastError != st.LastError || h.OverrunCount != 0 || h.TooAggressive != st.TooAggressive {
 			t.Errorf("%s: snapshot %+v, wrote %+v", st.HuntID, h, st)
 		}
 		if h.HasRetryAfter != (st.BackoffBase > 0) {
@@ -532,8 +529,8 @@ func TestSetStatesOneInsert(t *testing.T) {
 }
 
 // Counters are derived on the server and writes are fenced on the fire: a failure counts one
-// more than the newest row, a second failure doubles the backoff, an overrun counts once per
-// fire however often its row is written, and a late row of an older fire lands nowhere.
+// more than the newest row, a second failure doubles the backoff, a carried overrun count
+// (an import's) survives every later row, and a late row of an older fire lands nowhere.
 func TestStateCountersDerivedAndFenced(t *testing.T) {
 	db := chtest.NewWithSchema(t)
 	ctx := context.Background()
@@ -554,12 +551,11 @@ func TestStateCountersDerivedAndFenced(t *testing.T) {
 		}
 	}
 	const fire = int64(1700000000)
-	set(State{Status: hunt.RunSucceeded, LastFire: fire, Overran: true})
-	set(State{Status: hunt.RunSucceeded, LastFire: fire, Overran: true}) // the same fire's row again
-	if h := state(); h.OverrunCount != 1 {
-		t.Fatalf("overrun count %d after one fire's overrun written twice, want 1", h.OverrunCount)
+	if err := s.RaiseOverruns(ctx, []Overruns{{HuntID: "h", Count: 2}}); err != nil {
+		t.Fatal(err)
 	}
-	set(State{Status: hunt.RunSucceeded, LastFire: fire + 60, Overran: true})
+	set(State{Status: hunt.RunSucceeded, LastFire: fire})
+	set(State{Status: hunt.RunSucceeded, LastFire: fire + 60})
 	failure := State{Status: hunt.RunFailed, LastError: "boom", LastFire: fire + 120, BackoffBase: time.Minute, BackoffCap: time.Hour}
 	set(failure)
 	set(failure) // the same fire failing again after its backoff
@@ -670,5 +666,34 @@ func TestAdvanceRefusesASecondRowOfItsRun(t *testing.T) {
 	}
 	if wm, _ := watermarkOf(t, s, "h"); n != 1 || wm != run.WindowEnd {
 		t.Fatalf("%d rows of the run, watermark %d; want 1 row at %d", n, wm, run.WindowEnd)
+	}
+}
+
+// A hunt that never failed has no hunt_state row to fence on (the runner writes none for its
+// successes), so a late failure row of an older fire is fenced on the commits too: it lands
+// nowhere once a later fire committed.
+func TestLateStateRowAfterANewerCommitLandsNowhere(t *testing.T) {
+	db := chtest.NewWithSchema(t)
+	ctx := context.Background()
+	s := New(db.Conn, db.Name)
+	const fire = int64(1_700_000_000)
+	seedCommit(t, db, "h", fire+60, uuid.New())
+	late := State{HuntID: "h", Status: hunt.RunFailed, LastError: "held", LastFire: fire, BackoffBase: time.Minute, BackoffCap: time.Hour}
+	if err := s.SetState(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	if err := db.Conn.QueryRow(ctx, "SELECT count() FROM "+db.Name+".hunt_state").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("%d hunt_state rows, want none: a failure of fire %d landed after fire %d committed", n, fire, fire+60)
+	}
+	late.LastFire = fire + 120 // the next fire's failure is the hunt's news
+	if err := s.SetState(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Conn.QueryRow(ctx, "SELECT count() FROM "+db.Name+".hunt_state").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d hunt_state rows (%v), want the later fire's failure", n, err)
 	}
 }

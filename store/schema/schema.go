@@ -84,6 +84,10 @@ var watermarkColumns = []column{
 	// Result rows each live exception removed from the run's findings, by exception id
 	// (hunt.Exception.ID); empty when none was live.
 	{"exception_hits", "Map(String, UInt64)"},
+	// 1 when the hunt's next fire was already due as this run's commit was sent (an overrun):
+	// the fire's one row carries it, so each fire's overrun counts exactly once, and a
+	// healthy hunt that falls behind writes no hunt_state row per fire. 0 on earlier rows.
+	{"overran", "UInt8"},
 }
 
 // tables is the single source of the schema; docs/contracts.md is its prose form.

@@ -63,11 +63,12 @@ CREATE TABLE IF NOT EXISTS `hunt_runner`.`hunt_watermark`
     interval_seconds UInt32,
     revision         String,
     exception_hits   Map(String, UInt64),
+    overran          UInt8,
     PROJECTION latest (SELECT hunt_id, max(watermark) GROUP BY hunt_id)
 )
 ENGINE = MergeTree
 ORDER BY (hunt_id, watermark)
-TTL toDateTime(updated) + INTERVAL 91 DAY GROUP BY hunt_id SET watermark = argMax(watermark, watermark), claim_id = argMax(claim_id, watermark), updated = argMax(updated, watermark), run_id = argMax(run_id, watermark), run_owner = argMax(run_owner, watermark), run_start = argMax(run_start, watermark), run_rows = argMax(run_rows, watermark), run_started = argMax(run_started, watermark), gap_start = argMax(gap_start, watermark), gap_end = argMax(gap_end, watermark), findings_dropped = argMax(findings_dropped, watermark), kind = argMax(kind, watermark), interval_seconds = argMax(interval_seconds, watermark), revision = argMax(revision, watermark), exception_hits = argMax(exception_hits, watermark)
+TTL toDateTime(updated) + INTERVAL 91 DAY GROUP BY hunt_id SET watermark = argMax(watermark, watermark), claim_id = argMax(claim_id, watermark), updated = argMax(updated, watermark), run_id = argMax(run_id, watermark), run_owner = argMax(run_owner, watermark), run_start = argMax(run_start, watermark), run_rows = argMax(run_rows, watermark), run_started = argMax(run_started, watermark), gap_start = argMax(gap_start, watermark), gap_end = argMax(gap_end, watermark), findings_dropped = argMax(findings_dropped, watermark), kind = argMax(kind, watermark), interval_seconds = argMax(interval_seconds, watermark), revision = argMax(revision, watermark), exception_hits = argMax(exception_hits, watermark), overran = argMax(overran, watermark)
 COMMENT 'commits: one row per committed fire; newest by (watermark, updated)';
 
 -- table hunt_runner.hunt_state
