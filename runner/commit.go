@@ -143,22 +143,13 @@ func (c *committer) commit(ctx context.Context, log logger, j *job, run store.Ru
 		}
 		return err
 	})
-	if err != nil && !runningUntil.IsZero() && (errors.Is(err, lease.ErrLost) || retryable(err)) {
-		// An attempt's outcome stayed unknown and no later attempt settled it (trust ran out
-		// first, or the budget did): that attempt may have landed. Once it can no longer be
-		// running, its row decides; a run is never recorded lost, or failed, beside its commit.
-		switch landed, rerr := c.landed(ctx, j, run, runningUntil); {
-		case rerr == nil && landed:
-			return done, runErr
-		case rerr != nil:
-			c.opts.Metrics.clickhouseError(ctx, stageCommit)
-			return hunt.RunUnknown, fmt.Errorf("commit: %w (read-back: %v)", err, rerr)
-		}
-	}
 	switch {
 	case err == nil:
 		return done, runErr
 	case errors.Is(err, store.ErrFenced), errors.Is(err, lease.ErrLost):
+		// Lost is final even after an attempt whose outcome was unknown: the attempt that found
+		// the trust gone first read that one's row back once it could no longer be running
+		// (above), and found none, so none can land later.
 		return hunt.RunLost, fmt.Errorf("commit refused: %w", err)
 	case retryable(err):
 		// The budget ran out with the outcome still unknown: the commit may have landed, so
@@ -170,21 +161,6 @@ func (c *committer) commit(ctx context.Context, log logger, j *job, run store.Ru
 		c.opts.Metrics.clickhouseError(ctx, stageCommit)
 		return hunt.RunFailed, fmt.Errorf("commit: %w", err)
 	}
-}
-
-// landed reads back whether run committed, once an attempt whose outcome is unknown can no
-// longer be running on the server (until, its execution bound): reading is safe whatever the
-// lease, so it is retried like a commit write while ctx (the commit budget) allows.
-func (c *committer) landed(ctx context.Context, j *job, run store.Run, until time.Time) (bool, error) {
-	if !lease.Sleep(ctx, time.Until(until)) {
-		return false, ctx.Err()
-	}
-	var landed bool
-	err := c.durably(ctx, c.log, "read back the commit", func(ctx context.Context) (err error) {
-		landed, err = c.store.Committed(ctx, j.currentLease().HuntID, run.RunID)
-		return err
-	})
-	return landed, err
 }
 
 // record writes what follows an outcome: the release of a failed attempt's lease, the state
