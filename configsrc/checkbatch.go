@@ -349,9 +349,9 @@ const batchSkeletonQuery = "SELECT 1"
 // Why a breakout shows in it exactly as in FindingsQuery: what the server makes of the query's
 // text depends only on what the lexer and parser carry to the query's first byte, and the text
 // from there on. The lexer reads every token from its own start, looking back only at the
-// previous token (a "." after a bracket is a dot, not a number), which is the same "(" in both;
-// so the tokens from "FROM (" to the end, the query's and the wrapper's closing ones, are the
-// same tokens. The parser reaches that FROM in both as the FROM of an outer SELECT whose SELECT
+// previous token (whether a "." before digits is a dot, after a closing bracket or a name, or
+// starts a number), which is the same "(" in both; so the tokens from "FROM (" to the end, the
+// query's and the wrapper's closing ones, are the same tokens. The parser reaches that FROM in both as the FROM of an outer SELECT whose SELECT
 // keyword came first, after a select list that ends in "AS hr_before" and has no DISTINCT,
 // DISTINCT ON or TOP: ParserSelectQuery carries nothing else of a SELECT's head into its later
 // clauses (not the WITH list, not the select list's expressions), and those three only ever
