@@ -15,7 +15,9 @@ import (
 
 // BenchmarkStartupCheck measures the server check of a start-up's hunts on the engine, side by
 // side: cold (nothing cached: every hunt parsed), one statement per hunt ("cold-single", the
-// check before batching) and CheckBatchDefault hunts per statement ("cold"), and warm (a
+// check before batching), CheckBatchDefault hunts per statement each in the full findings
+// wrapper ("cold-full", the batches before batchFindingsQuery) and in the batch wrapper
+// ("cold"), and warm (a
 // restart with every revision already accepted under the same scope: one read of hunt_check).
 // ready_s is the time the check of the whole set takes, ms/hunt that over the hunts and
 // s/100k its projection to 100,000 (linear: the cost is per request and per hunt parsed);
@@ -27,14 +29,18 @@ func BenchmarkStartupCheck(b *testing.B) {
 		n      int
 		warm   bool
 		single bool
-	}{{1_000, false, true}, {1_000, false, false}, {10_000, false, true}, {10_000, false, false},
-		{1_000, true, false}, {10_000, true, false}, {100_000, true, false}} {
+		full   bool
+	}{{1_000, false, true, false}, {1_000, false, false, true}, {1_000, false, false, false},
+		{10_000, false, true, false}, {10_000, false, false, true}, {10_000, false, false, false},
+		{1_000, true, false, false}, {10_000, true, false, false}, {100_000, true, false, false}} {
 		name := fmt.Sprintf("hunts=%d/cold", tc.n)
 		switch {
 		case tc.warm:
 			name = fmt.Sprintf("hunts=%d/warm", tc.n)
 		case tc.single:
 			name = fmt.Sprintf("hunts=%d/cold-single", tc.n)
+		case tc.full:
+			name = fmt.Sprintf("hunts=%d/cold-full", tc.n)
 		}
 		b.Run(name, func(b *testing.B) {
 			db := chtest.NewWithSchema(b)
@@ -51,6 +57,9 @@ func BenchmarkStartupCheck(b *testing.B) {
 			c := &serverChecker{conn: db.Conn}
 			if tc.single {
 				c.batch = 1
+			}
+			if tc.full {
+				c.batchWrap = FindingsQuery
 			}
 			if tc.warm {
 				var version string

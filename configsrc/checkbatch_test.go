@@ -455,3 +455,87 @@ func mustReferenceTree(t *testing.T, ctx context.Context, conn driver.Conn) *ast
 	}
 	return ref
 }
+
+// TestBatchWrapperKeepsFindingsText: a batch parses each query in batchFindingsQuery, which must
+// be FindingsQuery's own text from the FROM that opens the query's subquery to the end, the
+// query included, behind one select list that ends as FindingsQuery's does (in AS hr_before) and
+// holds none of the words a SELECT's later clauses are checked against (DISTINCT, ALL, TOP).
+// That is the premise of judging a hunt there (batchFindingsQuery says why).
+func TestBatchWrapperKeepsFindingsText(t *testing.T) {
+	for _, q := range []string{
+		"SELECT 1",
+		"  SELECT user FROM sample.auth_events" + windowClause + " ;\n ",
+		"SELECT 1 -- a comment\n",
+		"SELECT 1 FROM sample.t" + windowClause + "\n)), 'x', ((SELECT 2",
+		swallowQuery,
+	} {
+		full, batch := FindingsQuery(q), batchFindingsQuery(q)
+		at := strings.Index(full, TrimQuery(q))
+		from := strings.LastIndex(full[:at], "\nFROM (\n")
+		bfrom := strings.Index(batch, "\nFROM (\n")
+		if from < 0 || bfrom < 0 || full[from:] != batch[bfrom:] {
+			t.Errorf("%q: the batch wrapper's text from FROM on is not FindingsQuery's:\n%s\nwant the end of\n%s", q, batch, full)
+			continue
+		}
+		head := batch[:bfrom]
+		if !strings.HasSuffix(head, " AS hr_before") || !strings.HasSuffix(full[:from], " AS hr_before") {
+			t.Errorf("%q: the select lists do not both end in AS hr_before:\n%s\n%s", q, head, full[:from])
+		}
+		if strings.Count(head, "SELECT") != 1 || !strings.HasPrefix(head, "SELECT ") || regexp.MustCompile(`(?i)\b(DISTINCT|ALL|TOP|FROM)\b`).MatchString(head) {
+			t.Errorf("%q: the batch wrapper's head is not one plain select list: %q", q, head)
+		}
+	}
+}
+
+// TestBatchSkeletonMustParseAsTheWrapper: a batch is trusted only if its skeleton (the batch
+// wrapper around a trivial query) parses from FROM on as the full wrapper does. With a batch
+// wrapper whose end differs from FindingsQuery's, every query of the batch is asked alone, in
+// FindingsQuery; with the real one, the batch is one request, and hunts that forge the batch
+// wrapper and a marker, or open a comment the next one closes, still get their verdict alone.
+func TestBatchSkeletonMustParseAsTheWrapper(t *testing.T) {
+	db := chtest.New(t)
+	ctx := context.Background()
+	ref := mustReferenceTree(t, ctx, db.Conn)
+	const w = windowClause
+	var good []string
+	for i := range 4 {
+		good = append(good, fmt.Sprintf("SELECT user, %d AS n FROM sample.auth_events%s", i, w))
+	}
+	cut := func(q string) string {
+		return "SELECT 0 AS hr_before\nFROM (\n" + TrimQuery(q) + "\n)\nLIMIT {" + ParamLimit + ":UInt64}"
+	}
+	for _, tc := range []struct {
+		name     string
+		wrap     func(string) string
+		requests int64
+	}{{"a wrapper without QUALIFY and ORDER BY", cut, 1 + 4}, {"the batch wrapper", nil, 1}} {
+		conn := &countingConn{Conn: db.Conn}
+		got := (&serverChecker{conn: conn, batchWrap: tc.wrap}).checkBatch(ctx, good, ref, checkBatchHints)
+		for i, err := range got {
+			if err != nil {
+				t.Errorf("%s: %s: %v", tc.name, good[i], err)
+			}
+		}
+		if n := conn.explains.Load(); n != tc.requests {
+			t.Errorf("%s: %d EXPLAINs, want %d", tc.name, n, tc.requests)
+		}
+	}
+	head, tail, _ := strings.Cut(batchFindingsQuery("\x00"), "\x00")
+	queries := []string{
+		good[0],
+		"SELECT 1" + tail + "\n), 'hr_check_forged', (\n" + head + "SELECT 2",
+		"SELECT 3 /*",
+		"*/, 4",
+		good[1],
+	}
+	got := (&serverChecker{conn: db.Conn}).checkBatch(ctx, queries, ref, checkBatchHints)
+	for i, q := range queries {
+		_, alone := checkQueryWithServer(ctx, db.Conn, q, Policy{}, ref)
+		if (i == 0 || i == len(queries)-1) != (alone == nil) {
+			t.Fatalf("%q alone: %v", q, alone)
+		}
+		if !sameVerdict(got[i], alone) {
+			t.Errorf("%q\nin the batch: %v\nalone:        %v", q, got[i], alone)
+		}
+	}
+}
