@@ -190,11 +190,12 @@ func BenchmarkThroughput(b *testing.B) {
 	const window = 20 * time.Second
 	e := newPrivateEnv(b)
 	var runnerRate, engineRate, batchedRate float64
+	var cpuPerFire time.Duration
 	var behind int
 	for b.Loop() {
 		engineRate = engineLimit(b, e, "limit", DefaultConcurrency, 1, window)
 		batchedRate = engineLimit(b, e, "batched", DefaultConcurrency, limitBatch, window)
-		runnerRate = runnerThroughput(b, e, 150, func(i int) int64 { return 1 }, window)
+		runnerRate, cpuPerFire = runnerThroughput(b, e, 150, func(i int) int64 { return 1 }, window)
 		behind = huntsBehind(b, e, 150, func(i int) int64 { return int64(5 + i%5) }, 2*window)
 	}
 	b.ReportMetric(engineRate, "engine-fires/s")
@@ -203,6 +204,7 @@ func BenchmarkThroughput(b *testing.B) {
 	b.ReportMetric(runnerRate, "runner-fires/s")
 	b.ReportMetric(runnerRate/engineRate, "runner/engine")
 	b.ReportMetric(runnerRate/batchedRate, "runner/engine-batch8")
+	b.ReportMetric(float64(cpuPerFire.Microseconds())/1000, "runner-cpu-ms/fire")
 	b.ReportMetric(float64(behind), "hunts-behind-2-intervals")
 }
 
@@ -288,13 +290,17 @@ func startRunner(b *testing.B, e *env, n int, interval func(int) int64) (ids map
 	return ids, func() { cancel(); <-done }
 }
 
-// runnerThroughput returns the commits per second of one default runner over d.
-func runnerThroughput(b *testing.B, e *env, n int, interval func(int) int64, d time.Duration) float64 {
+// runnerThroughput returns the commits per second of one default runner over d, and the CPU
+// time this process (the runner; the engine is chlocal's process) spent per commit.
+func runnerThroughput(b *testing.B, e *env, n int, interval func(int) int64, d time.Duration) (float64, time.Duration) {
 	before := e.count("SELECT count() FROM hunt_watermark")
+	cpu := processCPU()
 	_, stop := startRunner(b, e, n, interval)
 	time.Sleep(d)
 	stop()
-	return float64(e.count("SELECT count() FROM hunt_watermark")-before) / d.Seconds()
+	cpu = processCPU() - cpu
+	fires := e.count("SELECT count() FROM hunt_watermark") - before
+	return float64(fires) / d.Seconds(), cpu / time.Duration(max(fires, 1))
 }
 
 // huntsBehind runs one default runner over n hunts for d and returns how many hunts were then
