@@ -319,15 +319,7 @@ func TestBatchMarkersHoldAgainstShiftedHunts(t *testing.T) {
 	}
 	c := &serverChecker{conn: db.Conn}
 	got := c.checkBatch(ctx, queries, ref, checkBatchHints)
-	for i, q := range queries {
-		_, alone := checkQueryWithServer(ctx, db.Conn, q, Policy{}, ref)
-		if (i == 0 || i == len(queries)-1) != (alone == nil) {
-			t.Fatalf("%q alone: %v", q, alone)
-		}
-		if !sameVerdict(got[i], alone) {
-			t.Errorf("%q\nin the batch: %v\nalone:        %v", q, got[i], alone)
-		}
-	}
+	batchMatchesAlone(t, ctx, db.Conn, queries, got, ref)
 }
 
 // TestCutChildren: the children count is read exactly as the pattern the server's format
@@ -529,8 +521,15 @@ func TestBatchSkeletonMustParseAsTheWrapper(t *testing.T) {
 		good[1],
 	}
 	got := (&serverChecker{conn: db.Conn}).checkBatch(ctx, queries, ref, checkBatchHints)
+	batchMatchesAlone(t, ctx, db.Conn, queries, got, ref)
+}
+
+// batchMatchesAlone checks that each query's verdict in a batch (got) is the one it gets checked
+// alone, and the premise of the callers' lists: only the first and last queries pass.
+func batchMatchesAlone(t *testing.T, ctx context.Context, conn driver.Conn, queries []string, got []error, ref *astNode) {
+	t.Helper()
 	for i, q := range queries {
-		_, alone := checkQueryWithServer(ctx, db.Conn, q, Policy{}, ref)
+		_, alone := checkQueryWithServer(ctx, conn, q, Policy{}, ref)
 		if (i == 0 || i == len(queries)-1) != (alone == nil) {
 			t.Fatalf("%q alone: %v", q, alone)
 		}

@@ -903,17 +903,25 @@ func TestRunnerFollowsTheScheduleClock(t *testing.T) {
 	}
 }
 
-// A commit spends its lease and frees the hunt: the next fire is claimed and run at once,
-// while the committed fire's lease is still live, and nothing is released.
-func TestCommitFreesTheHunt(t *testing.T) {
-	e := newEnv(t)
-	h := hunt.Hunt{ID: "quick", Interval: 60 * time.Second, Offset: sec(e.mid(60)), Query: eventsQuery}
-	var sched atomic.Int64
+// steppedRunner runs h with a minute's lease on a schedule clock the test steps (sched, from
+// the setup instant).
+func (e *env) steppedRunner(h hunt.Hunt) (envRunner, *atomic.Int64) {
+	e.t.Helper()
+	sched := new(atomic.Int64)
 	sched.Store(e.now)
 	r := e.runner("pod-a", testSet("x", h), func(o *Options) {
 		o.Lease = time.Minute
 		o.ScheduleClock = func(time.Time) time.Time { return time.Unix(sched.Load(), 0) }
 	})
+	return r, sched
+}
+
+// A commit spends its lease and frees the hunt: the next fire is claimed and run at once,
+// while the committed fire's lease is still live, and nothing is released.
+func TestCommitFreesTheHunt(t *testing.T) {
+	e := newEnv(t)
+	h := hunt.Hunt{ID: "quick", Interval: 60 * time.Second, Offset: sec(e.mid(60)), Query: eventsQuery}
+	r, sched := e.steppedRunner(h)
 	e.tickAndWait(r)
 	first := e.latest(h)
 	if wm, _ := e.watermarkOf(h.ID); wm != first {

@@ -209,12 +209,7 @@ func (f findingsHook) InsertFindings(ctx context.Context, fs store.Findings) err
 func TestOverrunRidesOnTheCommitRow(t *testing.T) {
 	e := newEnv(t)
 	h := hunt.Hunt{ID: "over", Interval: 60 * time.Second, Offset: sec(e.mid(60)), Query: eventsQuery}
-	var sched atomic.Int64
-	sched.Store(e.now)
-	r := e.runner("pod-a", testSet("x", h), func(o *Options) {
-		o.Lease = time.Minute
-		o.ScheduleClock = func(time.Time) time.Time { return time.Unix(sched.Load(), 0) }
-	})
+	r, sched := e.steppedRunner(h)
 	var overrun atomic.Bool
 	r.useStore(findingsHook{StateStore: r.store, during: func() {
 		if overrun.Load() {
