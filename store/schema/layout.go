@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -62,6 +63,25 @@ func CheckLayout(ctx context.Context, conn driver.Conn, database string) error {
 		return fmt.Errorf("%w: database %s has layout version %d, this release needs %d (an upgrade not run, or cut short): "+
 			"run `hunt-runner schema` of this release, which resumes the upgrade and keeps what is stored",
 			ErrLayout, database, v, Version)
+	}
+	// A release may add columns within a layout version (schema adds them in place); a runner
+	// started before that would fail every write naming one.
+	// An identity sees in system.columns only the tables it may read (the scaler: none of
+	// them), so those are the ones checked; one that may not read it at all skips this part.
+	missing, err := missingColumns(ctx, conn, database)
+	switch {
+	case errors.As(err, &ex) && ex.Code == codeAccessDenied:
+		return nil
+	case err != nil:
+		return fmt.Errorf("check the schema layout: %w", err)
+	}
+	if len(missing) > 0 {
+		names := make([]string, len(missing))
+		for i, m := range missing {
+			names[i] = m.table + "." + m.col.name
+		}
+		return fmt.Errorf("%w: database %s lacks the column(s) %s of this release: run `hunt-runner schema` of this "+
+			"release, which adds them in place and keeps what is stored", ErrLayout, database, strings.Join(names, ", "))
 	}
 	return nil
 }

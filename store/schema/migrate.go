@@ -133,19 +133,26 @@ WHERE (hunt_id, fire, run_id, finding_id) NOT IN (SELECT hunt_id, fire, run_id, 
 	return nil
 }
 
-// addMissingColumns adds, to every coordination table that exists, the columns of its current
-// layout it lacks (at the end, with their type's default for existing rows).
-func addMissingColumns(ctx context.Context, conn driver.Conn, database, onCluster string) ([]string, error) {
+// tableColumn is one declared column an existing table lacks.
+type tableColumn struct {
+	table string
+	col   column
+}
+
+// missingColumns lists, for every coordination table that exists, the columns of its current
+// layout it lacks, in declaration order. Columns added within a layout version (in place, by
+// Apply) are what it finds on a database whose `schema` has not been re-run.
+func missingColumns(ctx context.Context, conn driver.Conn, database string) ([]tableColumn, error) {
 	rows, err := conn.Query(ctx, "SELECT table, name FROM system.columns WHERE database = ?", database)
 	if err != nil {
-		return nil, fmt.Errorf("upgrade: read system.columns: %w", err)
+		return nil, fmt.Errorf("read system.columns: %w", err)
 	}
 	have := map[string]map[string]bool{}
 	for rows.Next() {
 		var t, c string
 		if err := rows.Scan(&t, &c); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("upgrade: read system.columns: %w", err)
+			return nil, fmt.Errorf("read system.columns: %w", err)
 		}
 		if have[t] == nil {
 			have[t] = map[string]bool{}
@@ -154,25 +161,38 @@ func addMissingColumns(ctx context.Context, conn driver.Conn, database, onCluste
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("upgrade: read system.columns: %w", err)
+		return nil, fmt.Errorf("read system.columns: %w", err)
 	}
-	var did []string
+	var out []tableColumn
 	for _, tb := range tables {
 		cols, ok := have[tb.name]
 		if !ok {
 			continue
 		}
 		for _, c := range tb.columns {
-			if cols[c.name] {
-				continue
+			if !cols[c.name] {
+				out = append(out, tableColumn{tb.name, c})
 			}
-			q := "ALTER TABLE " + QuoteIdent(database) + "." + QuoteIdent(tb.name) + onCluster +
-				" ADD COLUMN IF NOT EXISTS " + QuoteIdent(c.name) + " " + c.typ
-			if err := conn.Exec(ctx, q); err != nil {
-				return nil, fmt.Errorf("upgrade: add column %s.%s: %w", tb.name, c.name, err)
-			}
-			did = append(did, "added column "+tb.name+"."+c.name)
 		}
+	}
+	return out, nil
+}
+
+// addMissingColumns adds, to every coordination table that exists, the columns of its current
+// layout it lacks (at the end, with their type's default for existing rows).
+func addMissingColumns(ctx context.Context, conn driver.Conn, database, onCluster string) ([]string, error) {
+	missing, err := missingColumns(ctx, conn, database)
+	if err != nil {
+		return nil, fmt.Errorf("upgrade: %w", err)
+	}
+	var did []string
+	for _, m := range missing {
+		q := "ALTER TABLE " + QuoteIdent(database) + "." + QuoteIdent(m.table) + onCluster +
+			" ADD COLUMN IF NOT EXISTS " + QuoteIdent(m.col.name) + " " + m.col.typ
+		if err := conn.Exec(ctx, q); err != nil {
+			return nil, fmt.Errorf("upgrade: add column %s.%s: %w", m.table, m.col.name, err)
+		}
+		did = append(did, "added column "+m.table+"."+m.col.name)
 	}
 	return did, nil
 }
