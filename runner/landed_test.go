@@ -12,7 +12,8 @@ import (
 
 // A commit that lands while its lease is trusted, but whose answer, and every retry's, comes
 // only after the trusted deadline, is a success: once no attempt can still be running, the
-// run's row is read back by id (committer.landed) before anything records the run lost. Nothing
+// run's row is read back by id before any later attempt, so before anything records the run
+// lost (committer.commit). Nothing
 // here races the clock: no answer to a commit arrives before the test ends (the server holds
 // each one for longer than the whole lease), so the trust always runs out with the outcome
 // unknown, and the row is always there, since the server executes each commit at once.

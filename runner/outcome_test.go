@@ -96,9 +96,9 @@ func TestAmbiguousCommitEndsAsItsRow(t *testing.T) {
 
 // A commit that lands but is answered 9 s late: however the attempts and the lease's trusted
 // deadline fall, the run is one success, recorded once, never a lost run beside its commit,
-// and no second commit statement is sent (its row is read back first). (Which read-back
-// settles it depends on timing; the guard for the trust running out first, the read-back in
-// committer.landed, is caught deterministically by TestCommitAnsweredOnlyAfterTheTrustedDeadline.)
+// and no second commit statement is sent (its row is read back first, once the first attempt
+// can no longer be running; TestCommitAnsweredOnlyAfterTheTrustedDeadline pins the same
+// read-back without depending on timing).
 func TestCommitSettledPastTheTrustedDeadline(t *testing.T) {
 	e := newPrivateEnv(t)
 	h := hunt.Hunt{ID: "late", Interval: 3600 * time.Second, Offset: sec(e.mid(3600)), Query: eventsQuery, MaxFindings: hunt.MaxFindingsCeiling}
