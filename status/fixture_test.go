@@ -78,12 +78,12 @@ func fixture(t *testing.T) *fix {
 		 FROM numbers(8)`,
 		`INSERT INTO ` + d + `.hunt_state VALUES
 		   ('failing', 'failed', 8, 'Unknown table', toStartOfMinute(now()), now64(6), toDateTime64(0, 3, 'UTC'), 0, 0),
-		   ('ghost', 'ok', 0, '', toStartOfMinute(now()), now64(6), toDateTime64(0, 3, 'UTC'), 3, 1),
+		   ('ghost', 'ok', 0, '', toStartOfMinute(now()), now64(6), toDateTime64(0, 3, 'UTC'), 2, 1),
 		   ('retired', 'ok', 0, '', toStartOfMinute(now()) - 3600, now64(6), toDateTime64(0, 3, 'UTC'), 0, 0)`,
 		`INSERT INTO ` + d + `.hunt_watermark (hunt_id, watermark, claim_id, updated, run_id, run_owner, run_start, run_rows,
-		   run_started, gap_start, gap_end, findings_dropped, kind)
+		   run_started, gap_start, gap_end, findings_dropped, kind, overran)
 		 VALUES ('ghost', toStartOfMinute(now()), generateUUIDv4(), now64(6), generateUUIDv4(), 'pod-c',
-		   toStartOfMinute(now()) - 60, 1, now64(6), toDateTime(0, 'UTC'), toDateTime(0, 'UTC'), 0, 'scheduled')`,
+		   toStartOfMinute(now()) - 60, 1, now64(6), toDateTime(0, 'UTC'), toDateTime(0, 'UTC'), 0, 'scheduled', 1)`,
 		// pod-a holds a live lease on healthy's next fire.
 		`INSERT INTO ` + d + `.hunt_lease VALUES ('healthy', toDateTime(intDiv(toUnixTimestamp(now()) - 7, 60) * 60 + 67, 'UTC'), 'pod-a', generateUUIDv4(), now64(6),
 		   now64(3) + INTERVAL 1 MINUTE)`,

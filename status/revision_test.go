@@ -21,7 +21,7 @@ import (
 // status --json shows each hunt's live revision: the definition digest and the git commit.
 func TestStatusShowsLiveRevision(t *testing.T) {
 	h := hunt.NewSet([]hunt.Hunt{{ID: "a", Interval: time.Minute, Enabled: true, Query: "SELECT 1"}}, "test", "c0ffee").Hunts[0]
-	got := build(store.Snapshot{Now: time.Unix(1700000000, 0)}, h, false, publishedEntry{}, store.RunSummary{}, nil)
+	got := build(store.Snapshot{Now: time.Unix(1700000000, 0)}, h, false, publishedEntry{}, store.RunSummary{}, 0, nil)
 	b, err := json.Marshal(got)
 	if err != nil {
 		t.Fatal(err)

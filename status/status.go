@@ -180,11 +180,6 @@ func Read(ctx context.Context, st Reader, entries []hunt.Hunt) (Report, error) {
 	if err != nil {
 		return Report{}, fmt.Errorf("status: %w", err)
 	}
-	for id, n := range overruns {
-		r := runs[id]
-		r.Overruns = n
-		runs[id] = r
-	}
 	pauses := pausesOf(snap)
 	snoozes, err := st.Snoozes(ctx)
 	if err != nil {
@@ -202,7 +197,7 @@ func Read(ctx context.Context, st Reader, entries []hunt.Hunt) (Report, error) {
 		seen[e.ID] = true
 		p, ok := published[e.ID]
 		// A disabled hunt is meant to be absent from (or tombstoned in) hunt_schedule.
-		out.Hunts = append(out.Hunts, build(snap, e, !ok && e.Enabled, p, runs[e.ID], pauses[e.ID]))
+		out.Hunts = append(out.Hunts, build(snap, e, !ok && e.Enabled, p, runs[e.ID], overruns[e.ID], pauses[e.ID]))
 	}
 	// Hunts runners ran but nobody published (or that the given files no longer define):
 	// shown so that work nobody scheduled on purpose is visible. Retired hunts stay hidden.
@@ -225,7 +220,7 @@ func Read(ctx context.Context, st Reader, entries []hunt.Hunt) (Report, error) {
 		if !ok {
 			e = hunt.Hunt{ID: id}
 		}
-		out.Hunts = append(out.Hunts, build(snap, e, !ok, p, runs[id], pauses[id]))
+		out.Hunts = append(out.Hunts, build(snap, e, !ok, p, runs[id], overruns[id], pauses[id]))
 	}
 	sort.Slice(out.Hunts, func(i, j int) bool { return out.Hunts[i].HuntID < out.Hunts[j].HuntID })
 	out.markSnoozes(snoozes)
@@ -233,12 +228,12 @@ func Read(ctx context.Context, st Reader, entries []hunt.Hunt) (Report, error) {
 }
 
 // build is one hunt's row from what was read.
-func build(snap store.Snapshot, e hunt.Hunt, unpublished bool, pub publishedEntry, lr store.RunSummary, pause *Pause) Hunt {
+func build(snap store.Snapshot, e hunt.Hunt, unpublished bool, pub publishedEntry, lr store.RunSummary, overruns uint64, pause *Pause) Hunt {
 	st := snap.Hunts[e.ID]
 	now := snap.Now.Unix()
 	hs := Hunt{HuntID: e.ID, Severity: e.Severity, Labels: e.Labels, Description: e.Description, Query: e.Query,
 		Revision: e.Revision(), IntervalSeconds: e.IntervalSeconds(), OffsetSeconds: e.OffsetSeconds(), Enabled: e.Enabled,
-		Unpublished: unpublished, ConsecutiveFailures: st.ConsecutiveFailures, OverrunCount: st.OverrunCount + lr.Overruns,
+		Unpublished: unpublished, ConsecutiveFailures: st.ConsecutiveFailures, OverrunCount: st.OverrunCount + overruns,
 		TooAggressive: st.TooAggressive, Gaps: lr.Gaps, FindingsLastDay: lr.FindingsLastDay,
 		FindingsDroppedLastDay: lr.DroppedLastDay, Paused: pause != nil, Pause: pause, Backfills: backfillsOf(snap, e.ID),
 		Exceptions: exceptionsOf(e, lr.ExceptionHits, snap.Now)}

@@ -57,7 +57,8 @@ func TestStatusReadsCommitsGapsAndFindings(t *testing.T) {
 }
 
 // Runners may run a hunt nobody published (a pod with other hunt files); status must show it,
-// marked, and must still hide what materialise retired.
+// marked, and must still hide what materialise retired. Its overrun count is the 2 its state
+// row carries plus its one commit row that overran.
 func TestUnpublishedHuntsAreShownAndRetiredOnesHidden(t *testing.T) {
 	db := fixture(t)
 	for name, entries := range map[string][]hunt.Hunt{"hunt files": fixtureEntries(), "published schedule": nil} {

@@ -125,6 +125,24 @@ func scanStrings(rows driver.Rows, err error, each func(string)) error {
 	return rows.Err()
 }
 
+// scanByHunt reads a two-column result, a key (a hunt id) and its value, into a map.
+func scanByHunt[V any](rows driver.Rows, err error) (map[string]V, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]V{}
+	for rows.Next() {
+		var id string
+		var v V
+		if err := rows.Scan(&id, &v); err != nil {
+			return nil, err
+		}
+		out[id] = v
+	}
+	return out, rows.Err()
+}
+
 // The reads of `import-legacy` (package legacy plans from them): which tables there are, the
 // earlier runner's progress in its own database, and the progress hunt-runner has. The earlier
 // runner's tables are named as ours (hunt_watermark, hunt_state) in another database.
@@ -191,21 +209,8 @@ type LegacyState struct {
 // its tables are ReplacingMergeTree(updated), read by the newest updated, as it read them.
 func (s *Store) LegacyWatermarks(ctx context.Context, from string) (map[string]int64, error) {
 	db := schema.QuoteIdent(from)
-	rows, err := s.conn.Query(ctx, "SELECT hunt_id, toInt64(argMax(watermark, updated)) FROM "+db+"."+schema.TableWatermark+" GROUP BY hunt_id")
+	out, err := scanByHunt[int64](s.conn.Query(ctx, "SELECT hunt_id, toInt64(argMax(watermark, updated)) FROM "+db+"."+schema.TableWatermark+" GROUP BY hunt_id"))
 	if err != nil {
-		return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableWatermark, err)
-	}
-	defer rows.Close()
-	out := map[string]int64{}
-	for rows.Next() {
-		var id string
-		var wm int64
-		if err := rows.Scan(&id, &wm); err != nil {
-			return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableWatermark, err)
-		}
-		out[id] = wm
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read %s.%s: %w", db, schema.TableWatermark, err)
 	}
 	return out, nil

@@ -17,18 +17,5 @@ func (s *Store) ForeignPublishers(ctx context.Context, set string, ids []string)
 	q := "SELECT hunt_id, hunt_set FROM (SELECT hunt_id, argMax(hunt_set, updated) AS hunt_set, " +
 		"argMax(enabled = 1 AND interval_seconds > 0, updated) AS live FROM " + schema.QuoteIdent(s.database) + "." + schema.TableSchedule +
 		" WHERE hunt_id IN {ids:Array(String)} GROUP BY hunt_id) WHERE live AND hunt_set != {set:String}"
-	rows, err := s.conn.Query(ctx, q, clickhouse.Named("ids", ids), clickhouse.Named("set", set))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := map[string]string{}
-	for rows.Next() {
-		var id, owner string
-		if err := rows.Scan(&id, &owner); err != nil {
-			return nil, err
-		}
-		out[id] = owner
-	}
-	return out, rows.Err()
+	return scanByHunt[string](s.conn.Query(ctx, q, clickhouse.Named("ids", ids), clickhouse.Named("set", set)))
 }

@@ -66,9 +66,6 @@ type RunSummary struct {
 	FirstFailedFire int64 // the oldest failed, lost or over_budget fire (an attempt that did not commit)
 
 	Gaps uint64 // gap rows
-	// Overruns is not read by RunSummaries: the caller sets it from OverrunCounts (every
-	// retained commit row that overran, not only the recent ones).
-	Overruns uint64
 	// FindingsLastDay and DroppedLastDay sum rows_written and findings_dropped of the runs
 	// that succeeded within the last day of the server's clock.
 	FindingsLastDay, DroppedLastDay uint64
@@ -231,20 +228,10 @@ func (s *Store) OwnerActivities(ctx context.Context, within time.Duration) ([]Ow
 // import or an earlier release (HuntState.OverrunCount). Rows rolled up past the commits
 // retention count no more.
 func (s *Store) OverrunCounts(ctx context.Context) (map[string]uint64, error) {
-	rows, err := s.conn.Query(ctx, "SELECT hunt_id, count() FROM "+s.table(schema.TableWatermark)+
-		" WHERE overran = 1 GROUP BY hunt_id")
+	out, err := scanByHunt[uint64](s.conn.Query(ctx, "SELECT hunt_id, count() FROM "+s.table(schema.TableWatermark)+
+		" WHERE overran = 1 GROUP BY hunt_id"))
 	if err != nil {
 		return nil, fmt.Errorf("read overruns: %w", err)
 	}
-	defer rows.Close()
-	out := map[string]uint64{}
-	for rows.Next() {
-		var id string
-		var n uint64
-		if err := rows.Scan(&id, &n); err != nil {
-			return nil, fmt.Errorf("read overruns: %w", err)
-		}
-		out[id] = n
-	}
-	return out, rows.Err()
+	return out, nil
 }

@@ -65,9 +65,9 @@ func CheckLayout(ctx context.Context, conn driver.Conn, database string) error {
 			ErrLayout, database, v, Version)
 	}
 	// A release may add columns within a layout version (schema adds them in place); a runner
-	// started before that would fail every write naming one.
-	// An identity sees in system.columns only the tables it may read (the scaler: none of
-	// them), so those are the ones checked; one that may not read it at all skips this part.
+	// started before that would fail every write naming one. An identity sees in
+	// system.columns only the tables it may read (the scaler: none of them), so those are the
+	// ones checked; one that may not read it at all skips this part.
 	missing, err := missingColumns(ctx, conn, database)
 	switch {
 	case errors.As(err, &ex) && ex.Code == codeAccessDenied:
